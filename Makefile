@@ -1,0 +1,56 @@
+# rex — make targets. `make run` opens the console, `make test` runs every test.
+GO      ?= go
+BIN     := bin
+FUZZTIME ?= 5s
+# rexd builds embedded in rex: the targets rex can bootstrap.
+PAYLOAD_PLATFORMS := linux/amd64 linux/arm64
+PAYLOAD_DIR := internal/payload/rexd
+
+.PHONY: all build rexd payload run test fuzz bench lint clean
+
+all: build
+
+rexd:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o $(BIN)/rexd ./cmd/rexd
+
+# payload cross-builds rexd (static, stripped) for every platform and
+# compresses it into the directory rex embeds.
+payload:
+	@mkdir -p $(PAYLOAD_DIR)
+	@for p in $(PAYLOAD_PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags="-s -w" -o $(PAYLOAD_DIR)/rexd-$$os-$$arch ./cmd/rexd || exit 1; \
+		gzip -9 -n -f $(PAYLOAD_DIR)/rexd-$$os-$$arch || exit 1; \
+	done
+
+build: rexd payload
+	$(GO) build -trimpath -o $(BIN)/rex ./cmd/rex
+
+run: build
+	$(BIN)/rex
+
+test: lint
+	$(GO) test -count=1 -timeout 20m ./...
+	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
+
+# fuzz runs every fuzz target for FUZZTIME each.
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+		dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
+		for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/^func //'); do \
+			echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
+			$(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg >/dev/null || \
+				{ $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg; exit 1; }; \
+		done; \
+	done
+
+bench: build
+	$(GO) test -run='^$$' -bench=. -benchmem -count=1 ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+		if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+clean:
+	rm -rf $(BIN) $(PAYLOAD_DIR)/rexd-*

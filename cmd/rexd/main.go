@@ -1,0 +1,142 @@
+// Command rexd serves REXD v1 (JSON-RPC 2.0, one JSON object per line) on
+// its standard input and output.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/rexconsole/rex/internal/rexd"
+	"github.com/rexconsole/rex/internal/version"
+)
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("rexd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		stdio, showVersion, noAudit bool
+		configPath, auditPath       string
+		roots, limits               multiFlag
+	)
+	fs.BoolVar(&stdio, "stdio", false, "serve REXD v1 on standard input and output")
+	fs.StringVar(&configPath, "config", "", "read configuration from `PATH` (default "+rexd.SystemConfigPath+" if present)")
+	fs.Var(&roots, "root", "allow file operations and cwd under `DIR` (repeatable; default: the home directory)")
+	fs.StringVar(&auditPath, "audit", "", "append the audit log to `PATH` (default ~/.local/state/rexd/audit.log)")
+	fs.BoolVar(&noAudit, "no-audit", false, "do not write an audit log")
+	fs.Var(&limits, "limit", "set a limit, `NAME=VALUE` with NAME as in the config's [limits] (repeatable); 0 means none for timeouts and output")
+	fs.BoolVar(&showVersion, "version", false, "print \"rexd <version> <build-hash>\" and exit")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: rexd --stdio [--config PATH] [--root DIR]... [--audit PATH] [--limit NAME=VALUE]...")
+		fmt.Fprintln(stderr, "       rexd --version")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	hash, err := rexd.BuildHash()
+	if err != nil {
+		fmt.Fprintf(stderr, "rexd: %v\n", err)
+		return 1
+	}
+	if showVersion {
+		fmt.Fprintf(stdout, "rexd %s %s\n", version.Version, hash)
+		return 0
+	}
+	if !stdio || fs.NArg() > 0 {
+		fs.Usage()
+		return 2
+	}
+
+	cfg := rexd.DefaultConfig()
+	cfg.Version, cfg.BuildHash = version.Version, hash
+	if configPath == "" {
+		if _, err := os.Stat(rexd.SystemConfigPath); err == nil {
+			configPath = rexd.SystemConfigPath
+		}
+	}
+	if configPath != "" {
+		if err := cfg.LoadFile(configPath); err != nil {
+			fmt.Fprintf(stderr, "rexd: %v\n", err)
+			return 2
+		}
+	}
+	if len(roots) > 0 {
+		cfg.Roots = roots
+	}
+	if auditPath != "" {
+		cfg.AuditPath = auditPath
+	}
+	if noAudit {
+		cfg.AuditPath = ""
+	}
+	for _, l := range limits {
+		if err := setLimit(&cfg, l); err != nil {
+			fmt.Fprintf(stderr, "rexd: %v\n", err)
+			return 2
+		}
+	}
+	srv, err := rexd.New(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "rexd: %v\n", err)
+		return 1
+	}
+	defer srv.Close()
+
+	// A write to a closed stdout must be an error, not a silent death, so
+	// the children still get cleaned up. Notify (unlike Ignore) is not
+	// inherited by the children.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer stop()
+	if err := srv.Serve(ctx, stdin, stdout); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(stderr, "rexd: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func setLimit(cfg *rexd.Config, kv string) error {
+	name, val, ok := strings.Cut(kv, "=")
+	n, err := strconv.ParseInt(val, 10, 64)
+	if !ok || err != nil || n < 0 {
+		return fmt.Errorf("--limit %q: want NAME=VALUE with a non-negative integer", kv)
+	}
+	l := &cfg.Limits
+	switch name {
+	case "default_timeout_ms":
+		l.DefaultTimeoutMS = n
+	case "hard_timeout_ms":
+		l.HardTimeoutMS = n
+	case "max_output_bytes":
+		l.MaxOutputBytes = n
+	case "max_file_read_bytes":
+		l.MaxFileReadBytes = n
+	case "max_processes_per_session":
+		l.MaxProcessesPerSession = n
+	case "max_concurrent_sessions":
+		l.MaxConcurrentSessions = n
+	default:
+		return fmt.Errorf("--limit %q: unknown limit %q", kv, name)
+	}
+	return nil
+}

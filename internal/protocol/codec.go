@@ -1,0 +1,144 @@
+package protocol
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// DefaultMaxLine bounds one NDJSON line. It leaves room for an fs.write of a
+// few MiB in base64; anything longer is refused without being buffered.
+const DefaultMaxLine = 16 << 20
+
+// ErrLineTooLong is returned for a line longer than the decoder's limit. The
+// rest of that line has been discarded; the next call reads the next line.
+var ErrLineTooLong = errors.New("line too long")
+
+// Decoder reads newline-delimited JSON-RPC messages.
+type Decoder struct {
+	r   *bufio.Reader
+	max int
+	buf []byte
+}
+
+// NewDecoder returns a Decoder reading r that refuses lines longer than
+// maxLine bytes (DefaultMaxLine when maxLine <= 0).
+func NewDecoder(r io.Reader, maxLine int) *Decoder {
+	if maxLine <= 0 {
+		maxLine = DefaultMaxLine
+	}
+	return &Decoder{r: bufio.NewReaderSize(r, 64<<10), max: maxLine}
+}
+
+// ReadLine returns the next non-blank line without its newline. The slice is
+// valid until the next call. A final line without a newline is returned too.
+func (d *Decoder) ReadLine() ([]byte, error) {
+	for {
+		d.buf = d.buf[:0]
+		tooLong := false
+		for {
+			chunk, err := d.r.ReadSlice('\n')
+			if !tooLong {
+				if len(d.buf)+len(chunk) > d.max+1 { // +1: the newline itself
+					tooLong = true
+					d.buf = d.buf[:0]
+				} else {
+					d.buf = append(d.buf, chunk...)
+				}
+			}
+			if err == bufio.ErrBufferFull {
+				continue
+			}
+			if err != nil {
+				if err == io.EOF && len(d.buf) > 0 && !tooLong {
+					break
+				}
+				if err == io.EOF && tooLong {
+					return nil, ErrLineTooLong
+				}
+				return nil, err
+			}
+			break
+		}
+		if tooLong {
+			// Shrink a buffer that grew towards the limit so one huge line
+			// does not pin memory for the life of the connection.
+			if cap(d.buf) > 1<<20 {
+				d.buf = nil
+			}
+			return nil, ErrLineTooLong
+		}
+		line := bytes.TrimRight(d.buf, "\r\n")
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		return line, nil
+	}
+}
+
+// ParseMessage decodes one line into a Message and checks the envelope. The
+// returned *Error is a parse error (-32700) or an invalid request (-32600);
+// for the latter the message's id is filled in when it could be read.
+func ParseMessage(line []byte) (*Message, *Error) {
+	var m Message
+	if err := json.Unmarshal(line, &m); err != nil {
+		return nil, Errorf(CodeParseError, nil, "invalid JSON: %v", err)
+	}
+	if m.JSONRPC != JSONRPC {
+		return &m, Errorf(CodeInvalidRequest, nil, "jsonrpc must be %q", JSONRPC)
+	}
+	if len(m.ID) > 0 {
+		switch m.ID[0] {
+		case '"', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		case 'n': // null: a notification in all but name
+		default:
+			id := m.ID
+			m.ID = nil
+			return &m, Errorf(CodeInvalidRequest, nil, "id must be a string or a number, got %s", id)
+		}
+	}
+	if m.Method == "" && m.Result == nil && m.Error == nil {
+		return &m, Errorf(CodeInvalidRequest, nil, "a message needs a method, a result or an error")
+	}
+	return &m, nil
+}
+
+// Encoder writes newline-delimited JSON messages. It is safe for concurrent
+// use; each message is written and flushed whole.
+type Encoder struct {
+	mu  sync.Mutex
+	w   *bufio.Writer
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+// NewEncoder returns an Encoder writing to w.
+func NewEncoder(w io.Writer) *Encoder {
+	e := &Encoder{w: bufio.NewWriterSize(w, 64<<10)}
+	e.enc = json.NewEncoder(&e.buf)
+	e.enc.SetEscapeHTML(false)
+	return e
+}
+
+// Encode writes v as one line.
+func (e *Encoder) Encode(v any) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.buf.Reset()
+	if err := e.enc.Encode(v); err != nil { // Encode appends the newline
+		return fmt.Errorf("encode message: %w", err)
+	}
+	if _, err := e.w.Write(e.buf.Bytes()); err != nil {
+		return err
+	}
+	if e.buf.Cap() > 4<<20 {
+		e.buf = bytes.Buffer{}
+		e.enc = json.NewEncoder(&e.buf)
+		e.enc.SetEscapeHTML(false)
+	}
+	return e.w.Flush()
+}

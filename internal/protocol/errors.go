@@ -1,0 +1,105 @@
+package protocol
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Error codes of REXD v1: the JSON-RPC 2.0 ones and the spec's own range.
+const (
+	CodeParseError            = -32700
+	CodeInvalidRequest        = -32600
+	CodeMethodNotFound        = -32601
+	CodeInvalidParams         = -32602
+	CodeInternalError         = -32603
+	CodeUnauthorized          = -32001
+	CodeForbiddenPath         = -32002
+	CodeTimeout               = -32003
+	CodeOutputLimitExceeded   = -32004
+	CodeProcessNotFound       = -32005
+	CodeConcurrencyConflict   = -32006
+	CodeUnsupportedCapability = -32007
+	CodeResourceLimit         = -32008
+)
+
+// codeNames gives each code the snake_case name the spec uses; clients put
+// it in messages and tests assert on it.
+var codeNames = map[int]string{
+	CodeParseError:            "parse_error",
+	CodeInvalidRequest:        "invalid_request",
+	CodeMethodNotFound:        "method_not_found",
+	CodeInvalidParams:         "invalid_params",
+	CodeInternalError:         "internal_error",
+	CodeUnauthorized:          "unauthorized",
+	CodeForbiddenPath:         "forbidden_path",
+	CodeTimeout:               "timeout",
+	CodeOutputLimitExceeded:   "output_limit_exceeded",
+	CodeProcessNotFound:       "process_not_found",
+	CodeConcurrencyConflict:   "concurrency_conflict",
+	CodeUnsupportedCapability: "unsupported_capability",
+	CodeResourceLimit:         "resource_limit",
+}
+
+// CodeName returns the spec's name for code, or "error".
+func CodeName(code int) string {
+	if n, ok := codeNames[code]; ok {
+		return n
+	}
+	return "error"
+}
+
+// Error is a JSON-RPC error object. Data is structured detail (for example
+// the path and the allowed roots of a forbidden_path error).
+type Error struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s (%d): %s", CodeName(e.Code), e.Code, e.Message)
+}
+
+// Errorf builds an Error with the given code, structured data (may be nil)
+// and message.
+func Errorf(code int, data any, format string, args ...any) *Error {
+	e := &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+	if data != nil {
+		if raw, err := json.Marshal(data); err == nil {
+			e.Data = raw
+		}
+	}
+	return e
+}
+
+// ErrorCode returns the REXD code carried by err, or 0 when err is not an
+// *Error.
+func ErrorCode(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return 0
+}
+
+// ForbiddenPathData is the data of a -32002 error.
+type ForbiddenPathData struct {
+	Path         string   `json:"path"`
+	AllowedRoots []string `json:"allowed_roots"`
+	Reason       string   `json:"reason,omitempty"`
+}
+
+// ResourceLimitData is the data of a -32008 error.
+type ResourceLimitData struct {
+	Limit string `json:"limit"`
+	Value int64  `json:"value"`
+}
+
+// ConflictData is the data of a -32006 error.
+type ConflictData struct {
+	Path          string `json:"path"`
+	ExpectedMtime string `json:"expected_mtime,omitempty"`
+	ActualMtime   string `json:"actual_mtime,omitempty"`
+	Reason        string `json:"reason"`
+}

@@ -1,0 +1,39 @@
+package protocol
+
+// OutputEvent is the params of exec.stdout, exec.stderr and pty.output.
+// Seq starts at 1 and grows by one per event of the same process and stream.
+type OutputEvent struct {
+	SessionID string `json:"session_id"`
+	ProcessID string `json:"process_id"`
+	PTYID     string `json:"pty_id,omitempty"`
+	Seq       uint64 `json:"seq"`
+	Data      string `json:"data"`
+	Encoding  string `json:"encoding"`
+}
+
+// Bytes decodes the event's payload.
+func (e *OutputEvent) Bytes() ([]byte, error) { return DecodeData(e.Data, e.Encoding) }
+
+// ExitEvent is the params of exec.exit and pty.exit; it is the last event of
+// a process.
+type ExitEvent struct {
+	SessionID           string  `json:"session_id"`
+	ProcessID           string  `json:"process_id"`
+	PTYID               string  `json:"pty_id,omitempty"`
+	ExitCode            *int    `json:"exit_code"`
+	Signal              *string `json:"signal"`
+	TimedOut            bool    `json:"timed_out"`
+	DurationMS          int64   `json:"duration_ms"`
+	BytesStdout         int64   `json:"bytes_stdout"`
+	BytesStderr         int64   `json:"bytes_stderr"`
+	OutputLimitExceeded bool    `json:"output_limit_exceeded,omitempty"`
+}
+
+// ErrorEvent is the params of exec.error: the process could not be started,
+// or it was stopped by a limit (timeout, output cap). An exec.exit follows.
+type ErrorEvent struct {
+	SessionID string `json:"session_id"`
+	ProcessID string `json:"process_id"`
+	Code      int    `json:"code"`
+	Message   string `json:"message"`
+}

@@ -1,0 +1,119 @@
+// Package protocol holds the REXD v1 wire types: JSON-RPC 2.0 envelopes, the
+// params and results of every method, the events, the error codes and the
+// newline-delimited JSON codec. Both rexd and its clients import it; it
+// imports nothing of either.
+package protocol
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Version is the protocol identifier returned by session.open.
+const Version = "rexd/1"
+
+// JSONRPC is the only accepted value of the "jsonrpc" member.
+const JSONRPC = "2.0"
+
+// Method names of REXD v1 and its PTY extension.
+const (
+	MethodSessionOpen  = "session.open"
+	MethodSessionClose = "session.close"
+	MethodSessionInfo  = "session.info"
+
+	MethodExecStart = "exec.start"
+	MethodExecWait  = "exec.wait"
+	MethodExecKill  = "exec.kill"
+	MethodExecInput = "exec.input"
+
+	MethodFSRead  = "fs.read"
+	MethodFSWrite = "fs.write"
+	MethodFSList  = "fs.list"
+	MethodFSGlob  = "fs.glob"
+	MethodFSStat  = "fs.stat"
+
+	MethodPTYOpen   = "pty.open"
+	MethodPTYInput  = "pty.input"
+	MethodPTYResize = "pty.resize"
+	MethodPTYClose  = "pty.close"
+)
+
+// Event (notification) method names.
+const (
+	EventExecStdout = "exec.stdout"
+	EventExecStderr = "exec.stderr"
+	EventExecExit   = "exec.exit"
+	EventExecError  = "exec.error"
+	EventPTYOutput  = "pty.output"
+	EventPTYExit    = "pty.exit"
+)
+
+// Capabilities announced by session.open.
+const (
+	CapExec      = "exec"
+	CapFS        = "fs"
+	CapEvents    = "events"
+	CapExecInput = "exec.input"
+	CapPTY       = "pty"
+)
+
+// Message is one JSON-RPC 2.0 object on the wire: a request (ID and Method),
+// a notification (Method, no ID) or a response (ID and Result or Error).
+type Message struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *Error          `json:"error,omitempty"`
+}
+
+// IsRequest reports whether m expects a response.
+func (m *Message) IsRequest() bool { return m.Method != "" && len(m.ID) > 0 }
+
+// IsNotification reports whether m is an event.
+func (m *Message) IsNotification() bool { return m.Method != "" && len(m.ID) == 0 }
+
+// IsResponse reports whether m answers a request.
+func (m *Message) IsResponse() bool { return m.Method == "" && len(m.ID) > 0 }
+
+// NullID is the id of a response to a request whose id could not be read.
+var nullID = json.RawMessage("null")
+
+// NullID returns the JSON null id used when a request's id is unknown.
+func NullID() json.RawMessage { return nullID }
+
+// NewResponse builds a successful response carrying result.
+func NewResponse(id json.RawMessage, result any) (*Message, error) {
+	raw, err := json.Marshal(result)
+	if err != nil {
+		return nil, fmt.Errorf("encode result: %w", err)
+	}
+	return &Message{JSONRPC: JSONRPC, ID: id, Result: raw}, nil
+}
+
+// NewErrorResponse builds an error response. A nil id becomes null.
+func NewErrorResponse(id json.RawMessage, e *Error) *Message {
+	if len(id) == 0 {
+		id = nullID
+	}
+	return &Message{JSONRPC: JSONRPC, ID: id, Error: e}
+}
+
+// NewNotification builds an event.
+func NewNotification(method string, params any) (*Message, error) {
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s params: %w", method, err)
+	}
+	return &Message{JSONRPC: JSONRPC, Method: method, Params: raw}, nil
+}
+
+// NewRequest builds a request.
+func NewRequest(id int64, method string, params any) (*Message, error) {
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s params: %w", method, err)
+	}
+	return &Message{JSONRPC: JSONRPC, ID: json.RawMessage(fmt.Sprint(id)), Method: method, Params: raw}, nil
+}

@@ -1,0 +1,274 @@
+// Package rexclient is the Go client of REXD v1: concurrent calls matched by
+// id over any byte stream, events routed to the process they belong to in
+// order and without loss, Process and PTY handles, and a local transport
+// that runs `rexd --stdio` as a subprocess.
+package rexclient
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+
+	"github.com/rexconsole/rex/internal/protocol"
+)
+
+// ErrClosed is returned by calls on a client whose connection has ended.
+var ErrClosed = errors.New("connection to rexd closed")
+
+// Client is a connection to one rexd.
+type Client struct {
+	enc    *protocol.Encoder
+	closer io.Closer
+
+	mu      sync.Mutex
+	nextID  int64
+	pending map[string]*call
+	routes  map[string]*route // by process_id
+	err     error             // why the connection ended
+	done    chan struct{}
+
+	// Counters of bytes on the wire, for tests and benchmarks.
+	bytesIn counter
+}
+
+type call struct {
+	resp chan *protocol.Message
+	// onResult runs on the reader before the next message is read, so a
+	// process is routed before its first event can arrive.
+	onResult func(json.RawMessage)
+}
+
+// New starts a client on rwc. Closing the client closes rwc.
+func New(rwc io.ReadWriteCloser) *Client {
+	return NewConn(rwc, rwc, rwc)
+}
+
+// NewConn starts a client reading r and writing w; closer is closed by
+// Close (it may be nil).
+func NewConn(r io.Reader, w io.Writer, closer io.Closer) *Client {
+	c := &Client{
+		enc:     protocol.NewEncoder(w),
+		closer:  closer,
+		pending: map[string]*call{},
+		routes:  map[string]*route{},
+		done:    make(chan struct{}),
+	}
+	go c.readLoop(protocol.NewDecoder(&countingReader{r: r, n: &c.bytesIn}, 0))
+	return c
+}
+
+// BytesIn is the number of bytes read from rexd so far.
+func (c *Client) BytesIn() int64 { return c.bytesIn.load() }
+
+// Done is closed when the connection has ended.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Err says why the connection ended; nil while it is up.
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Close ends the connection. Processes that were not detached are stopped by
+// rexd when it sees the end of its input.
+func (c *Client) Close() error {
+	var err error
+	if c.closer != nil {
+		err = c.closer.Close()
+	}
+	<-c.done
+	return err
+}
+
+func (c *Client) readLoop(dec *protocol.Decoder) {
+	var err error
+	for {
+		var line []byte
+		line, err = dec.ReadLine()
+		if err != nil {
+			break
+		}
+		msg, perr := protocol.ParseMessage(line)
+		if perr != nil {
+			continue // a line we cannot read is dropped; rexd never sends one
+		}
+		switch {
+		case msg.IsResponse():
+			c.mu.Lock()
+			cl := c.pending[string(msg.ID)]
+			delete(c.pending, string(msg.ID))
+			c.mu.Unlock()
+			if cl == nil {
+				continue
+			}
+			if cl.onResult != nil && msg.Error == nil {
+				cl.onResult(msg.Result)
+			}
+			cl.resp <- msg
+		case msg.IsNotification():
+			c.route(msg)
+		}
+	}
+	if err == io.EOF || err == nil {
+		err = ErrClosed
+	} else {
+		err = fmt.Errorf("%w: %v", ErrClosed, err)
+	}
+	c.mu.Lock()
+	c.err = err
+	pending := c.pending
+	c.pending = map[string]*call{}
+	routes := c.routes
+	c.routes = map[string]*route{}
+	c.mu.Unlock()
+	for _, cl := range pending {
+		cl.resp <- nil
+	}
+	for _, r := range routes {
+		r.lost(err)
+	}
+	close(c.done)
+}
+
+// Call sends a request and decodes its result into result (which may be
+// nil). A REXD error comes back as *protocol.Error.
+func (c *Client) Call(ctx context.Context, method string, params, result any) error {
+	return c.call(ctx, method, params, result, nil)
+}
+
+func (c *Client) call(ctx context.Context, method string, params, result any, onResult func(json.RawMessage)) error {
+	cl := &call{resp: make(chan *protocol.Message, 1), onResult: onResult}
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return err
+	}
+	c.nextID++
+	id := c.nextID
+	key := strconv.FormatInt(id, 10)
+	c.pending[key] = cl
+	c.mu.Unlock()
+
+	msg, err := protocol.NewRequest(id, method, params)
+	if err == nil {
+		err = c.enc.Encode(msg)
+	}
+	if err != nil {
+		c.mu.Lock()
+		delete(c.pending, key)
+		c.mu.Unlock()
+		return fmt.Errorf("send %s: %w", method, err)
+	}
+	select {
+	case resp := <-cl.resp:
+		if resp == nil {
+			return c.Err()
+		}
+		if resp.Error != nil {
+			return resp.Error
+		}
+		if result != nil {
+			if err := json.Unmarshal(resp.Result, result); err != nil {
+				return fmt.Errorf("decode %s result: %w", method, err)
+			}
+		}
+		return nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		delete(c.pending, key)
+		c.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+// route hands an event to the process it names.
+func (c *Client) route(msg *protocol.Message) {
+	var ev Event
+	var pid string
+	switch msg.Method {
+	case protocol.EventExecStdout, protocol.EventExecStderr, protocol.EventPTYOutput:
+		var o protocol.OutputEvent
+		if json.Unmarshal(msg.Params, &o) != nil {
+			return
+		}
+		data, err := o.Bytes()
+		if err != nil {
+			return
+		}
+		kind := Stdout
+		switch msg.Method {
+		case protocol.EventExecStderr:
+			kind = Stderr
+		case protocol.EventPTYOutput:
+			kind = PTYOutput
+		}
+		ev, pid = Event{Kind: kind, Seq: o.Seq, Data: data}, o.ProcessID
+	case protocol.EventExecExit, protocol.EventPTYExit:
+		var x protocol.ExitEvent
+		if json.Unmarshal(msg.Params, &x) != nil {
+			return
+		}
+		ev, pid = Event{Kind: Exit, Exit: &x}, x.ProcessID
+	case protocol.EventExecError:
+		var e protocol.ErrorEvent
+		if json.Unmarshal(msg.Params, &e) != nil {
+			return
+		}
+		ev, pid = Event{Kind: Error, Err: &e}, e.ProcessID
+	default:
+		return
+	}
+	c.mu.Lock()
+	r := c.routes[pid]
+	if ev.Kind == Exit {
+		delete(c.routes, pid)
+	}
+	c.mu.Unlock()
+	if r != nil {
+		r.deliver(ev)
+	}
+}
+
+func (c *Client) addRoute(pid string, r *route) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		go r.lost(c.err)
+		return
+	}
+	c.routes[pid] = r
+}
+
+type counter struct {
+	mu sync.Mutex
+	n  int64
+}
+
+func (c *counter) add(n int) {
+	c.mu.Lock()
+	c.n += int64(n)
+	c.mu.Unlock()
+}
+
+func (c *counter) load() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+type countingReader struct {
+	r io.Reader
+	n *counter
+}
+
+func (r *countingReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	r.n.add(n)
+	return n, err
+}

@@ -1,0 +1,331 @@
+package rexclient
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/rexconsole/rex/internal/protocol"
+)
+
+// EventKind says what an Event carries.
+type EventKind int
+
+const (
+	Stdout EventKind = iota
+	Stderr
+	PTYOutput
+	Error // exec.error: a launch failure or a limit; Exit follows
+	Exit  // the last event of a process
+)
+
+// Event is one event of a process, decoded.
+type Event struct {
+	Kind EventKind
+	Seq  uint64
+	Data []byte
+	Exit *protocol.ExitEvent
+	Err  *protocol.ErrorEvent
+}
+
+// routeQueue bounds events buffered for one process. When a consumer falls
+// behind, the connection's reader waits, which slows rexd down through the
+// transport's flow control instead of growing memory.
+const routeQueue = 256
+
+type route struct {
+	ch      chan Event
+	gone    chan struct{}
+	goneErr error
+	once    sync.Once
+}
+
+func newRoute() *route {
+	return &route{ch: make(chan Event, routeQueue), gone: make(chan struct{})}
+}
+
+func (r *route) deliver(ev Event) {
+	select {
+	case r.ch <- ev:
+	case <-r.gone:
+	}
+}
+
+func (r *route) lost(err error) {
+	r.once.Do(func() {
+		r.goneErr = err
+		close(r.gone)
+	})
+}
+
+// Session is an open rexd session.
+type Session struct {
+	c    *Client
+	ID   string
+	Info protocol.SessionOpenResult
+}
+
+// OpenSession calls session.open.
+func (c *Client) OpenSession(ctx context.Context, p protocol.SessionOpenParams) (*Session, error) {
+	var res protocol.SessionOpenResult
+	if err := c.Call(ctx, protocol.MethodSessionOpen, p, &res); err != nil {
+		return nil, fmt.Errorf("open session: %w", err)
+	}
+	if res.Protocol != protocol.Version {
+		return nil, fmt.Errorf("open session: rexd speaks %q, this client %q; update one of them", res.Protocol, protocol.Version)
+	}
+	return &Session{c: c, ID: res.SessionID, Info: res}, nil
+}
+
+// Client returns the session's connection.
+func (s *Session) Client() *Client { return s.c }
+
+// Close calls session.close; rexd stops the session's processes.
+func (s *Session) Close(ctx context.Context) error {
+	return s.c.Call(ctx, protocol.MethodSessionClose, protocol.SessionRef{SessionID: s.ID}, nil)
+}
+
+// SessionInfo calls session.info.
+func (s *Session) SessionInfo(ctx context.Context) (protocol.SessionInfoResult, error) {
+	var res protocol.SessionInfoResult
+	err := s.c.Call(ctx, protocol.MethodSessionInfo, protocol.SessionRef{SessionID: s.ID}, &res)
+	return res, err
+}
+
+// ExecOptions says where a process's output goes. Writers and OnEvent are
+// called from one goroutine per process, in the order rexd sent the events.
+type ExecOptions struct {
+	Stdout  io.Writer
+	Stderr  io.Writer
+	OnEvent func(Event)
+}
+
+// Process is a running (or ended) rexd process.
+type Process struct {
+	ID        string
+	Pid       int
+	StartedAt time.Time
+
+	s    *Session
+	done chan struct{}
+	mu   sync.Mutex
+	exit *protocol.ExitEvent
+	errs []protocol.ErrorEvent
+	err  error
+}
+
+// Exec calls exec.start and streams the process's events to opts.
+func (s *Session) Exec(ctx context.Context, p protocol.ExecStartParams, opts ExecOptions) (*Process, error) {
+	p.SessionID = s.ID
+	proc := &Process{s: s, done: make(chan struct{})}
+	var res protocol.ExecStartResult
+	err := s.c.call(ctx, protocol.MethodExecStart, p, &res, func(raw json.RawMessage) {
+		var r protocol.ExecStartResult
+		if json.Unmarshal(raw, &r) == nil {
+			proc.startRoute(r.ProcessID, opts)
+		}
+	})
+	if err != nil {
+		if proc.ID != "" { // routed but the caller gave up: stop it
+			go proc.Kill(context.Background(), "KILL")
+		}
+		return nil, err
+	}
+	proc.Pid, proc.StartedAt = res.Pid, res.StartedAt
+	return proc, nil
+}
+
+func (p *Process) startRoute(id string, opts ExecOptions) {
+	p.ID = id
+	r := newRoute()
+	p.s.c.addRoute(id, r)
+	go p.consume(r, opts)
+}
+
+func (p *Process) consume(r *route, opts ExecOptions) {
+	handle := func(ev Event) bool {
+		if opts.OnEvent != nil {
+			opts.OnEvent(ev)
+		}
+		switch ev.Kind {
+		case Stdout, PTYOutput:
+			if opts.Stdout != nil {
+				opts.Stdout.Write(ev.Data)
+			}
+		case Stderr:
+			if opts.Stderr != nil {
+				opts.Stderr.Write(ev.Data)
+			}
+		case Error:
+			p.mu.Lock()
+			p.errs = append(p.errs, *ev.Err)
+			p.mu.Unlock()
+		case Exit:
+			p.mu.Lock()
+			p.exit = ev.Exit
+			p.mu.Unlock()
+			return true
+		}
+		return false
+	}
+	defer close(p.done)
+	for {
+		select {
+		case ev := <-r.ch:
+			if handle(ev) {
+				return
+			}
+		case <-r.gone:
+			for {
+				select {
+				case ev := <-r.ch:
+					if handle(ev) {
+						return
+					}
+				default:
+					p.mu.Lock()
+					p.err = r.goneErr
+					p.mu.Unlock()
+					return
+				}
+			}
+		}
+	}
+}
+
+// Done is closed once the process has ended (or its connection was lost)
+// and all its output was delivered.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Wait waits for the exit event. It returns an error when the connection
+// was lost first or ctx ended.
+func (p *Process) Wait(ctx context.Context) (*protocol.ExitEvent, error) {
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.exit == nil {
+		if p.err != nil {
+			return nil, p.err
+		}
+		return nil, ErrClosed
+	}
+	return p.exit, nil
+}
+
+// Errors returns the exec.error events seen so far (launch failure,
+// timeout, output cap).
+func (p *Process) Errors() []protocol.ErrorEvent {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]protocol.ErrorEvent(nil), p.errs...)
+}
+
+// Input writes data to the process's stdin.
+func (p *Process) Input(ctx context.Context, data []byte) error {
+	d, enc := protocol.EncodeData(data)
+	return p.s.c.Call(ctx, protocol.MethodExecInput,
+		protocol.ExecInputParams{SessionID: p.s.ID, ProcessID: p.ID, Data: d, Encoding: enc}, nil)
+}
+
+// CloseInput closes the process's stdin.
+func (p *Process) CloseInput(ctx context.Context) error {
+	return p.s.c.Call(ctx, protocol.MethodExecInput,
+		protocol.ExecInputParams{SessionID: p.s.ID, ProcessID: p.ID, EOF: true}, nil)
+}
+
+// Kill signals the process group; "" means TERM (then KILL after rexd's
+// grace period).
+func (p *Process) Kill(ctx context.Context, signal string) error {
+	return p.s.c.Call(ctx, protocol.MethodExecKill,
+		protocol.ExecKillParams{SessionID: p.s.ID, ProcessID: p.ID, Signal: signal}, nil)
+}
+
+// PTY is a process on a remote pseudo-terminal.
+type PTY struct {
+	*Process
+	PTYID string
+}
+
+// OpenPTY calls pty.open; the terminal's output goes to opts.Stdout (or
+// OnEvent as PTYOutput events).
+func (s *Session) OpenPTY(ctx context.Context, p protocol.PTYOpenParams, opts ExecOptions) (*PTY, error) {
+	p.SessionID = s.ID
+	proc := &Process{s: s, done: make(chan struct{})}
+	var res protocol.PTYOpenResult
+	err := s.c.call(ctx, protocol.MethodPTYOpen, p, &res, func(raw json.RawMessage) {
+		var r protocol.PTYOpenResult
+		if json.Unmarshal(raw, &r) == nil {
+			proc.startRoute(r.ProcessID, opts)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	proc.Pid, proc.StartedAt = res.Pid, res.StartedAt
+	return &PTY{Process: proc, PTYID: res.PTYID}, nil
+}
+
+// Write sends keystrokes (any bytes) to the terminal.
+func (t *PTY) Write(ctx context.Context, data []byte) error {
+	d, enc := protocol.EncodeData(data)
+	return t.s.c.Call(ctx, protocol.MethodPTYInput,
+		protocol.PTYInputParams{SessionID: t.s.ID, PTYID: t.PTYID, Data: d, Encoding: enc}, nil)
+}
+
+// Resize changes the terminal's size.
+func (t *PTY) Resize(ctx context.Context, cols, rows int) error {
+	return t.s.c.Call(ctx, protocol.MethodPTYResize,
+		protocol.PTYResizeParams{SessionID: t.s.ID, PTYID: t.PTYID, Cols: cols, Rows: rows}, nil)
+}
+
+// Close ends the terminal's programs.
+func (t *PTY) Close(ctx context.Context) error {
+	return t.s.c.Call(ctx, protocol.MethodPTYClose,
+		protocol.PTYCloseParams{SessionID: t.s.ID, PTYID: t.PTYID}, nil)
+}
+
+// ReadFile calls fs.read.
+func (s *Session) ReadFile(ctx context.Context, p protocol.FSReadParams) (protocol.FSReadResult, error) {
+	p.SessionID = s.ID
+	var res protocol.FSReadResult
+	err := s.c.Call(ctx, protocol.MethodFSRead, p, &res)
+	return res, err
+}
+
+// WriteFile calls fs.write.
+func (s *Session) WriteFile(ctx context.Context, p protocol.FSWriteParams) (protocol.FSWriteResult, error) {
+	p.SessionID = s.ID
+	var res protocol.FSWriteResult
+	err := s.c.Call(ctx, protocol.MethodFSWrite, p, &res)
+	return res, err
+}
+
+// Stat calls fs.stat.
+func (s *Session) Stat(ctx context.Context, path string) (protocol.FSStatResult, error) {
+	var res protocol.FSStatResult
+	err := s.c.Call(ctx, protocol.MethodFSStat, protocol.FSStatParams{SessionID: s.ID, Path: path}, &res)
+	return res, err
+}
+
+// List calls fs.list.
+func (s *Session) List(ctx context.Context, p protocol.FSListParams) (protocol.FSListResult, error) {
+	p.SessionID = s.ID
+	var res protocol.FSListResult
+	err := s.c.Call(ctx, protocol.MethodFSList, p, &res)
+	return res, err
+}
+
+// Glob calls fs.glob.
+func (s *Session) Glob(ctx context.Context, p protocol.FSGlobParams) (protocol.FSGlobResult, error) {
+	p.SessionID = s.ID
+	var res protocol.FSGlobResult
+	err := s.c.Call(ctx, protocol.MethodFSGlob, p, &res)
+	return res, err
+}

@@ -1,0 +1,578 @@
+package rexd
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rexconsole/rex/internal/protocol"
+)
+
+// Listing and globbing bounds: a request may ask for less, never more.
+const (
+	defaultMaxEntries = 10000
+	hardMaxEntries    = 100000
+	defaultMaxMatches = 1000
+	hardMaxMatches    = 100000
+	// globWalkBudget bounds the entries a glob may visit.
+	globWalkBudget = 1_000_000
+)
+
+func mtimeString(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+func fileType(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return protocol.TypeFile
+	case m.IsDir():
+		return protocol.TypeDir
+	case m&fs.ModeSymlink != 0:
+		return protocol.TypeSymlink
+	default:
+		return protocol.TypeOther
+	}
+}
+
+func (c *conn) fsRead(ctx context.Context, req *request) (any, *protocol.Error) {
+	var p protocol.FSReadParams
+	if e := decode(req.msg.Params, &p); e != nil {
+		return nil, e
+	}
+	if e := c.session(req, p.SessionID); e != nil {
+		return nil, e
+	}
+	s := req.session
+	if p.Encoding != "" && p.Encoding != protocol.EncodingUTF8 && p.Encoding != protocol.EncodingBase64 {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, nil, "encoding must be utf8 or base64")
+	}
+	if p.Offset < 0 || (p.Length != nil && *p.Length < 0) {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, nil, "offset and length must not be negative")
+	}
+	rp, perr := s.roots.resolve(p.Path, s.cwd)
+	if perr != nil {
+		return nil, perr
+	}
+	f, err := rp.root.dir.Open(rp.rel)
+	if err != nil {
+		return nil, s.roots.fsError("read", rp, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, s.roots.fsError("read", rp, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"path": rp.abs, "type": fileType(fi.Mode())},
+			"read %s: not a regular file", rp.abs)
+	}
+	want := s.limits.MaxFileReadBytes
+	if p.Length != nil && (want == 0 || *p.Length < want) {
+		want = *p.Length
+	}
+	remaining := fi.Size() - p.Offset
+	if remaining < 0 {
+		remaining = 0
+	}
+	n := remaining
+	if want > 0 && n > want {
+		n = want
+	}
+	if p.Length != nil && *p.Length == 0 {
+		n = 0
+	}
+	buf := make([]byte, n)
+	got, err := f.ReadAt(buf, p.Offset)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, s.roots.fsError("read", rp, err)
+	}
+	buf = buf[:got]
+	res := protocol.FSReadResult{
+		Path:      rp.abs,
+		Size:      fi.Size(),
+		Mtime:     mtimeString(fi.ModTime()),
+		Truncated: p.Offset+int64(got) < fi.Size(),
+	}
+	if p.Encoding == protocol.EncodingBase64 {
+		res.Content, res.Encoding = encodeBase64(buf), protocol.EncodingBase64
+	} else {
+		res.Content, res.Encoding = protocol.EncodeData(buf)
+	}
+	return res, nil
+}
+
+func encodeBase64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+func (c *conn) fsWrite(ctx context.Context, req *request) (any, *protocol.Error) {
+	var p protocol.FSWriteParams
+	if e := decode(req.msg.Params, &p); e != nil {
+		return nil, e
+	}
+	if e := c.session(req, p.SessionID); e != nil {
+		return nil, e
+	}
+	s := req.session
+	mode := p.Mode
+	if mode == "" {
+		mode = protocol.WriteReplace
+	}
+	if mode != protocol.WriteCreate && mode != protocol.WriteReplace && mode != protocol.WriteAppend {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, nil, "mode must be create, replace or append")
+	}
+	atomic := p.Atomic == nil || *p.Atomic
+	perm := fs.FileMode(0o644)
+	if p.Perm != "" {
+		v, err := strconv.ParseUint(p.Perm, 8, 32)
+		if err != nil || v > 0o7777 {
+			return nil, protocol.Errorf(protocol.CodeInvalidParams, nil, "perm must be an octal mode such as 0644")
+		}
+		perm = fs.FileMode(v)
+	}
+	content, err := protocol.DecodeData(p.Content, p.Encoding)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, nil, "content: %v", err)
+	}
+	rp, perr := s.roots.resolve(p.Path, s.cwd)
+	if perr != nil {
+		return nil, perr
+	}
+	if rp.rel == "." {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, nil, "write %s: that is a root directory", rp.abs)
+	}
+	root := rp.root.dir
+	dir := filepath.Dir(rp.rel)
+	if p.MkdirParents && dir != "." {
+		if err := root.MkdirAll(dir, 0o755); err != nil {
+			return nil, s.roots.fsError("create parent directories of", rp, err)
+		}
+	}
+	old, statErr := root.Stat(rp.rel)
+	exists := statErr == nil
+	if statErr != nil && !errors.Is(statErr, fs.ErrNotExist) {
+		return nil, s.roots.fsError("write", rp, statErr)
+	}
+	if exists && !old.Mode().IsRegular() {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"path": rp.abs, "type": fileType(old.Mode())},
+			"write %s: not a regular file", rp.abs)
+	}
+	if p.ExpectedMtime != "" {
+		actual := ""
+		if exists {
+			actual = mtimeString(old.ModTime())
+		}
+		if actual != p.ExpectedMtime {
+			return nil, protocol.Errorf(protocol.CodeConcurrencyConflict,
+				protocol.ConflictData{Path: rp.abs, ExpectedMtime: p.ExpectedMtime, ActualMtime: actual, Reason: "mtime_mismatch"},
+				"write %s: the file changed since it was read (mtime %s, expected %s); read it again", rp.abs, orNone(actual), p.ExpectedMtime)
+		}
+	}
+	if mode == protocol.WriteCreate && exists {
+		return nil, protocol.Errorf(protocol.CodeConcurrencyConflict,
+			protocol.ConflictData{Path: rp.abs, Reason: "exists"},
+			"write %s: the file already exists and mode is create; use replace to overwrite it", rp.abs)
+	}
+
+	switch {
+	case mode == protocol.WriteAppend || !atomic:
+		flags := os.O_WRONLY | os.O_CREATE
+		switch mode {
+		case protocol.WriteAppend:
+			flags |= os.O_APPEND
+		case protocol.WriteCreate:
+			flags |= os.O_EXCL
+		default:
+			flags |= os.O_TRUNC
+		}
+		f, err := root.OpenFile(rp.rel, flags, perm)
+		if err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				return nil, protocol.Errorf(protocol.CodeConcurrencyConflict, protocol.ConflictData{Path: rp.abs, Reason: "exists"},
+					"write %s: the file already exists and mode is create; use replace to overwrite it", rp.abs)
+			}
+			return nil, s.roots.fsError("write", rp, err)
+		}
+		_, werr := f.Write(content)
+		if werr == nil {
+			werr = f.Sync()
+		}
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr == nil && exists {
+			werr = bumpMtime(root, rp.rel, old)
+		}
+		if werr != nil {
+			return nil, s.roots.fsError("write", rp, werr)
+		}
+	default:
+		if perr := writeAtomic(root, rp, content, perm, old, mode == protocol.WriteCreate, s.roots); perr != nil {
+			return nil, perr
+		}
+	}
+	fi, err := root.Stat(rp.rel)
+	if err != nil {
+		return nil, s.roots.fsError("stat", rp, err)
+	}
+	return protocol.FSWriteResult{Path: rp.abs, BytesWritten: int64(len(content)), Mtime: mtimeString(fi.ModTime()), Created: !exists}, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none: missing"
+	}
+	return s
+}
+
+// writeAtomic writes a temp file beside the target, syncs it and moves it
+// into place: readers see the old file or the new one, never a mix. Create
+// links instead of renaming so an existing file is never replaced.
+func writeAtomic(root *os.Root, rp resolved, content []byte, perm fs.FileMode, old fs.FileInfo, create bool, rs rootSet) *protocol.Error {
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	tmp := filepath.Join(filepath.Dir(rp.rel), "."+filepath.Base(rp.rel)+".rexd-"+hex.EncodeToString(rnd[:])+".tmp")
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return rs.fsError("write", rp, err)
+	}
+	cleanup := func() { root.Remove(tmp) }
+	_, werr := f.Write(content)
+	if werr == nil && old != nil {
+		werr = f.Chmod(old.Mode().Perm())
+	}
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil && old != nil {
+		werr = bumpMtime(root, tmp, old)
+	}
+	if werr != nil {
+		cleanup()
+		return rs.fsError("write", rp, werr)
+	}
+	if create {
+		err = root.Link(tmp, rp.rel)
+		cleanup()
+		if errors.Is(err, fs.ErrExist) {
+			return protocol.Errorf(protocol.CodeConcurrencyConflict, protocol.ConflictData{Path: rp.abs, Reason: "exists"},
+				"write %s: the file already exists and mode is create; use replace to overwrite it", rp.abs)
+		}
+	} else {
+		err = root.Rename(tmp, rp.rel)
+		if err != nil {
+			cleanup()
+		}
+	}
+	if err != nil {
+		return rs.fsError("write", rp, err)
+	}
+	// The rename is durable only once the directory is.
+	if d, err := root.Open(filepath.Dir(rp.rel)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// bumpMtime makes sure a write changes the file's mtime even when it lands
+// in the same clock tick as the previous one (file times come from a coarse
+// kernel clock), so expected_mtime always notices a write made through rexd.
+func bumpMtime(root *os.Root, rel string, old fs.FileInfo) error {
+	fi, err := root.Stat(rel)
+	if err != nil {
+		return err
+	}
+	if fi.ModTime().After(old.ModTime()) {
+		return nil
+	}
+	t := old.ModTime().Add(time.Microsecond)
+	return root.Chtimes(rel, t, t)
+}
+
+func (c *conn) fsStat(ctx context.Context, req *request) (any, *protocol.Error) {
+	var p protocol.FSStatParams
+	if e := decode(req.msg.Params, &p); e != nil {
+		return nil, e
+	}
+	if e := c.session(req, p.SessionID); e != nil {
+		return nil, e
+	}
+	s := req.session
+	rp, perr := s.roots.resolve(p.Path, s.cwd)
+	if perr != nil {
+		return nil, perr
+	}
+	res := protocol.FSStatResult{Path: rp.abs}
+	root := rp.root.dir
+	lfi, err := root.Lstat(relOrDot(rp.rel))
+	if errors.Is(err, fs.ErrNotExist) {
+		return res, nil
+	}
+	if err != nil {
+		return nil, s.roots.fsError("stat", rp, err)
+	}
+	fi := lfi
+	if lfi.Mode()&fs.ModeSymlink != 0 {
+		target, err := root.Readlink(rp.rel)
+		if err != nil {
+			return nil, s.roots.fsError("stat", rp, err)
+		}
+		res.SymlinkTarget = target
+		// Follow it, within the roots only.
+		fi, err = root.Stat(rp.rel)
+		if errors.Is(err, fs.ErrNotExist) {
+			fi = lfi // a dangling link: report the link itself
+		} else if err != nil {
+			return nil, s.roots.fsError("stat", rp, err)
+		}
+	}
+	res.Exists = true
+	res.Type = fileType(fi.Mode())
+	if fi == lfi && lfi.Mode()&fs.ModeSymlink != 0 {
+		res.Type = protocol.TypeSymlink
+	}
+	res.Size = fi.Size()
+	res.Mtime = mtimeString(fi.ModTime())
+	res.Mode = "0" + strconv.FormatUint(uint64(fi.Mode().Perm()), 8)
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		uid, gid := int(st.Uid), int(st.Gid)
+		res.UID, res.GID = &uid, &gid
+	}
+	return res, nil
+}
+
+func (c *conn) fsList(ctx context.Context, req *request) (any, *protocol.Error) {
+	var p protocol.FSListParams
+	if e := decode(req.msg.Params, &p); e != nil {
+		return nil, e
+	}
+	if e := c.session(req, p.SessionID); e != nil {
+		return nil, e
+	}
+	s := req.session
+	max := p.MaxEntries
+	if max <= 0 {
+		max = defaultMaxEntries
+	}
+	if max > hardMaxEntries {
+		max = hardMaxEntries
+	}
+	rp, perr := s.roots.resolve(p.Path, s.cwd)
+	if perr != nil {
+		return nil, perr
+	}
+	root := rp.root.dir
+	rel := relOrDot(rp.rel)
+	// Open the directory through the root first: a symlinked directory that
+	// leads outside fails here.
+	d, err := root.Open(rel)
+	if err != nil {
+		return nil, s.roots.fsError("list", rp, err)
+	}
+	fi, err := d.Stat()
+	d.Close()
+	if err != nil {
+		return nil, s.roots.fsError("list", rp, err)
+	}
+	if !fi.IsDir() {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"path": rp.abs}, "list %s: not a directory", rp.abs)
+	}
+	// Walk a root opened at the directory itself, so that a symlink on the
+	// way in is resolved once, inside the roots.
+	sub, err := root.OpenRoot(rel)
+	if err != nil {
+		return nil, s.roots.fsError("list", rp, err)
+	}
+	defer sub.Close()
+	res := protocol.FSListResult{Path: rp.abs, Entries: []protocol.FSEntry{}}
+	fsys := sub.FS()
+	add := func(name string, de fs.DirEntry) bool {
+		if len(res.Entries) >= max {
+			res.Truncated = true
+			return false
+		}
+		e := protocol.FSEntry{Name: de.Name(), Path: filepath.Join(rp.abs, filepath.FromSlash(name)), Type: fileType(de.Type())}
+		if info, err := de.Info(); err == nil {
+			m := mtimeString(info.ModTime())
+			e.Mtime = &m
+			if info.Mode().IsRegular() {
+				sz := info.Size()
+				e.Size = &sz
+			}
+		}
+		res.Entries = append(res.Entries, e)
+		return true
+	}
+	if p.Recursive {
+		err = fs.WalkDir(fsys, ".", func(name string, de fs.DirEntry, err error) error {
+			if err != nil {
+				return nil // an unreadable subdirectory is skipped, not fatal
+			}
+			if name == "." {
+				return nil
+			}
+			if !add(name, de) {
+				return fs.SkipAll
+			}
+			return nil
+		})
+	} else {
+		var ents []fs.DirEntry
+		ents, err = fs.ReadDir(fsys, ".")
+		for _, de := range ents {
+			if !add(de.Name(), de) {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return nil, s.roots.fsError("list", rp, err)
+	}
+	sort.Slice(res.Entries, func(i, j int) bool { return res.Entries[i].Path < res.Entries[j].Path })
+	return res, nil
+}
+
+func (c *conn) fsGlob(ctx context.Context, req *request) (any, *protocol.Error) {
+	var p protocol.FSGlobParams
+	if e := decode(req.msg.Params, &p); e != nil {
+		return nil, e
+	}
+	if e := c.session(req, p.SessionID); e != nil {
+		return nil, e
+	}
+	s := req.session
+	if p.Pattern == "" {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, nil, "pattern is required")
+	}
+	max := p.MaxMatches
+	if max <= 0 {
+		max = defaultMaxMatches
+	}
+	if max > hardMaxMatches {
+		max = hardMaxMatches
+	}
+	cwd := s.cwd
+	if p.Cwd != "" {
+		rp, perr := s.roots.resolve(p.Cwd, s.cwd)
+		if perr != nil {
+			return nil, perr
+		}
+		cwd = rp.abs
+	}
+	pattern := expandHome(p.Pattern)
+	if !filepath.IsAbs(pattern) {
+		pattern = filepath.Join(cwd, pattern)
+	}
+	pattern = filepath.Clean(pattern)
+	// The literal leading directories locate the walk; the rest is matched.
+	segs := strings.Split(strings.TrimPrefix(pattern, "/"), "/")
+	lit := 0
+	for lit < len(segs) && !hasMeta(segs[lit]) {
+		lit++
+	}
+	if lit == len(segs) { // no wildcard at all: a plain existence check
+		lit = len(segs) - 1
+	}
+	base := "/" + strings.Join(segs[:lit], "/")
+	rest := segs[lit:]
+	for _, seg := range rest {
+		if _, err := path.Match(seg, ""); err != nil {
+			return nil, protocol.Errorf(protocol.CodeInvalidParams, nil, "pattern %q: %v", p.Pattern, err)
+		}
+	}
+	rp, perr := s.roots.resolve(base, "/")
+	if perr != nil {
+		return nil, perr
+	}
+	res := protocol.FSGlobResult{Matches: []string{}}
+	sub, err := rp.root.dir.OpenRoot(relOrDot(rp.rel))
+	if errors.Is(err, fs.ErrNotExist) {
+		return res, nil
+	}
+	if err != nil {
+		return nil, s.roots.fsError("glob", rp, err)
+	}
+	defer sub.Close()
+	budget := globWalkBudget
+	err = fs.WalkDir(sub.FS(), ".", func(name string, de fs.DirEntry, err error) error {
+		if budget--; budget < 0 {
+			res.Truncated = true
+			return fs.SkipAll
+		}
+		if err != nil || name == "." {
+			return nil
+		}
+		parts := strings.Split(name, "/")
+		if matchSegments(rest, parts) {
+			if len(res.Matches) >= max {
+				res.Truncated = true
+				return fs.SkipAll
+			}
+			res.Matches = append(res.Matches, filepath.Join(rp.abs, filepath.FromSlash(name)))
+		}
+		if de.IsDir() && !couldMatchBelow(rest, parts) {
+			return fs.SkipDir
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, s.roots.fsError("glob", rp, err)
+	}
+	sort.Strings(res.Matches)
+	return res, nil
+}
+
+func hasMeta(s string) bool { return strings.ContainsAny(s, `*?[\`) }
+
+// matchSegments matches path segments against pattern segments, where "**"
+// stands for any number of segments (zero included).
+func matchSegments(pat, parts []string) bool {
+	if len(pat) == 0 {
+		return len(parts) == 0
+	}
+	if pat[0] == "**" {
+		for i := 0; i <= len(parts); i++ {
+			if matchSegments(pat[1:], parts[i:]) {
+				return true
+			}
+		}
+		return false
+	}
+	if len(parts) == 0 {
+		return false
+	}
+	if ok, _ := path.Match(pat[0], parts[0]); !ok {
+		return false
+	}
+	return matchSegments(pat[1:], parts[1:])
+}
+
+// couldMatchBelow reports whether some path below the directory parts could
+// still match, so that the walk skips subtrees that cannot.
+func couldMatchBelow(pat, parts []string) bool {
+	for i, seg := range pat {
+		if seg == "**" {
+			return true
+		}
+		if i >= len(parts) {
+			return true
+		}
+		if ok, _ := path.Match(seg, parts[i]); !ok {
+			return false
+		}
+	}
+	return len(parts) < len(pat)
+}

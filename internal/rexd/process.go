@@ -1,0 +1,394 @@
+package rexd
+
+import (
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/rexconsole/rex/internal/protocol"
+)
+
+// Why a process was stopped by rexd rather than ending on its own.
+const (
+	reasonKilled   = "killed"
+	reasonTimeout  = "timeout"
+	reasonOutput   = "output_limit"
+	reasonClosed   = "closed"
+	reasonPTYClose = "pty_closed"
+)
+
+// drainAfterExit is how long output is still read once the process and its
+// whole group are gone but something outside the group holds the pipe.
+const drainAfterExit = 100 * time.Millisecond
+
+// process is one child of rexd, plain or on a PTY. Its pid is also its
+// process group id (exec) or session id (PTY), so signals reach every
+// descendant that stayed in the group.
+type process struct {
+	id        string
+	ptyID     string
+	sess      *session
+	argv      []string
+	cmd       *exec.Cmd
+	pid       int
+	startedAt time.Time
+	detached  bool
+	isPTY     bool
+	grace     time.Duration
+
+	input   *inputQueue
+	readers []io.ReadCloser
+
+	bytesOut atomic.Int64
+	bytesErr atomic.Int64
+
+	mu            sync.Mutex
+	remaining     int64 // output budget; <0 means no cap
+	limitExceeded bool
+	timedOut      bool
+	stopReason    string
+	exit          *protocol.ExitEvent
+
+	gone  atomic.Bool // the group was seen empty: never signal it again
+	timer *time.Timer
+	done  chan struct{} // closed after the exit event went out
+}
+
+func (p *process) ended() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// signal sends sig to the process group (exec) or to every member of the
+// process's session (PTY).
+func (p *process) signal(sig syscall.Signal) {
+	if p.gone.Load() || p.pid <= 0 {
+		return
+	}
+	if err := syscall.Kill(-p.pid, sig); errors.Is(err, syscall.ESRCH) && !p.isPTY {
+		p.gone.Store(true)
+		return
+	}
+	if p.isPTY {
+		members := sessionMembers(p.pid)
+		for _, pid := range members {
+			syscall.Kill(pid, sig)
+		}
+		if len(members) == 0 && !p.alive() {
+			p.gone.Store(true)
+		}
+	}
+}
+
+// alive reports whether any process of the group (or PTY session) remains.
+func (p *process) alive() bool {
+	if p.gone.Load() {
+		return false
+	}
+	if p.isPTY {
+		if len(sessionMembers(p.pid)) > 0 {
+			return true
+		}
+	}
+	return syscall.Kill(-p.pid, 0) == nil
+}
+
+// terminate stops the whole group: TERM (and HUP for a terminal) now, KILL
+// after the grace period for whatever is left.
+func (p *process) terminate(reason string) {
+	p.mu.Lock()
+	if p.stopReason == "" {
+		p.stopReason = reason
+	}
+	p.mu.Unlock()
+	if p.isPTY {
+		p.signal(syscall.SIGHUP)
+	}
+	p.signal(syscall.SIGTERM)
+	p.signal(syscall.SIGCONT) // a stopped job cannot act on TERM
+	go func() {
+		t := time.NewTimer(p.grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-p.groupGone():
+			return
+		}
+		p.signal(syscall.SIGKILL)
+	}()
+}
+
+// groupGone is closed once the group has no members, polled.
+func (p *process) groupGone() <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		for i := 0; i < 1000 && p.alive(); i++ { // bounded: 1000 × 20 ms
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	return ch
+}
+
+// take spends n bytes of the output budget and returns how many may be
+// sent. The first overrun stops the process.
+func (p *process) take(n int) (allowed int, overrun bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.remaining < 0 {
+		return n, false
+	}
+	if int64(n) <= p.remaining {
+		p.remaining -= int64(n)
+		return n, false
+	}
+	allowed = int(p.remaining)
+	p.remaining = 0
+	first := !p.limitExceeded
+	p.limitExceeded = true
+	return allowed, first
+}
+
+// pump reads one output stream and sends it as events. Chunks never split a
+// UTF-8 sequence; bytes past the output cap are read and dropped so the
+// child never blocks on a full pipe.
+func (p *process) pump(r io.Reader, method string, counter *atomic.Int64, limitTotal int64) {
+	c := p.sess.conn
+	buf := make([]byte, 32<<10)
+	pending := 0
+	var seq uint64
+	send := func(b []byte) {
+		if len(b) == 0 {
+			return
+		}
+		allowed, overrun := p.take(len(b))
+		if allowed > 0 {
+			seq++
+			data, enc := protocol.EncodeData(b[:allowed])
+			c.notify(method, protocol.OutputEvent{
+				SessionID: p.sess.id, ProcessID: p.id, PTYID: p.ptyID,
+				Seq: seq, Data: data, Encoding: enc,
+			})
+		}
+		if overrun {
+			c.notify(protocol.EventExecError, protocol.ErrorEvent{
+				SessionID: p.sess.id, ProcessID: p.id, Code: protocol.CodeOutputLimitExceeded,
+				Message: "output exceeded the limit of " + strconv.FormatInt(limitTotal, 10) + " bytes; the process was stopped",
+			})
+			p.terminate(reasonOutput)
+		}
+	}
+	for {
+		n, err := r.Read(buf[pending:])
+		if n > 0 {
+			counter.Add(int64(n))
+			total := pending + n
+			cut := protocol.CompleteUTF8(buf[:total])
+			if cut == 0 && total < 4 {
+				pending = total // wait for the rest of the character
+			} else {
+				if cut == 0 {
+					cut = total
+				}
+				send(buf[:cut])
+				pending = copy(buf, buf[cut:total])
+			}
+		}
+		if err != nil {
+			send(buf[:pending])
+			return
+		}
+	}
+}
+
+// waitAndReport waits for the child, drains its output and sends the exit
+// event. pumps is closed when every output stream hit EOF; closers are the
+// read ends to close if something keeps them open after the group is gone.
+func (p *process) waitAndReport(pumps <-chan struct{}, closers []io.Closer) {
+	werr := p.cmd.Wait()
+	finished := time.Now()
+	drained := false
+	for i := 0; i < 100000 && !drained; i++ { // bounded; each turn sleeps
+		select {
+		case <-pumps:
+			drained = true
+			continue
+		case <-time.After(20 * time.Millisecond):
+		}
+		if !p.alive() {
+			select {
+			case <-pumps:
+			case <-time.After(drainAfterExit):
+			}
+			drained = true
+		}
+	}
+	for _, c := range closers {
+		c.Close()
+	}
+	<-pumps
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+
+	ev := &protocol.ExitEvent{
+		SessionID:   p.sess.id,
+		ProcessID:   p.id,
+		PTYID:       p.ptyID,
+		DurationMS:  finished.Sub(p.startedAt).Milliseconds(),
+		BytesStdout: p.bytesOut.Load(),
+		BytesStderr: p.bytesErr.Load(),
+	}
+	var ee *exec.ExitError
+	if errors.As(werr, &ee) || werr == nil {
+		ps := p.cmd.ProcessState
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			name := signalName(ws.Signal())
+			ev.Signal = &name
+		} else {
+			code := ps.ExitCode()
+			ev.ExitCode = &code
+		}
+	}
+	p.mu.Lock()
+	ev.TimedOut = p.timedOut
+	ev.OutputLimitExceeded = p.limitExceeded
+	p.exit = ev
+	p.mu.Unlock()
+	method := protocol.EventExecExit
+	if p.isPTY {
+		method = protocol.EventPTYExit
+	}
+	p.sess.conn.notify(method, ev)
+	p.sess.conn.srv.audit.write(auditEntry{
+		SessionID: p.sess.id, ClientName: p.sess.clientName, Event: method,
+		Result: map[string]any{"process_id": p.id, "exit_code": ev.ExitCode, "signal": ev.Signal,
+			"timed_out": ev.TimedOut, "bytes_stdout": ev.BytesStdout, "bytes_stderr": ev.BytesStderr,
+			"duration_ms": ev.DurationMS},
+	})
+	if p.input != nil {
+		p.input.stop()
+	}
+	close(p.done)
+	p.sess.ended(p.id)
+}
+
+// status is the exec.wait view of the process.
+func (p *process) status() protocol.ExecWaitResult {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	res := protocol.ExecWaitResult{
+		Status:      protocol.StatusRunning,
+		BytesStdout: p.bytesOut.Load(),
+		BytesStderr: p.bytesErr.Load(),
+	}
+	if p.exit == nil {
+		return res
+	}
+	res.ExitCode, res.Signal = p.exit.ExitCode, p.exit.Signal
+	res.OutputLimitExceeded = p.exit.OutputLimitExceeded
+	switch {
+	case p.timedOut:
+		res.Status = protocol.StatusTimedOut
+	case p.stopReason != "" || p.exit.Signal != nil:
+		res.Status = protocol.StatusKilled
+	default:
+		res.Status = protocol.StatusExited
+	}
+	return res
+}
+
+// inputQueue writes to a process's stdin (or PTY) in order, off the
+// connection's reader, so a child that does not read cannot stall rexd.
+type inputQueue struct {
+	w  io.WriteCloser
+	mu sync.Mutex
+	ch chan inputItem
+	// stopped is closed when the process ended; later input fails.
+	stopped chan struct{}
+	closed  bool
+}
+
+type inputItem struct {
+	data []byte
+	eof  bool
+	done func(n int, err error)
+}
+
+// inputQueueLen bounds queued writes per process.
+const inputQueueLen = 256
+
+func newInputQueue(w io.WriteCloser) *inputQueue {
+	q := &inputQueue{w: w, ch: make(chan inputItem, inputQueueLen), stopped: make(chan struct{})}
+	go q.run()
+	return q
+}
+
+func (q *inputQueue) run() {
+	for {
+		select {
+		case it := <-q.ch:
+			var n int
+			var err error
+			if len(it.data) > 0 {
+				n, err = q.w.Write(it.data)
+			}
+			if it.eof {
+				if cerr := q.w.Close(); err == nil && cerr != nil && !errors.Is(cerr, os.ErrClosed) {
+					err = cerr
+				}
+			}
+			if it.done != nil {
+				it.done(n, err)
+			}
+		case <-q.stopped:
+			for {
+				select {
+				case it := <-q.ch:
+					if it.done != nil {
+						it.done(0, errProcessEnded)
+					}
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+var errProcessEnded = errors.New("the process has ended")
+
+// push queues an item; false means the queue is full or stopped.
+func (q *inputQueue) push(it inputItem) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return false
+	}
+	select {
+	case q.ch <- it:
+		return true
+	default:
+		return false
+	}
+}
+
+func (q *inputQueue) stop() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.closed {
+		q.closed = true
+		close(q.stopped)
+		q.w.Close()
+	}
+}

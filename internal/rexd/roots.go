@@ -1,0 +1,214 @@
+package rexd
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/rexconsole/rex/internal/protocol"
+)
+
+// allowedRoot is one directory a session may touch. Access goes through an
+// os.Root, so neither ".." nor a symlink can lead outside it, whatever the
+// path string looks like.
+type allowedRoot struct {
+	// path is the root with symlinks resolved; alias is the spelling it was
+	// configured with, when different (e.g. /home/u vs /usr/home/u).
+	path  string
+	alias string
+	dir   *os.Root
+}
+
+// rootSet is the ordered list of roots of a server or a session.
+type rootSet []*allowedRoot
+
+// openRoots resolves and opens the configured roots.
+func openRoots(paths []string) (rootSet, error) {
+	var rs rootSet
+	for _, p := range paths {
+		p = expandHome(p)
+		if !filepath.IsAbs(p) {
+			return nil, fmt.Errorf("allowed root %q must be an absolute path", p)
+		}
+		clean := filepath.Clean(p)
+		if clean == "/" {
+			return nil, fmt.Errorf("allowed root %q is the whole file system; name a directory", p)
+		}
+		resolved, err := filepath.EvalSymlinks(clean)
+		if err != nil {
+			return nil, fmt.Errorf("allowed root %s: %w", clean, err)
+		}
+		d, err := os.OpenRoot(resolved)
+		if err != nil {
+			return nil, fmt.Errorf("allowed root %s: %w", clean, err)
+		}
+		r := &allowedRoot{path: resolved, dir: d}
+		if clean != resolved {
+			r.alias = clean
+		}
+		rs = append(rs, r)
+	}
+	return rs, nil
+}
+
+func (rs rootSet) close() {
+	for _, r := range rs {
+		r.dir.Close()
+	}
+}
+
+// paths lists the roots as reported to clients.
+func (rs rootSet) paths() []string {
+	out := make([]string, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, r.path)
+	}
+	return out
+}
+
+// expandHome turns "~" and "~/x" into the user's home directory.
+func expandHome(p string) string {
+	if p != "~" && !strings.HasPrefix(p, "~/") {
+		return p
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return p
+	}
+	return filepath.Join(home, p[1:])
+}
+
+// within reports whether p (clean, absolute) is base or below it, and the
+// relative path from base.
+func within(base, p string) (string, bool) {
+	rel, err := filepath.Rel(base, p)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", false
+	}
+	return rel, true
+}
+
+// resolved is a path checked against the roots: the root it lies in, the
+// path relative to that root, and the absolute path shown to clients.
+type resolved struct {
+	root *allowedRoot
+	rel  string
+	abs  string
+}
+
+// resolve places a client path inside the roots. Relative paths are taken
+// from cwd; "~" means the home directory. The check here is lexical; the
+// os.Root used for the actual access refuses symlinks that lead outside.
+func (rs rootSet) resolve(p, cwd string) (resolved, *protocol.Error) {
+	if p == "" {
+		return resolved{}, protocol.Errorf(protocol.CodeInvalidParams, nil, "path is empty")
+	}
+	if strings.IndexByte(p, 0) >= 0 {
+		return resolved{}, protocol.Errorf(protocol.CodeInvalidParams, nil, "path contains a NUL byte")
+	}
+	p = expandHome(p)
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(cwd, p)
+	}
+	p = filepath.Clean(p)
+	var best resolved
+	bestLen := -1
+	for _, r := range rs {
+		for _, base := range []string{r.path, r.alias} {
+			if base == "" {
+				continue
+			}
+			if rel, ok := within(base, p); ok && len(base) > bestLen {
+				best = resolved{root: r, rel: rel, abs: filepath.Join(r.path, rel)}
+				bestLen = len(base)
+			}
+		}
+	}
+	if bestLen < 0 {
+		return resolved{}, rs.forbidden(p, "outside the allowed roots")
+	}
+	return best, nil
+}
+
+func (rs rootSet) forbidden(p, reason string) *protocol.Error {
+	return protocol.Errorf(protocol.CodeForbiddenPath,
+		protocol.ForbiddenPathData{Path: p, AllowedRoots: rs.paths(), Reason: reason},
+		"Path is outside allowed roots: %s (%s)", p, reason)
+}
+
+// isEscape reports whether err is os.Root refusing a path that leads
+// outside the root (through ".." after a symlink, or an absolute or
+// escaping symlink). The os package does not export the sentinel.
+func isEscape(err error) bool {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		err = le.Err
+	}
+	return err != nil && strings.Contains(err.Error(), "path escapes from parent")
+}
+
+// fsError turns an error of a file operation on rp into a protocol error.
+func (rs rootSet) fsError(op string, rp resolved, err error) *protocol.Error {
+	switch {
+	case isEscape(err):
+		return rs.forbidden(rp.abs, "a symbolic link leads outside the allowed roots")
+	case errors.Is(err, fs.ErrNotExist):
+		return protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"path": rp.abs, "reason": "not_found"},
+			"%s %s: no such file or directory", op, rp.abs)
+	case errors.Is(err, fs.ErrPermission):
+		return protocol.Errorf(protocol.CodeUnauthorized, map[string]string{"path": rp.abs, "reason": "permission_denied"},
+			"%s %s: permission denied", op, rp.abs)
+	default:
+		return protocol.Errorf(protocol.CodeInternalError, map[string]string{"path": rp.abs},
+			"%s %s: %v", op, rp.abs, err)
+	}
+}
+
+// narrow opens session roots that must each lie inside the server's roots.
+func (rs rootSet) narrow(paths []string) (rootSet, *protocol.Error) {
+	var out rootSet
+	for _, p := range paths {
+		rp, perr := rs.resolve(p, "/")
+		if perr != nil {
+			out.close()
+			return nil, perr
+		}
+		d, err := rp.root.dir.OpenRoot(relOrDot(rp.rel))
+		if err != nil {
+			out.close()
+			return nil, rs.fsError("open workspace root", rp, err)
+		}
+		// The physical path, for lexical checks of later requests.
+		real, err := filepath.EvalSymlinks(rp.abs)
+		if err != nil {
+			d.Close()
+			out.close()
+			return nil, rs.fsError("open workspace root", rp, err)
+		}
+		if _, ok := rs.resolve(real, "/"); ok != nil {
+			d.Close()
+			out.close()
+			return nil, rs.forbidden(p, "a symbolic link leads outside the allowed roots")
+		}
+		r := &allowedRoot{path: real, dir: d}
+		if rp.abs != real {
+			r.alias = rp.abs
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func relOrDot(rel string) string {
+	if rel == "" {
+		return "."
+	}
+	return rel
+}

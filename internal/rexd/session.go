@@ -1,0 +1,158 @@
+package rexd
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/rexconsole/rex/internal/protocol"
+)
+
+// keepFinished is how many ended processes a session remembers for a late
+// exec.wait; older ones are forgotten first.
+const keepFinished = 256
+
+// session is a client's scoped state: roots, cwd, limits and processes.
+type session struct {
+	id         string
+	conn       *conn
+	clientName string
+	roots      rootSet
+	ownRoots   bool
+	cwd        string
+	limits     protocol.Limits
+	openedAt   time.Time
+
+	mu       sync.Mutex
+	procs    map[string]*process // exec processes, live and recently ended
+	ptys     map[string]*ptyProc
+	finished []string // ids of ended processes, oldest first
+	closed   bool
+}
+
+// liveCount counts processes and PTYs that have not ended.
+func (s *session) liveCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.liveLocked()
+}
+
+func (s *session) liveLocked() int {
+	n := 0
+	for _, p := range s.procs {
+		if !p.ended() {
+			n++
+		}
+	}
+	for _, t := range s.ptys {
+		if !t.proc.ended() {
+			n++
+		}
+	}
+	return n
+}
+
+// reserve checks the process limit before a start. The caller holds s.mu.
+func (s *session) reserveLocked() *protocol.Error {
+	if s.closed {
+		return protocol.Errorf(protocol.CodeInvalidParams, nil, "session %s is closed", s.id)
+	}
+	if max := s.limits.MaxProcessesPerSession; max > 0 && int64(s.liveLocked()) >= max {
+		return protocol.Errorf(protocol.CodeResourceLimit,
+			protocol.ResourceLimitData{Limit: "max_processes_per_session", Value: max},
+			"too many processes in this session: the limit is %d; wait for one to end or kill it", max)
+	}
+	return nil
+}
+
+// ended records that a process finished and forgets the oldest ones.
+func (s *session) ended(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.finished = append(s.finished, id)
+	for len(s.finished) > keepFinished {
+		delete(s.procs, s.finished[0])
+		s.finished = s.finished[1:]
+	}
+}
+
+func (s *session) process(id string) (*process, *protocol.Error) {
+	s.mu.Lock()
+	p := s.procs[id]
+	s.mu.Unlock()
+	if p == nil {
+		return nil, protocol.Errorf(protocol.CodeProcessNotFound, map[string]string{"process_id": id},
+			"no process %q in this session", id)
+	}
+	return p, nil
+}
+
+// close ends every process of the session. Detached processes are spared
+// and returned so the connection can wait for them before it exits.
+func (s *session) close(disconnect bool) []*process {
+	s.mu.Lock()
+	s.closed = true
+	var victims, detached []*process
+	for _, p := range s.procs {
+		if p.ended() {
+			continue
+		}
+		if p.detached {
+			detached = append(detached, p)
+			continue
+		}
+		victims = append(victims, p)
+	}
+	for _, t := range s.ptys {
+		if !t.proc.ended() {
+			victims = append(victims, t.proc)
+		}
+	}
+	s.mu.Unlock()
+	for _, p := range victims {
+		p.terminate(reasonClosed)
+	}
+	deadline := time.After(s.conn.srv.cfg.KillGrace + 3*time.Second)
+	for _, p := range victims {
+		select {
+		case <-p.done:
+		case <-deadline:
+		}
+	}
+	if s.ownRoots {
+		s.roots.close()
+	}
+	return detached
+}
+
+func (s *session) info(caps []string) protocol.SessionInfoResult {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	res := protocol.SessionInfoResult{
+		SessionID:      s.id,
+		ClientName:     s.clientName,
+		Cwd:            s.cwd,
+		WorkspaceRoots: s.roots.paths(),
+		Limits:         s.limits,
+		Capabilities:   caps,
+		OpenedAt:       s.openedAt,
+		Processes:      []protocol.ProcessInfo{},
+	}
+	add := func(p *process) {
+		if p.ended() {
+			return
+		}
+		res.Processes = append(res.Processes, protocol.ProcessInfo{
+			ProcessID: p.id, PTYID: p.ptyID, Argv: p.argv, Pid: p.pid,
+			StartedAt: p.startedAt, Status: protocol.StatusRunning, Detached: p.detached,
+		})
+	}
+	for _, p := range s.procs {
+		add(p)
+	}
+	for _, t := range s.ptys {
+		add(t.proc)
+	}
+	sort.Slice(res.Processes, func(i, j int) bool { return res.Processes[i].StartedAt.Before(res.Processes[j].StartedAt) })
+	return res
+}
