@@ -1,0 +1,334 @@
+package devices
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// fixture is a registry with devices and groups of every kind Resolve meets.
+func fixture(t testing.TB) *Registry {
+	t.Helper()
+	r, err := Parse([]byte(`{
+  "devices": {
+    "web1": {"host": "root@10.0.0.1", "port": 2222, "ssh_key": "~/.ssh/web"},
+    "web2": {"host": "root@10.0.0.2"},
+    "web-a": {"host": "web-a.lan"},
+    "db1": {"host": "db1.lan:2200", "ssh_key": "/etc/rex/db"},
+    "rack01": {"host": "r1"}, "rack02": {"host": "r2"}, "rack03": {"host": "r3"},
+    "broken": {"host": "-oProxyCommand=x"}
+  },
+  "groups": {
+    "web": ["web2", "web1"],
+    "prod": ["db1", "web1"],
+    "empty": [],
+    "dangling": ["web1", "ghost"]
+  }
+}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 16; i++ {
+		d := mustDevice(t, fmt.Sprintf("node%d", i), fmt.Sprintf("10.1.0.%d", i))
+		if _, err := r.Add(d, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
+func names(ts []Target) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = string(t.Kind) + ":" + t.Name
+	}
+	return out
+}
+
+func TestResolve(t *testing.T) {
+	t.Setenv("HOME", "/home/op")
+	r := fixture(t)
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"web1", []string{"device:web1"}},
+		{"web", []string{"device:web2", "device:web1"}},
+		{"web1,web,web2", []string{"device:web1", "device:web2"}},
+		{" web1 , ,db1, ", []string{"device:web1", "device:db1"}},
+		{"local", []string{"local:local"}},
+		{"local,web1,local", []string{"local:local", "device:web1"}},
+		{"prod,web", []string{"device:db1", "device:web1", "device:web2"}},
+		{"web*", []string{"device:web-a", "device:web1", "device:web2"}},
+		{"web?", []string{"device:web1", "device:web2"}},
+		{"web[ab12]", []string{"device:web1", "device:web2"}},
+		{"node[1-3]", []string{"device:node1", "device:node2", "device:node3"}},
+		{"node[3-1,2]", nil}, // backwards: error
+		{"node[1,3,5-7]", []string{"device:node1", "device:node3", "device:node5", "device:node6", "device:node7"}},
+		{"rack[01-03]", []string{"device:rack01", "device:rack02", "device:rack03"}},
+		{"rack0[1-2],web1", []string{"device:rack01", "device:rack02", "device:web1"}},
+		{"node1[0-2]*", []string{"device:node10", "device:node11", "device:node12"}},
+		{"root@10.0.0.9", []string{"adhoc:root@10.0.0.9"}},
+		{"10.0.0.9:2022", []string{"adhoc:10.0.0.9:2022"}},
+		{"host.example.com", []string{"adhoc:host.example.com"}},
+		{"user@[::1]:2200", []string{"adhoc:user@[::1]:2200"}},
+		{"[fe80::1%eth0]:22", []string{"adhoc:[fe80::1%eth0]:22"}},
+		{"::1", []string{"adhoc:::1"}},
+		{"ssh://myhost", []string{"adhoc:myhost"}},
+		{"ssh://admin@myhost:2200,myhost.lan", []string{"adhoc:admin@myhost:2200", "adhoc:myhost.lan"}},
+		{"root@node[1-2]", []string{"adhoc:root@node1", "adhoc:root@node2"}},
+		{"h[8-10].lan", []string{"adhoc:h8.lan", "adhoc:h9.lan", "adhoc:h10.lan"}},
+		{"r[1-2]-n[1-2].lan", []string{"adhoc:r1-n1.lan", "adhoc:r1-n2.lan", "adhoc:r2-n1.lan", "adhoc:r2-n2.lan"}},
+		{"root@10.0.0.9,root@10.0.0.9:22,root@10.0.0.9", []string{"adhoc:root@10.0.0.9", "adhoc:root@10.0.0.9:22"}},
+	}
+	for _, tt := range tests {
+		got, err := r.Resolve(tt.in)
+		if tt.want == nil {
+			if err == nil {
+				t.Errorf("Resolve(%q) = %v, want an error", tt.in, names(got))
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("Resolve(%q): %v", tt.in, err)
+			continue
+		}
+		if !slices.Equal(names(got), tt.want) {
+			t.Errorf("Resolve(%q) = %v, want %v", tt.in, names(got), tt.want)
+		}
+	}
+}
+
+func TestResolveAll(t *testing.T) {
+	r := fixture(t)
+	if _, err := r.Remove("broken"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.Resolve("all,local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, d := range r.Devices() {
+		want = append(want, "device:"+d.Name)
+	}
+	want = append(want, "local:local")
+	if !slices.Equal(names(got), want) {
+		t.Errorf("Resolve(all,local) = %v, want %v", names(got), want)
+	}
+	if _, err := New().Resolve("all"); err == nil || !strings.Contains(err.Error(), "none is registered") {
+		t.Errorf("Resolve(all) on an empty registry = %v", err)
+	}
+	got, err = New().Resolve("local")
+	if err != nil || len(got) != 1 || got[0].Addr() != "local" {
+		t.Errorf("Resolve(local) on an empty registry = %v, %v", got, err)
+	}
+}
+
+func TestResolveTargetFields(t *testing.T) {
+	t.Setenv("HOME", "/home/op")
+	r := fixture(t)
+	got, err := r.Resolve("web1,db1,web2,alice@host.lan:2200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Target{
+		{Name: "web1", Kind: KindDevice, User: "root", Host: "10.0.0.1", Port: 2222, KeyPath: "/home/op/.ssh/web"},
+		{Name: "db1", Kind: KindDevice, Host: "db1.lan", Port: 2200, KeyPath: "/etc/rex/db"},
+		{Name: "web2", Kind: KindDevice, User: "root", Host: "10.0.0.2"},
+		{Name: "alice@host.lan:2200", Kind: KindAdhoc, User: "alice", Host: "host.lan", Port: 2200},
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.Name != w.Name || g.Kind != w.Kind || g.User != w.User || g.Host != w.Host || g.Port != w.Port || g.KeyPath != w.KeyPath {
+			t.Errorf("target %d = %+v, want %+v", i, g, w)
+		}
+		if (g.Kind == KindDevice) != (g.Device != nil) {
+			t.Errorf("target %d: Device = %v for kind %s", i, g.Device, g.Kind)
+		}
+	}
+	if got[0].Device.SSHKey != "~/.ssh/web" || got[0].Addr() != "root@10.0.0.1:2222" {
+		t.Errorf("web1: device %+v addr %q", got[0].Device, got[0].Addr())
+	}
+}
+
+func TestResolveErrors(t *testing.T) {
+	r := fixture(t)
+	tests := []struct {
+		in          string
+		want        string
+		suggestions []string
+	}{
+		{"", "no targets given", nil},
+		{" , ", "no targets given", nil},
+		{"wbe1", `no device or group is named "wbe1"; did you mean web1?`, []string{"web1"}},
+		{"web3", "did you mean web, web1 or web2?", []string{"web", "web1", "web2"}},
+		{"prdo", "did you mean prod?", []string{"prod"}},
+		{"lcoal", "did you mean local?", []string{"local"}},
+		{"web1,xyzzy", "ssh://xyzzy", nil},
+		{"db*x", `no device matches "db*x"`, nil},
+		{"empty", `group "empty" has no devices`, nil},
+		{"dangling", `group "dangling" lists "ghost", which is not a device`, nil},
+		{"broken", `device "broken" cannot be used: invalid host "-oProxyCommand=x"`, nil},
+		{"node[15-18]", "node[15-18] expands to names that are not devices or groups (node17, node18)", nil},
+		{"n[1-100]", "(n1, n2, n3, n4, n5 and 95 more)", nil},
+		{"node[3-1]", "runs backwards; write [1-3]", nil},
+		{"node[1-3", "no matching ']'", nil},
+		{"node]1-3[", "no matching ']'", nil},
+		{"node[1-99999]", "more than 10000", nil},
+		{"n[1-200]x[1-200].lan", "more than 10000", nil},
+		{"root@-x", "must not start with '-'", nil},
+		{"host.lan:99999", "1 to 65535", nil},
+		{"ssh://", "host is empty", nil},
+		{"a b.lan", "spaces", nil},
+		{"web[", "no matching ']'", nil},
+		{"web[]", "not a valid pattern", nil},
+	}
+	for _, tt := range tests {
+		got, err := r.Resolve(tt.in)
+		if err == nil {
+			t.Errorf("Resolve(%q) = %v, want an error containing %q", tt.in, names(got), tt.want)
+			continue
+		}
+		if !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Resolve(%q) = %q, want it to contain %q", tt.in, err, tt.want)
+		}
+		if tt.suggestions != nil {
+			var ue *UnknownError
+			if !errors.As(err, &ue) || !slices.Equal(ue.Suggestions, tt.suggestions) {
+				t.Errorf("Resolve(%q) suggestions = %v, want %v", tt.in, ue, tt.suggestions)
+			}
+		}
+	}
+}
+
+func TestResolveKeyNeedsHome(t *testing.T) {
+	t.Setenv("HOME", "")
+	r := fixture(t)
+	if _, err := r.Resolve("web1"); err == nil || !strings.Contains(err.Error(), "home directory is unknown") {
+		t.Errorf("Resolve with ~ key and no HOME = %v", err)
+	}
+	if _, err := r.Resolve("web2"); err != nil {
+		t.Errorf("a device without a key must not need HOME: %v", err)
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	tests := []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0}, {"a", "", 1}, {"web1", "web1", 0}, {"wbe1", "web1", 1},
+		{"web1", "web12", 1}, {"kitten", "sitting", 3}, {"ca", "abc", 3},
+	}
+	for _, tt := range tests {
+		if got := editDistance(tt.a, tt.b); got != tt.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
+
+func FuzzResolve(f *testing.F) {
+	for _, s := range []string{"web1", "all,local", "node[1-3]", "n[01-10,12]", "web*", "root@[::1]:22", "ssh://h", "a,,b", "x[", "[", "]", "@", ":", "r[1-2]-n[1-2].lan", "wbe1"} {
+		f.Add(s)
+	}
+	r := fixture(f)
+	f.Fuzz(func(t *testing.T, in string) {
+		got, err := r.Resolve(in)
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("empty error message")
+			}
+			return
+		}
+		if len(got) == 0 || len(got) > MaxTargets {
+			t.Fatalf("Resolve(%q) returned %d targets", in, len(got))
+		}
+		seen := map[string]bool{}
+		for _, tg := range got {
+			key := string(tg.Kind) + ":" + tg.Name
+			if seen[key] {
+				t.Fatalf("Resolve(%q) returned %s twice", in, key)
+			}
+			seen[key] = true
+			switch tg.Kind {
+			case KindDevice:
+				if _, ok := r.Device(tg.Name); !ok || tg.Device == nil {
+					t.Fatalf("Resolve(%q) returned unknown device %q", in, tg.Name)
+				}
+			case KindAdhoc:
+				// An ad-hoc target always passes host validation again.
+				if _, _, _, err := ParseHost(tg.Name); err != nil {
+					t.Fatalf("Resolve(%q) returned ad-hoc %q that does not parse: %v", in, tg.Name, err)
+				}
+				if strings.HasPrefix(tg.Host, "-") || strings.HasPrefix(tg.User, "-") {
+					t.Fatalf("Resolve(%q) returned an option-like target %+v", in, tg)
+				}
+			case KindLocal:
+			default:
+				t.Fatalf("unknown kind %q", tg.Kind)
+			}
+		}
+	})
+}
+
+func FuzzParseHost(f *testing.F) {
+	for _, s := range []string{"root@10.0.0.5", "host:22", "[::1]:22", "u@fe80::1%eth0", "-x", "a@b@c", "h:", "[", "[::1]x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, spec string) {
+		user, host, port, err := ParseHost(spec)
+		if err != nil {
+			return
+		}
+		if host == "" || host[0] == '-' || user != "" && user[0] == '-' || port < 0 || port > 65535 {
+			t.Fatalf("ParseHost(%q) accepted %q %q %d", spec, user, host, port)
+		}
+		// Formatting and parsing again is the identity.
+		u2, h2, p2, err := ParseHost(FormatAddr(user, host, port))
+		if err != nil || u2 != user || h2 != host || p2 != port {
+			t.Fatalf("round trip of %q: %q %q %d, %v", spec, u2, h2, p2, err)
+		}
+	})
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(designExample))
+	f.Add([]byte(`{"devices":{"a":{"host":"h","x":[1,{"y":null}]}},"groups":{"g":["a"]},"v":1}`))
+	f.Add([]byte(`{"devices": {"a": {"port": "22"}}}`))
+	f.Add([]byte("{\n\"devices\": {\n}"))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := Parse(data)
+		if err != nil {
+			var fe *FormatError
+			if !errors.As(err, &fe) || fe.Line < 1 || fe.Column < 1 {
+				t.Fatalf("Parse error without a position: %v", err)
+			}
+			return
+		}
+		out, err := r.Bytes()
+		if err != nil {
+			t.Fatalf("Bytes: %v", err)
+		}
+		r2, err := Parse(out)
+		if err != nil {
+			t.Fatalf("re-parse of our own output: %v\n%s", err, out)
+		}
+		out2, err := r2.Bytes()
+		if err != nil || string(out2) != string(out) {
+			t.Fatalf("encoding not stable:\n%s\n---\n%s", out, out2)
+		}
+	})
+}
+
+func BenchmarkResolve(b *testing.B) {
+	r := fixture(b)
+	for b.Loop() {
+		if _, err := r.Resolve("web,prod,node[1-16],web*,root@10.0.0.9:22,local"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

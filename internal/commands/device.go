@@ -1,0 +1,635 @@
+package commands
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"unicode"
+
+	"charm.land/lipgloss/v2"
+	"charm.land/lipgloss/v2/table"
+
+	"github.com/rexconsole/rex/devices"
+)
+
+// DeviceRemote runs the device verbs that need the SSH layer. Each method
+// gets targets already resolved from TARGETS and writes one line per
+// target to stdio.Out.
+type DeviceRemote interface {
+	// Check reports reachability, authentication, platform, the cached
+	// rexd version and the round-trip time of each target.
+	Check(ctx context.Context, stdio IO, targets []devices.Target) error
+	// Prepare bootstraps rexd on each target without running anything.
+	Prepare(ctx context.Context, stdio IO, targets []devices.Target) error
+	// Clean removes the cached rexd from each target.
+	Clean(ctx context.Context, stdio IO, targets []devices.Target) error
+}
+
+// Device runs "rex device ARGS..." (args excludes "rex device") against the
+// registry in store. The check, prepare and clean verbs need a
+// DeviceRemote and fail here; see DeviceWith.
+func Device(ctx context.Context, store *devices.Store, stdio IO, args []string) error {
+	return DeviceWith(ctx, store, nil, stdio, args)
+}
+
+// DeviceWith is Device with the SSH-backed verbs wired to remote, which may
+// be nil.
+func DeviceWith(ctx context.Context, store *devices.Store, remote DeviceRemote, stdio IO, args []string) error {
+	if len(args) == 0 {
+		return deviceUsage(stdio, store)
+	}
+	verb, rest := args[0], args[1:]
+	switch verb {
+	case "help", "-h", "-help", "--help":
+		return deviceUsage(stdio, store)
+	case "add":
+		return deviceAdd(ctx, store, stdio, rest)
+	case "remove":
+		return deviceRemove(ctx, store, stdio, rest)
+	case "list":
+		return deviceList(store, stdio, rest)
+	case "show":
+		return deviceShow(store, stdio, rest)
+	case "group":
+		return deviceGroup(ctx, store, stdio, rest)
+	case "check", "prepare", "clean":
+		return deviceRemoteVerb(ctx, store, remote, stdio, verb, rest)
+	}
+	return Usagef("unknown command %q for rex device%s; rex device help lists the commands",
+		verb, didYouMean(verb, "add", "remove", "list", "show", "group", "check", "prepare", "clean", "help"))
+}
+
+const deviceUsageText = `usage: rex device COMMAND [ARGS]
+
+  add NAME [USER@]HOST[:PORT] [--port N] [--key PATH] [--desc TEXT] [--force]
+                               register a device; --force replaces one
+  remove NAME                  unregister a device and drop it from its groups
+  list [--json]                list the devices
+  show NAME [--json]           show one device
+  group create NAME            create an empty group
+  group delete NAME            delete a group; its devices stay registered
+  group add GROUP DEVICE...    add devices to a group
+  group remove GROUP DEVICE... remove devices from a group
+  group list [--json]          list the groups and their members
+  check TARGETS                test reachability, login and the cached rexd
+  prepare TARGETS              install rexd without running anything
+  clean TARGETS                remove the cached rexd
+
+TARGETS is a comma-separated list of device and group names, all, local,
+globs (web-*), ranges (node[1-16], node[01-16], n[1,3,5-7]) and hosts that
+are not registered (user@host:port, [user@][ipv6]:port, ssh://host).
+`
+
+func deviceUsage(stdio IO, store *devices.Store) error {
+	text := deviceUsageText
+	if store != nil {
+		text += "\nThe registry is " + store.Path() + ".\n"
+	}
+	_, err := io.WriteString(stdio.Out, text)
+	return err
+}
+
+// flagDef declares one flag of a verb.
+type flagDef struct {
+	name  string
+	value bool // takes a value; otherwise a boolean switch
+}
+
+// parsedArgs holds a verb's positionals and flags.
+type parsedArgs struct {
+	pos   []string
+	flags map[string]string
+	help  bool
+}
+
+func (p parsedArgs) bool(name string) bool { return p.flags[name] == "true" }
+
+// parseArgs splits args into positionals and flags. Flags may come before,
+// between or after positionals, as --name VALUE, --name=VALUE or with one
+// dash; "--" ends the flags. The standard flag package stops at the first
+// positional, which "rex device add web1 host --port 22" must not.
+func parseArgs(verb string, args []string, defs ...flagDef) (parsedArgs, error) {
+	p := parsedArgs{flags: map[string]string{}}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			p.pos = append(p.pos, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			p.pos = append(p.pos, a)
+			continue
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if name == "h" || name == "help" {
+			p.help = true
+			continue
+		}
+		var def *flagDef
+		for j := range defs {
+			if defs[j].name == name {
+				def = &defs[j]
+			}
+		}
+		if def == nil {
+			names := make([]string, len(defs))
+			for j, d := range defs {
+				names[j] = d.name
+			}
+			hint := didYouMean(name, names...)
+			if hint == "" {
+				hint = "; rex device help lists the flags"
+			}
+			return p, Usagef("unknown flag %s for rex device %s%s", a, verb, hint)
+		}
+		switch {
+		case def.value && hasVal:
+			p.flags[name] = val
+		case def.value:
+			if i+1 >= len(args) {
+				return p, Usagef("flag --%s of rex device %s needs a value", name, verb)
+			}
+			i++
+			p.flags[name] = args[i]
+		case hasVal:
+			b, err := strconv.ParseBool(val)
+			if err != nil {
+				return p, Usagef("flag --%s takes true or false, not %q", name, val)
+			}
+			p.flags[name] = strconv.FormatBool(b)
+		default:
+			p.flags[name] = "true"
+		}
+	}
+	return p, nil
+}
+
+// didYouMean formats a suggestion for an unknown word among choices, or "".
+func didYouMean(word string, choices ...string) string {
+	best, bestD := "", 3
+	for _, c := range choices {
+		if d := levenshtein(strings.TrimLeft(word, "-"), c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return "; did you mean " + best + "?"
+}
+
+func levenshtein(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+func deviceAdd(ctx context.Context, store *devices.Store, stdio IO, args []string) error {
+	p, err := parseArgs("add", args, flagDef{"port", true}, flagDef{"key", true}, flagDef{"desc", true}, flagDef{"force", false})
+	if err != nil || p.help {
+		return helpOr(stdio, store, p, err)
+	}
+	if len(p.pos) != 2 {
+		return Usagef("rex device add takes NAME and [USER@]HOST, e.g. rex device add web1 root@10.0.0.5 --port 2222")
+	}
+	name, host := p.pos[0], p.pos[1]
+	port := 0
+	if s, ok := p.flags["port"]; ok {
+		if port, err = devices.ParsePort(s); err != nil {
+			return Usagef("%v", err)
+		}
+	}
+	key := p.flags["key"]
+	if key != "" && !strings.HasPrefix(key, "~") && !filepath.IsAbs(key) {
+		// A relative path means nothing to a later rex run elsewhere.
+		if key, err = filepath.Abs(key); err != nil {
+			return fmt.Errorf("add device %s: resolve key path: %w", name, err)
+		}
+	}
+	d, err := devices.NewDevice(name, host, port, key, p.flags["desc"])
+	if err != nil {
+		return fmt.Errorf("add device %s: %w", name, err)
+	}
+	var replaced bool
+	err = store.Update(ctx, func(r *devices.Registry) error {
+		var err error
+		replaced, err = r.Add(d, p.bool("force"))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("add device %s: %w", name, err)
+	}
+	verb := "added"
+	if replaced {
+		verb = "replaced"
+	}
+	_, err = fmt.Fprintf(stdio.Out, "%s device %s (%s)\n", verb, name, d.Addr())
+	return err
+}
+
+func deviceRemove(ctx context.Context, store *devices.Store, stdio IO, args []string) error {
+	p, err := parseArgs("remove", args)
+	if err != nil || p.help {
+		return helpOr(stdio, store, p, err)
+	}
+	if len(p.pos) != 1 {
+		return Usagef("rex device remove takes one device NAME")
+	}
+	name := p.pos[0]
+	var groups []string
+	err = store.Update(ctx, func(r *devices.Registry) error {
+		var err error
+		groups, err = r.Remove(name)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("remove device %s: %w", name, err)
+	}
+	if len(groups) > 0 {
+		_, err = fmt.Fprintf(stdio.Out, "removed device %s (also removed from groups: %s)\n", name, strings.Join(groups, ", "))
+	} else {
+		_, err = fmt.Fprintf(stdio.Out, "removed device %s\n", name)
+	}
+	return err
+}
+
+// deviceJSON is the stable --json form of a device.
+type deviceJSON struct {
+	Name string `json:"name"`
+	// Host is the registry's "host" field as stored, "[user@]host".
+	Host string `json:"host"`
+	// User, Hostname and Port are where rex connects; Port 0 is unset.
+	User        string                     `json:"user"`
+	Hostname    string                     `json:"hostname"`
+	Port        int                        `json:"port"`
+	Address     string                     `json:"address"`
+	SSHKey      string                     `json:"ssh_key"`
+	Description string                     `json:"description"`
+	Groups      []string                   `json:"groups"`
+	Extra       map[string]json.RawMessage `json:"extra"`
+}
+
+func toJSON(r *devices.Registry, d devices.Device) deviceJSON {
+	user, host, port, err := d.Endpoint()
+	if err != nil {
+		user, host = d.UserHost()
+		port = d.Port
+	}
+	j := deviceJSON{
+		Name: d.Name, Host: d.Host, User: user, Hostname: host, Port: port,
+		Address: d.Addr(), SSHKey: d.SSHKey, Description: d.Description,
+		Groups: r.GroupsOf(d.Name), Extra: d.Extra(),
+	}
+	if j.Groups == nil {
+		j.Groups = []string{}
+	}
+	if j.Extra == nil {
+		j.Extra = map[string]json.RawMessage{}
+	}
+	return j
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func deviceList(store *devices.Store, stdio IO, args []string) error {
+	p, err := parseArgs("list", args, flagDef{"json", false})
+	if err != nil || p.help {
+		return helpOr(stdio, store, p, err)
+	}
+	if len(p.pos) != 0 {
+		return Usagef("rex device list takes no arguments; use rex device show NAME for one device")
+	}
+	r, err := store.Load()
+	if err != nil {
+		return fmt.Errorf("list devices: %w", err)
+	}
+	list := r.Devices()
+	if p.bool("json") {
+		out := struct {
+			Devices []deviceJSON `json:"devices"`
+		}{Devices: []deviceJSON{}}
+		for _, d := range list {
+			out.Devices = append(out.Devices, toJSON(r, d))
+		}
+		return writeJSON(stdio.Out, out)
+	}
+	if len(list) == 0 {
+		_, err := fmt.Fprintln(stdio.Out, "no devices yet; add one with rex device add NAME [USER@]HOST")
+		return err
+	}
+	rows := make([][]string, 0, len(list))
+	for _, d := range list {
+		rows = append(rows, []string{d.Name, d.Addr(), d.SSHKey, strings.Join(r.GroupsOf(d.Name), ","), d.Description})
+	}
+	return renderTable(stdio, []string{"NAME", "ADDRESS", "KEY", "GROUPS", "DESCRIPTION"}, rows)
+}
+
+func deviceShow(store *devices.Store, stdio IO, args []string) error {
+	p, err := parseArgs("show", args, flagDef{"json", false})
+	if err != nil || p.help {
+		return helpOr(stdio, store, p, err)
+	}
+	if len(p.pos) != 1 {
+		return Usagef("rex device show takes one device NAME")
+	}
+	r, err := store.Load()
+	if err != nil {
+		return fmt.Errorf("show device %s: %w", p.pos[0], err)
+	}
+	d, err := r.Lookup(p.pos[0])
+	if err != nil {
+		return fmt.Errorf("show device: %w", err)
+	}
+	j := toJSON(r, d)
+	if p.bool("json") {
+		return writeJSON(stdio.Out, j)
+	}
+	rows := [][]string{
+		{"name", d.Name},
+		{"address", d.Addr()},
+		{"key", d.SSHKey},
+		{"description", d.Description},
+		{"groups", strings.Join(j.Groups, ", ")},
+	}
+	if _, _, _, err := d.Endpoint(); err != nil {
+		rows = append(rows, []string{"problem", err.Error()})
+	}
+	for _, k := range d.ExtraKeys() {
+		rows = append(rows, []string{k, string(j.Extra[k])})
+	}
+	return renderFields(stdio, rows)
+}
+
+func deviceGroup(ctx context.Context, store *devices.Store, stdio IO, args []string) error {
+	if len(args) == 0 {
+		return Usagef("rex device group needs a command: create, delete, add, remove or list")
+	}
+	verb, rest := args[0], args[1:]
+	p, err := parseArgs("group "+verb, rest, flagDef{"json", false})
+	if err != nil || p.help {
+		return helpOr(stdio, store, p, err)
+	}
+	if verb != "list" && p.bool("json") {
+		return Usagef("flag --json is only for rex device group list")
+	}
+	want := func(n int, shape string) error {
+		if len(p.pos) != n && !(n < 0 && len(p.pos) >= -n) {
+			return Usagef("rex device group %s takes %s", verb, shape)
+		}
+		return nil
+	}
+	var msg string
+	switch verb {
+	case "create":
+		if err := want(1, "one group NAME"); err != nil {
+			return err
+		}
+		name := p.pos[0]
+		err = store.Update(ctx, func(r *devices.Registry) error { return r.CreateGroup(name) })
+		if err != nil {
+			return fmt.Errorf("create group %s: %w", name, err)
+		}
+		msg = "created group " + name
+	case "delete":
+		if err := want(1, "one group NAME"); err != nil {
+			return err
+		}
+		name := p.pos[0]
+		var members []string
+		err = store.Update(ctx, func(r *devices.Registry) error {
+			var err error
+			members, err = r.DeleteGroup(name)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("delete group %s: %w", name, err)
+		}
+		msg = "deleted group " + name
+		if n := len(members); n > 0 {
+			msg += fmt.Sprintf(" (its %d %s stay registered)", n, plural(n, "device", "devices"))
+		}
+	case "add":
+		if err := want(-2, "a GROUP and one or more DEVICE names"); err != nil {
+			return err
+		}
+		group, names := p.pos[0], p.pos[1:]
+		var added, already []string
+		err = store.Update(ctx, func(r *devices.Registry) error {
+			var err error
+			added, already, err = r.AddToGroup(group, names...)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("add to group %s: %w", group, err)
+		}
+		switch {
+		case len(added) == 0:
+			msg = fmt.Sprintf("%s %s already in group %s", strings.Join(already, ", "), plural(len(already), "is", "are"), group)
+		case len(already) == 0:
+			msg = fmt.Sprintf("added %s to group %s", strings.Join(added, ", "), group)
+		default:
+			msg = fmt.Sprintf("added %s to group %s (%s %s already in it)", strings.Join(added, ", "), group,
+				strings.Join(already, ", "), plural(len(already), "was", "were"))
+		}
+	case "remove":
+		if err := want(-2, "a GROUP and one or more DEVICE names"); err != nil {
+			return err
+		}
+		group, names := p.pos[0], p.pos[1:]
+		err = store.Update(ctx, func(r *devices.Registry) error { return r.RemoveFromGroup(group, names...) })
+		if err != nil {
+			return fmt.Errorf("remove from group %s: %w", group, err)
+		}
+		msg = fmt.Sprintf("removed %s from group %s", strings.Join(dedupe(names), ", "), group)
+	case "list":
+		if err := want(0, "no arguments"); err != nil {
+			return err
+		}
+		return groupList(store, stdio, p.bool("json"))
+	default:
+		return Usagef("unknown command %q for rex device group%s; rex device help lists the commands",
+			verb, didYouMean(verb, "create", "delete", "add", "remove", "list"))
+	}
+	_, err = fmt.Fprintln(stdio.Out, msg)
+	return err
+}
+
+func groupList(store *devices.Store, stdio IO, asJSON bool) error {
+	r, err := store.Load()
+	if err != nil {
+		return fmt.Errorf("list groups: %w", err)
+	}
+	groups := r.Groups()
+	if asJSON {
+		type groupJSON struct {
+			Name    string   `json:"name"`
+			Members []string `json:"members"`
+		}
+		out := struct {
+			Groups []groupJSON `json:"groups"`
+		}{Groups: []groupJSON{}}
+		for _, g := range groups {
+			out.Groups = append(out.Groups, groupJSON{g.Name, g.Members})
+		}
+		return writeJSON(stdio.Out, out)
+	}
+	if len(groups) == 0 {
+		_, err := fmt.Fprintln(stdio.Out, "no groups yet; create one with rex device group create NAME")
+		return err
+	}
+	rows := make([][]string, 0, len(groups))
+	for _, g := range groups {
+		members := strings.Join(g.Members, ", ")
+		if members == "" {
+			members = "(none)"
+		}
+		rows = append(rows, []string{g.Name, members})
+	}
+	return renderTable(stdio, []string{"GROUP", "MEMBERS"}, rows)
+}
+
+func deviceRemoteVerb(ctx context.Context, store *devices.Store, remote DeviceRemote, stdio IO, verb string, args []string) error {
+	p, err := parseArgs(verb, args)
+	if err != nil || p.help {
+		return helpOr(stdio, store, p, err)
+	}
+	if len(p.pos) == 0 {
+		return Usagef("rex device %s takes TARGETS, e.g. rex device %s web1,db-*", verb, verb)
+	}
+	r, err := store.Load()
+	if err != nil {
+		return fmt.Errorf("%s: %w", verb, err)
+	}
+	// Several words are one list: "check web1 web2" is "check web1,web2".
+	targets, err := r.Resolve(strings.Join(p.pos, ","))
+	if err != nil {
+		return fmt.Errorf("%s: %w", verb, err)
+	}
+	if remote == nil {
+		return fmt.Errorf("rex device %s needs the SSH layer, which this build of rex does not include yet; use a build that has it", verb)
+	}
+	switch verb {
+	case "check":
+		return remote.Check(ctx, stdio, targets)
+	case "prepare":
+		return remote.Prepare(ctx, stdio, targets)
+	default:
+		return remote.Clean(ctx, stdio, targets)
+	}
+}
+
+func helpOr(stdio IO, store *devices.Store, p parsedArgs, err error) error {
+	if err != nil {
+		return err
+	}
+	return deviceUsage(stdio, store)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func dedupe(s []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, x := range s {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// printable replaces control characters, so that a shared, hand-edited
+// registry cannot send escape sequences to the operator's terminal.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
+// renderTable prints rows under headers: a bordered table on a terminal,
+// aligned plain text when piped. Empty cells show as "-".
+func renderTable(stdio IO, headers []string, rows [][]string) error {
+	for _, row := range rows {
+		for i, c := range row {
+			if c == "" {
+				c = "-"
+			}
+			row[i] = printable(c)
+		}
+	}
+	if stdio.Styled {
+		header := lipgloss.NewStyle().Bold(true).Padding(0, 1)
+		cell := lipgloss.NewStyle().Padding(0, 1)
+		t := table.New().
+			Border(lipgloss.RoundedBorder()).
+			Headers(headers...).
+			Rows(rows...).
+			StyleFunc(func(row, _ int) lipgloss.Style {
+				if row == table.HeaderRow {
+					return header
+				}
+				return cell
+			})
+		_, err := fmt.Fprintln(stdio.Out, t.Render())
+		return err
+	}
+	tw := tabwriter.NewWriter(stdio.Out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(headers, "\t"))
+	for _, row := range rows {
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	return tw.Flush()
+}
+
+// renderFields prints name/value pairs, one per line; empty values are
+// left out.
+func renderFields(stdio IO, rows [][]string) error {
+	key := lipgloss.NewStyle().Bold(true)
+	tw := tabwriter.NewWriter(stdio.Out, 0, 0, 2, ' ', 0)
+	for _, r := range rows {
+		if r[1] == "" {
+			continue
+		}
+		k := r[0] + ":"
+		if stdio.Styled {
+			// Styling changes the byte width but not the column count
+			// tabwriter sees for every row alike, so columns still align.
+			k = key.Render(k)
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", k, printable(r[1]))
+	}
+	return tw.Flush()
+}

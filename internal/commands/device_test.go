@@ -1,0 +1,517 @@
+package commands
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/rexconsole/rex/devices"
+)
+
+// run calls "rex device ARGS" in-process and returns stdout and the error.
+func run(t *testing.T, store *devices.Store, styled bool, args ...string) (string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := Device(context.Background(), store, IO{In: strings.NewReader(""), Out: &out, Err: &errOut, Styled: styled}, args)
+	if errOut.Len() > 0 {
+		t.Errorf("rex device %s wrote to stderr: %q", strings.Join(args, " "), errOut.String())
+	}
+	return out.String(), err
+}
+
+func mustRun(t *testing.T, store *devices.Store, args ...string) string {
+	t.Helper()
+	out, err := run(t, store, false, args...)
+	if err != nil {
+		t.Fatalf("rex device %s: %v", strings.Join(args, " "), err)
+	}
+	return out
+}
+
+func tempStore(t *testing.T) *devices.Store {
+	t.Helper()
+	return devices.NewStore(filepath.Join(t.TempDir(), "rex", "devices.json"))
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestDeviceNewUser runs the first session of an operator with an empty
+// home: the registry appears at the XDG default, and every step prints its
+// one-line message.
+func TestDeviceNewUser(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", "")
+	store, err := devices.OpenDefault()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(home, ".config", "rex", "devices.json")
+	if store.Path() != path {
+		t.Fatalf("default path %q, want %q", store.Path(), path)
+	}
+	steps := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"list"}, "no devices yet; add one with rex device add NAME [USER@]HOST\n"},
+		{[]string{"add", "web1", "root@10.0.0.5", "--port", "2222", "--key", "~/.ssh/id", "--desc", "front end"}, "added device web1 (root@10.0.0.5:2222)\n"},
+		{[]string{"add", "db1", "db.lan"}, "added device db1 (db.lan)\n"},
+		{[]string{"group", "create", "web"}, "created group web\n"},
+		{[]string{"group", "add", "web", "web1", "db1"}, "added web1, db1 to group web\n"},
+		{[]string{"group", "list"}, "GROUP  MEMBERS\nweb    web1, db1\n"},
+		{[]string{"list"}, "NAME  ADDRESS             KEY        GROUPS  DESCRIPTION\n" +
+			"db1   db.lan              -          web     -\n" +
+			"web1  root@10.0.0.5:2222  ~/.ssh/id  web     front end\n"},
+		{[]string{"remove", "db1"}, "removed device db1 (also removed from groups: web)\n"},
+	}
+	for _, s := range steps {
+		if got := mustRun(t, store, s.args...); got != s.want {
+			t.Errorf("rex device %s:\n got %q\nwant %q", strings.Join(s.args, " "), got, s.want)
+		}
+	}
+	want := `{
+  "devices": {
+    "web1": {
+      "host": "root@10.0.0.5",
+      "port": 2222,
+      "ssh_key": "~/.ssh/id",
+      "description": "front end"
+    }
+  },
+  "groups": {
+    "web": [
+      "web1"
+    ]
+  }
+}
+`
+	if got := readFile(t, path); got != want {
+		t.Errorf("devices.json:\n%s\nwant:\n%s", got, want)
+	}
+	for p, mode := range map[string]os.FileMode{path: 0o600, filepath.Dir(path): 0o700 | os.ModeDir} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode() != mode {
+			t.Errorf("%s: mode %v, %v; want %v", p, fi.Mode(), err, mode)
+		}
+	}
+}
+
+func TestDeviceAddForms(t *testing.T) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		args     []string
+		wantMsg  string
+		wantPort int
+		wantKey  string
+		wantDesc string
+	}{
+		{[]string{"add", "a", "root@10.0.0.5", "--port", "2222", "--key", "/k", "--desc", "x"}, "added device a (root@10.0.0.5:2222)\n", 2222, "/k", "x"},
+		{[]string{"add", "--port=2222", "a", "root@10.0.0.5"}, "added device a (root@10.0.0.5:2222)\n", 2222, "", ""},
+		{[]string{"add", "a", "-port", "22", "h.lan"}, "added device a (h.lan:22)\n", 22, "", ""},
+		{[]string{"add", "a", "h.lan:2200"}, "added device a (h.lan:2200)\n", 2200, "", ""},
+		{[]string{"add", "a", "h.lan", "--key", "keys/id"}, "added device a (h.lan)\n", 0, filepath.Join(cwd, "keys/id"), ""},
+		{[]string{"add", "a", "h.lan", "--desc", "--looks like a flag"}, "added device a (h.lan)\n", 0, "", "--looks like a flag"},
+		{[]string{"add", "a", "--", "h.lan"}, "added device a (h.lan)\n", 0, "", ""},
+		{[]string{"add", "a", "[::1]:2222"}, "added device a ([::1]:2222)\n", 2222, "", ""},
+	}
+	for _, tt := range tests {
+		store := tempStore(t)
+		got := mustRun(t, store, tt.args...)
+		if got != tt.wantMsg {
+			t.Errorf("rex device %s printed %q, want %q", strings.Join(tt.args, " "), got, tt.wantMsg)
+		}
+		r, err := store.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := r.Lookup("a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Port != tt.wantPort || d.SSHKey != tt.wantKey || d.Description != tt.wantDesc {
+			t.Errorf("rex device %s stored %+v", strings.Join(tt.args, " "), d)
+		}
+	}
+}
+
+func TestDeviceAddForce(t *testing.T) {
+	store := tempStore(t)
+	mustRun(t, store, "add", "web1", "a.lan")
+	_, err := run(t, store, false, "add", "web1", "b.lan")
+	if err == nil || ExitCode(err) != 1 || !strings.Contains(err.Error(), `device "web1" already exists (a.lan); add --force to replace it`) {
+		t.Fatalf("second add = %v", err)
+	}
+	if got := mustRun(t, store, "add", "web1", "b.lan", "--force"); got != "replaced device web1 (b.lan)\n" {
+		t.Errorf("add --force printed %q", got)
+	}
+}
+
+func TestDeviceUsageErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"frob"}, `unknown command "frob" for rex device; rex device help`},
+		{[]string{"lsit"}, "did you mean list?"},
+		{[]string{"add", "web1"}, "rex device add takes NAME and [USER@]HOST"},
+		{[]string{"add", "a", "b", "c"}, "rex device add takes NAME and [USER@]HOST"},
+		{[]string{"add", "a", "b", "--prot", "22"}, "unknown flag --prot for rex device add; did you mean port?"},
+		{[]string{"add", "a", "b", "--port"}, "flag --port of rex device add needs a value"},
+		{[]string{"add", "a", "b", "--port", "ssh"}, `invalid port "ssh": use a number from 1 to 65535`},
+		{[]string{"add", "a", "b", "--port=0"}, "from 1 to 65535"},
+		{[]string{"add", "a", "b", "--port", "70000"}, "from 1 to 65535"},
+		{[]string{"add", "x", "-oProxyCommand=id"}, "unknown flag -oProxyCommand=id"},
+		{[]string{"add", "a", "b", "--force=maybe"}, "takes true or false"},
+		{[]string{"remove"}, "takes one device NAME"},
+		{[]string{"list", "extra"}, "takes no arguments"},
+		{[]string{"list", "--yaml"}, "unknown flag --yaml"},
+		{[]string{"show"}, "takes one device NAME"},
+		{[]string{"group"}, "needs a command"},
+		{[]string{"group", "craete", "x"}, "did you mean create?"},
+		{[]string{"group", "add", "web"}, "takes a GROUP and one or more DEVICE names"},
+		{[]string{"group", "create", "--json", "x"}, "only for rex device group list"},
+		{[]string{"check"}, "takes TARGETS"},
+	}
+	for _, tt := range tests {
+		store := tempStore(t)
+		_, err := run(t, store, false, tt.args...)
+		var ue *UsageError
+		if !errors.As(err, &ue) || ExitCode(err) != 2 {
+			t.Errorf("rex device %s = %v, want a usage error", strings.Join(tt.args, " "), err)
+			continue
+		}
+		if !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("rex device %s = %q, want it to contain %q", strings.Join(tt.args, " "), err, tt.want)
+		}
+		if _, err := os.Stat(store.Path()); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("rex device %s created the registry", strings.Join(tt.args, " "))
+		}
+	}
+}
+
+func TestDeviceValidationErrors(t *testing.T) {
+	store := tempStore(t)
+	mustRun(t, store, "add", "web1", "a.lan")
+	mustRun(t, store, "group", "create", "web")
+	before := readFile(t, store.Path())
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"add", "all", "h"}, `add device all: "all" is reserved (it means every device); choose another name`},
+		{[]string{"add", "local", "h"}, "reserved"},
+		{[]string{"add", "bad name", "h"}, "invalid name"},
+		{[]string{"add", "x", "--", "-oProxyCommand=id"}, "must not start with '-'"},
+		{[]string{"add", "x", "host name"}, "spaces or control characters"},
+		{[]string{"add", "x", "h", "--key", "~bob/id"}, `only "~/"`},
+		{[]string{"add", "web", "h"}, "already a group name"},
+		{[]string{"add", "web1", "h"}, "already exists"},
+		{[]string{"remove", "wbe1"}, `remove device wbe1: no device is named "wbe1"; did you mean web1?`},
+		{[]string{"show", "web2"}, "did you mean web1?"},
+		{[]string{"group", "create", "web1"}, "already a device name"},
+		{[]string{"group", "create", "web"}, "already exists"},
+		{[]string{"group", "delete", "wbe"}, "did you mean web?"},
+		{[]string{"group", "add", "web", "web2"}, "did you mean web1?"},
+		{[]string{"group", "remove", "web", "web1"}, `"web1" is not in group "web"`},
+	}
+	for _, tt := range tests {
+		_, err := run(t, store, false, tt.args...)
+		if err == nil || ExitCode(err) != 1 {
+			t.Errorf("rex device %s = %v, want exit status 1", strings.Join(tt.args, " "), err)
+			continue
+		}
+		if !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("rex device %s = %q, want it to contain %q", strings.Join(tt.args, " "), err, tt.want)
+		}
+	}
+	if after := readFile(t, store.Path()); after != before {
+		t.Errorf("failed commands changed the registry:\n%s", after)
+	}
+}
+
+func TestDeviceGroupMessages(t *testing.T) {
+	store := tempStore(t)
+	for _, n := range []string{"a", "b", "c"} {
+		mustRun(t, store, "add", n, n+".lan")
+	}
+	steps := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"group", "create", "g"}, "created group g\n"},
+		{[]string{"group", "add", "g", "a"}, "added a to group g\n"},
+		{[]string{"group", "add", "g", "a", "b", "c"}, "added b, c to group g (a was already in it)\n"},
+		{[]string{"group", "add", "g", "a", "b"}, "a, b are already in group g\n"},
+		{[]string{"group", "remove", "g", "a", "b", "a"}, "removed a, b from group g\n"},
+		{[]string{"group", "list", "--json"}, "{\n  \"groups\": [\n    {\n      \"name\": \"g\",\n      \"members\": [\n        \"c\"\n      ]\n    }\n  ]\n}\n"},
+		{[]string{"remove", "c"}, "removed device c (also removed from groups: g)\n"},
+		{[]string{"group", "list"}, "GROUP  MEMBERS\ng      (none)\n"},
+		{[]string{"group", "delete", "g"}, "deleted group g\n"},
+		{[]string{"group", "list"}, "no groups yet; create one with rex device group create NAME\n"},
+		{[]string{"group", "create", "h"}, "created group h\n"},
+		{[]string{"group", "add", "h", "a", "b"}, "added a, b to group h\n"},
+		{[]string{"group", "delete", "h"}, "deleted group h (its 2 devices stay registered)\n"},
+	}
+	for _, s := range steps {
+		if got := mustRun(t, store, s.args...); got != s.want {
+			t.Errorf("rex device %s:\n got %q\nwant %q", strings.Join(s.args, " "), got, s.want)
+		}
+	}
+}
+
+func TestDeviceListAndShowFormats(t *testing.T) {
+	store := tempStore(t)
+	// A hand-written registry: unknown fields, a device the CLI could not
+	// have added, and a description with an escape sequence in it.
+	hand := `{"devices": {
+  "web1": {"host": "root@10.0.0.5", "port": 2222, "ssh_key": "~/.ssh/id", "description": "front \u001b[31mend", "roots": ["/srv"]},
+  "odd": {"host": "-oProxyCommand=x"}
+}, "groups": {"web": ["web1"]}, "version": 2}`
+	if err := os.MkdirAll(filepath.Dir(store.Path()), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(store.Path(), []byte(hand), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	plain := mustRun(t, store, "list")
+	wantPlain := "NAME  ADDRESS             KEY        GROUPS  DESCRIPTION\n" +
+		"odd   -oProxyCommand=x    -          -       -\n" +
+		"web1  root@10.0.0.5:2222  ~/.ssh/id  web     front ?[31mend\n"
+	if plain != wantPlain {
+		t.Errorf("plain list:\n%q\nwant\n%q", plain, wantPlain)
+	}
+
+	styled, err := run(t, store, true, "list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(styled, "\x1b[31m") {
+		t.Errorf("styled list passes the registry's escape sequence through: %q", styled)
+	}
+	for _, want := range []string{"╭", "NAME", "root@10.0.0.5:2222", "front ?[31mend"} {
+		if !strings.Contains(styled, want) {
+			t.Errorf("styled list lacks %q:\n%s", want, styled)
+		}
+	}
+
+	var list struct {
+		Devices []deviceJSON `json:"devices"`
+	}
+	if err := json.Unmarshal([]byte(mustRun(t, store, "list", "--json")), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Devices) != 2 || list.Devices[1].Name != "web1" {
+		t.Fatalf("list --json = %+v", list)
+	}
+	w := list.Devices[1]
+	if w.Host != "root@10.0.0.5" || w.User != "root" || w.Hostname != "10.0.0.5" || w.Port != 2222 ||
+		w.Address != "root@10.0.0.5:2222" || !slices.Equal(w.Groups, []string{"web"}) || compact(t, w.Extra["roots"]) != `["/srv"]` {
+		t.Errorf("list --json web1 = %+v", w)
+	}
+	if list.Devices[0].Groups == nil || list.Devices[0].Extra == nil {
+		t.Errorf("empty groups/extra must be [] and {}: %+v", list.Devices[0])
+	}
+
+	show := mustRun(t, store, "show", "web1")
+	wantShow := "name:         web1\naddress:      root@10.0.0.5:2222\nkey:          ~/.ssh/id\ndescription:  front ?[31mend\ngroups:       web\nroots:        [\"/srv\"]\n"
+	if show != wantShow {
+		t.Errorf("show:\n%q\nwant\n%q", show, wantShow)
+	}
+	if odd := mustRun(t, store, "show", "odd"); !strings.Contains(odd, "problem:  invalid host \"-oProxyCommand=x\": a host must not start with '-'\n") {
+		t.Errorf("show of an invalid entry does not say what is wrong:\n%s", odd)
+	}
+	var one deviceJSON
+	if err := json.Unmarshal([]byte(mustRun(t, store, "show", "web1", "--json")), &one); err != nil || one.Name != "web1" || one.Port != 2222 {
+		t.Errorf("show --json = %+v, %v", one, err)
+	}
+
+	// Listing never rewrites the file.
+	if got := readFile(t, store.Path()); got != hand {
+		t.Errorf("listing changed the file:\n%s", got)
+	}
+	// The next change keeps the unknown fields and the invalid entry.
+	mustRun(t, store, "add", "web2", "h.lan")
+	r, err := store.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := r.Lookup("odd"); err != nil || d.Host != "-oProxyCommand=x" {
+		t.Errorf("odd after a save: %+v, %v", d, err)
+	}
+	if !strings.Contains(readFile(t, store.Path()), `"version": 2`) {
+		t.Errorf("unknown top-level field lost:\n%s", readFile(t, store.Path()))
+	}
+}
+
+func TestDeviceHelp(t *testing.T) {
+	store := tempStore(t)
+	for _, args := range [][]string{nil, {"help"}, {"--help"}, {"add", "--help"}, {"group", "list", "-h"}} {
+		out, err := run(t, store, false, args...)
+		if err != nil {
+			t.Errorf("rex device %v: %v", args, err)
+		}
+		for _, want := range []string{"usage: rex device", "group remove GROUP DEVICE...", "TARGETS", store.Path()} {
+			if !strings.Contains(out, want) {
+				t.Errorf("rex device %v lacks %q:\n%s", args, want, out)
+			}
+		}
+	}
+}
+
+func TestDeviceMalformedRegistry(t *testing.T) {
+	store := tempStore(t)
+	bad := "{\"devices\": {\n  \"web1\": {\"host\": \"a\" \"port\": 22}\n}}\n"
+	if err := os.MkdirAll(filepath.Dir(store.Path()), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(store.Path(), []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"add", "web2", "h"}, {"remove", "web1"}, {"list"}, {"show", "web1"},
+		{"group", "create", "g"}, {"group", "delete", "g"}, {"group", "add", "g", "web1"},
+		{"group", "remove", "g", "web1"}, {"group", "list"}, {"check", "web1"},
+	} {
+		_, err := run(t, store, false, args...)
+		if err == nil || !strings.Contains(err.Error(), store.Path()+":2:24: invalid character '\"' after object key:value pair; fix the file by hand") {
+			t.Errorf("rex device %s = %v, want the position 2:24", strings.Join(args, " "), err)
+		}
+		if got := readFile(t, store.Path()); got != bad {
+			t.Fatalf("rex device %s changed the malformed file:\n%s", strings.Join(args, " "), got)
+		}
+	}
+}
+
+func compact(t *testing.T, raw json.RawMessage) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+type fakeRemote struct {
+	verb    string
+	targets []string
+}
+
+func (f *fakeRemote) record(verb string, ts []devices.Target) error {
+	f.verb = verb
+	for _, t := range ts {
+		f.targets = append(f.targets, t.Name)
+	}
+	return nil
+}
+
+func (f *fakeRemote) Check(_ context.Context, _ IO, ts []devices.Target) error {
+	return f.record("check", ts)
+}
+
+func (f *fakeRemote) Prepare(_ context.Context, _ IO, ts []devices.Target) error {
+	return f.record("prepare", ts)
+}
+
+func (f *fakeRemote) Clean(_ context.Context, _ IO, ts []devices.Target) error {
+	return f.record("clean", ts)
+}
+
+func TestDeviceRemoteVerbs(t *testing.T) {
+	store := tempStore(t)
+	mustRun(t, store, "add", "web1", "a.lan")
+	mustRun(t, store, "add", "web2", "b.lan")
+	for _, verb := range []string{"check", "prepare", "clean"} {
+		_, err := run(t, store, false, verb, "web1")
+		if err == nil || !strings.Contains(err.Error(), "needs the SSH layer") {
+			t.Errorf("%s without a remote = %v", verb, err)
+		}
+		_, err = run(t, store, false, verb, "wbe1")
+		if err == nil || !strings.Contains(err.Error(), "did you mean web1?") {
+			t.Errorf("%s with a typo = %v; TARGETS must be checked first", verb, err)
+		}
+		f := &fakeRemote{}
+		var out bytes.Buffer
+		err = DeviceWith(context.Background(), store, f, IO{Out: &out, Err: &out}, []string{verb, "web*", "local,root@10.0.0.9"})
+		if err != nil {
+			t.Fatalf("%s: %v", verb, err)
+		}
+		if f.verb != verb || !slices.Equal(f.targets, []string{"web1", "web2", "local", "root@10.0.0.9"}) {
+			t.Errorf("%s reached the remote as %q with %v", verb, f.verb, f.targets)
+		}
+	}
+}
+
+// TestDeviceHelperProcess is not a test: it is the body of the helper
+// processes that TestDeviceConcurrentProcesses starts, running
+// "rex device ARGS" as cmd/rex does.
+func TestDeviceHelperProcess(t *testing.T) {
+	argsJSON := os.Getenv("REX_DEVICE_HELPER_ARGS")
+	if argsJSON == "" {
+		return // not started as a helper
+	}
+	var args []string
+	if err := json.Unmarshal([]byte(argsJSON), &args); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(3)
+	}
+	store := devices.NewStore(os.Getenv("REX_DEVICE_HELPER_PATH"))
+	err := Device(context.Background(), store, IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}, args)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rex:", err)
+	}
+	os.Exit(ExitCode(err))
+}
+
+// TestDeviceConcurrentProcesses starts 20 processes that each run
+// "rex device add" at once; all 20 devices must be registered.
+func TestDeviceConcurrentProcesses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rex", "devices.json")
+	const n = 20
+	cmds := make([]*exec.Cmd, n)
+	outs := make([]bytes.Buffer, n)
+	for i := range n {
+		args, _ := json.Marshal([]string{"add", fmt.Sprintf("node%02d", i), fmt.Sprintf("root@10.9.0.%d", i+1), "--port", "22"})
+		cmd := exec.Command(os.Args[0], "-test.run=^TestDeviceHelperProcess$")
+		cmd.Env = append(os.Environ(), "REX_DEVICE_HELPER_ARGS="+string(args), "REX_DEVICE_HELPER_PATH="+path)
+		cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[i] = cmd
+	}
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("process %d: %v: %s", i, err, outs[i].String())
+		}
+		want := fmt.Sprintf("added device node%02d (root@10.9.0.%d:22)\n", i, i+1)
+		if got := outs[i].String(); got != want {
+			t.Errorf("process %d printed %q, want %q", i, got, want)
+		}
+	}
+	r, err := devices.NewStore(path).Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(r.Devices()); got != n {
+		t.Errorf("%d devices after %d concurrent adds", got, n)
+	}
+}
