@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/adrg/xdg"
@@ -45,6 +46,8 @@ func pathFromEnv(getenv func(string) string) (string, error) {
 	if home != "" && filepath.IsAbs(home) {
 		return filepath.Join(home, ".config", "rex", FileName), nil
 	}
+	// Without HOME, xdg falls back to "/" on Unix; "/.config" is no place
+	// for a user's registry, while other platforms' answers are.
 	if xdg.ConfigHome != "" && filepath.IsAbs(xdg.ConfigHome) && xdg.ConfigHome != "/.config" {
 		return filepath.Join(xdg.ConfigHome, "rex", FileName), nil
 	}
@@ -258,7 +261,13 @@ func syncDir(dir string) error {
 		return err
 	}
 	defer d.Close()
-	return d.Sync()
+	err = d.Sync()
+	if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOTSUP) {
+		// Some file systems cannot sync a directory; the rename is done
+		// and is as durable as they allow.
+		return nil
+	}
+	return err
 }
 
 // followLinks resolves symlinks at path, even a dangling one, so that a save

@@ -139,7 +139,7 @@ func parseArgs(verb string, args []string, defs ...flagDef) (parsedArgs, error) 
 		if def == nil {
 			names := make([]string, len(defs))
 			for j, d := range defs {
-				names[j] = d.name
+				names[j] = "--" + d.name
 			}
 			hint := didYouMean(name, names...)
 			if hint == "" {
@@ -173,7 +173,7 @@ func parseArgs(verb string, args []string, defs ...flagDef) (parsedArgs, error) 
 func didYouMean(word string, choices ...string) string {
 	best, bestD := "", 3
 	for _, c := range choices {
-		if d := levenshtein(strings.TrimLeft(word, "-"), c); d < bestD {
+		if d := levenshtein(strings.TrimLeft(word, "-"), strings.TrimLeft(c, "-")); d < bestD {
 			best, bestD = c, d
 		}
 	}

@@ -173,7 +173,7 @@ func TestDeviceUsageErrors(t *testing.T) {
 		{[]string{"lsit"}, "did you mean list?"},
 		{[]string{"add", "web1"}, "rex device add takes NAME and [USER@]HOST"},
 		{[]string{"add", "a", "b", "c"}, "rex device add takes NAME and [USER@]HOST"},
-		{[]string{"add", "a", "b", "--prot", "22"}, "unknown flag --prot for rex device add; did you mean port?"},
+		{[]string{"add", "a", "b", "--prot", "22"}, "unknown flag --prot for rex device add; did you mean --port?"},
 		{[]string{"add", "a", "b", "--port"}, "flag --port of rex device add needs a value"},
 		{[]string{"add", "a", "b", "--port", "ssh"}, `invalid port "ssh": use a number from 1 to 65535`},
 		{[]string{"add", "a", "b", "--port=0"}, "from 1 to 65535"},
