@@ -3,6 +3,7 @@ package protocol
 import (
 	"encoding/base64"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -22,6 +23,10 @@ func DecodeData(data, encoding string) ([]byte, error) {
 	case "", EncodingUTF8:
 		return []byte(data), nil
 	case EncodingBase64:
+		// The standard decoder skips line breaks; on the wire they are an error.
+		if strings.ContainsAny(data, "\r\n") {
+			return nil, fmt.Errorf("decode base64: line breaks are not allowed")
+		}
 		b, err := base64.StdEncoding.Strict().DecodeString(data)
 		if err != nil {
 			return nil, fmt.Errorf("decode base64: %w", err)

@@ -5,6 +5,7 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 )
@@ -77,6 +78,18 @@ func (m *Message) IsNotification() bool { return m.Method != "" && len(m.ID) == 
 // IsResponse reports whether m answers a request.
 func (m *Message) IsResponse() bool { return m.Method == "" && len(m.ID) > 0 }
 
+// marshal encodes v without HTML escaping: payloads stay readable and
+// smaller, and "<" in a command's output is not rewritten.
+func marshal(v any) (json.RawMessage, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
 // NullID is the id of a response to a request whose id could not be read.
 var nullID = json.RawMessage("null")
 
@@ -85,7 +98,7 @@ func NullID() json.RawMessage { return nullID }
 
 // NewResponse builds a successful response carrying result.
 func NewResponse(id json.RawMessage, result any) (*Message, error) {
-	raw, err := json.Marshal(result)
+	raw, err := marshal(result)
 	if err != nil {
 		return nil, fmt.Errorf("encode result: %w", err)
 	}
@@ -102,7 +115,7 @@ func NewErrorResponse(id json.RawMessage, e *Error) *Message {
 
 // NewNotification builds an event.
 func NewNotification(method string, params any) (*Message, error) {
-	raw, err := json.Marshal(params)
+	raw, err := marshal(params)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s params: %w", method, err)
 	}
@@ -111,7 +124,7 @@ func NewNotification(method string, params any) (*Message, error) {
 
 // NewRequest builds a request.
 func NewRequest(id int64, method string, params any) (*Message, error) {
-	raw, err := json.Marshal(params)
+	raw, err := marshal(params)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s params: %w", method, err)
 	}
