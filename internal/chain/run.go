@@ -1,0 +1,30 @@
+package chain
+
+import (
+	"context"
+	"fmt"
+	"io"
+)
+
+// Run runs a plan on t, streaming the tool's output to stdout and stderr,
+// and returns its exit code (128+n when killed by signal n). A non-zero exit
+// is not an error. When the plan's timeout passes, Run returns 124 and an
+// error; when the process cannot be started, -1 and an error.
+func Run(ctx context.Context, p *Plan, t Target, stdout, stderr io.Writer) (int, error) {
+	res, err := t.Run(ctx, RunRequest{
+		Argv:    p.Argv,
+		Env:     p.Env,
+		Cwd:     p.Cwd,
+		Stdin:   p.Stdin,
+		Timeout: p.Timeout,
+		Stdout:  stdout,
+		Stderr:  stderr,
+	})
+	if err != nil {
+		return -1, fmt.Errorf("run tool %s on %s: %w", p.ID, t.Name(), err)
+	}
+	if res.TimedOut {
+		return 124, fmt.Errorf("tool %s on %s did not finish within %s and was stopped; raise timeout in its config if it needs longer", p.ID, t.Name(), p.Timeout)
+	}
+	return res.ExitCode, nil
+}

@@ -1,0 +1,262 @@
+package chain
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Templating happens in two passes, as in the seed design, but on segments
+// rather than on flat strings, so that text that came from a user parameter
+// or from the environment is never scanned again:
+//
+//   - Pass 1 replaces ${VAR} and ${VAR:-default} in template text (runtime
+//     and tool config written by their authors) with values from the
+//     resolved environment.
+//   - Pass 2 replaces {name} with a value: an execution context value
+//     (tool_path, project_path, anchor_path, ...), a scalar config value, or
+//     a user parameter. Config values may refer to each other; they are
+//     resolved repeatedly until stable, at most maxTemplateRounds times.
+//
+// User parameter values are inserted last and verbatim: a parameter holding
+// "${SECRET}" or "{tool_path}" stays exactly that. When a template is a
+// shell command line (the argument after -c of sh, bash, ...), every
+// substituted value, whatever it contains, is single-quoted as one word,
+// and a placeholder inside quotes written by the template author is
+// refused, because no quoting can be correct there.
+
+const (
+	maxTemplateRounds = 3
+	maxValueBytes     = 1 << 20
+)
+
+// seg is a piece of a value: template text that pass 2 may still expand,
+// or final text (a parameter, an env value, a path) that it never touches.
+type seg struct {
+	text  string
+	final bool
+}
+
+// placeholderRE matches {name}.
+var placeholderRE = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// pass1 expands ${VAR} in trusted template text, producing segments whose
+// expansions are final.
+func pass1(s string, lookup lookupFunc) []seg {
+	var out []seg
+	start := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' {
+			continue
+		}
+		ref, ok := scanVar(s, i)
+		if !ok {
+			continue
+		}
+		if i > start {
+			out = append(out, seg{text: s[start:i]})
+		}
+		out = append(out, seg{text: ref.value(lookup, 0), final: true})
+		i = ref.end - 1
+		start = ref.end
+	}
+	if start < len(s) {
+		out = append(out, seg{text: s[start:]})
+	}
+	return out
+}
+
+// substitute replaces {name} placeholders found in the non-final segments
+// with vals[name] (spliced in as they are), leaving unknown names alone.
+func substitute(segs []seg, vals map[string][]seg) ([]seg, bool) {
+	var out []seg
+	changed := false
+	for _, s := range segs {
+		if s.final || !strings.Contains(s.text, "{") {
+			out = append(out, s)
+			continue
+		}
+		pos := 0
+		for _, m := range placeholderRE.FindAllStringSubmatchIndex(s.text, -1) {
+			v, ok := vals[s.text[m[2]:m[3]]]
+			if !ok {
+				continue
+			}
+			if m[0] > pos {
+				out = append(out, seg{text: s.text[pos:m[0]]})
+			}
+			out = append(out, v...)
+			pos = m[1]
+			changed = true
+		}
+		if pos < len(s.text) {
+			out = append(out, seg{text: s.text[pos:]})
+		}
+	}
+	return out, changed
+}
+
+func segsLen(segs []seg) int {
+	n := 0
+	for _, s := range segs {
+		n += len(s.text)
+	}
+	return n
+}
+
+func flatten(segs []seg) string {
+	var b strings.Builder
+	for _, s := range segs {
+		b.WriteString(s.text)
+	}
+	return b.String()
+}
+
+// resolveValues expands the value map's references to itself until nothing
+// changes, at most maxTemplateRounds rounds, and flattens it. References
+// still pending after that are a cycle (or nesting too deep) and an error.
+func resolveValues(vals map[string][]seg) (map[string]string, error) {
+	for range maxTemplateRounds {
+		next := make(map[string][]seg, len(vals))
+		changed := false
+		for k, segs := range vals {
+			ns, ch := substitute(segs, vals)
+			if segsLen(ns) > maxValueBytes {
+				return nil, fmt.Errorf("template value {%s} grows beyond %d bytes", k, maxValueBytes)
+			}
+			next[k] = ns
+			changed = changed || ch
+		}
+		vals = next
+		if !changed {
+			break
+		}
+	}
+	var pending []string
+	for k, segs := range vals {
+		if _, ch := substitute(segs, vals); ch {
+			pending = append(pending, "{"+k+"}")
+		}
+	}
+	if len(pending) > 0 {
+		sort.Strings(pending)
+		return nil, fmt.Errorf("config values %s still refer to each other after %d rounds of substitution; break the cycle", strings.Join(pending, ", "), maxTemplateRounds)
+	}
+	out := make(map[string]string, len(vals))
+	for k, segs := range vals {
+		out[k] = flatten(segs)
+	}
+	return out, nil
+}
+
+// renderOpts configures one template rendering.
+type renderOpts struct {
+	lookup     lookupFunc        // pass 1 variables
+	vals       map[string]string // pass 2 values, fully resolved
+	shell      bool              // the template is a shell command line
+	paramsJSON *string           // non-nil: {params_json} may appear (stdin only)
+	what       string            // names the template in errors
+}
+
+// render expands one template string in a single scan: pass 1 for ${VAR},
+// pass 2 for {name}. Substituted text is never scanned again. It returns the
+// names it could not resolve (they stay as written).
+func render(tmpl string, o renderOpts) (string, []string, error) {
+	var b strings.Builder
+	var unresolved []string
+	const (
+		unquoted = iota
+		single
+		double
+	)
+	state := unquoted
+	emit := func(v, name string) error {
+		if !o.shell {
+			b.WriteString(v)
+			return nil
+		}
+		if state != unquoted {
+			return fmt.Errorf("%s: %s sits inside quotes in a shell command, where no quoting is safe; remove the quotes around it, rex quotes substituted values itself", o.what, name)
+		}
+		b.WriteString(shellQuote(v))
+		return nil
+	}
+	for i := 0; i < len(tmpl); {
+		c := tmpl[i]
+		if c == '$' {
+			if ref, ok := scanVar(tmpl, i); ok {
+				if err := emit(ref.value(o.lookup, 0), "${"+ref.name+"}"); err != nil {
+					return "", nil, err
+				}
+				i = ref.end
+				continue
+			}
+		}
+		if c == '{' {
+			if m := placeholderRE.FindStringSubmatchIndex(tmpl[i:]); m != nil && m[0] == 0 {
+				name := tmpl[i+m[2] : i+m[3]]
+				end := i + m[1]
+				switch v, ok := o.vals[name]; {
+				case name == "params_json" && o.paramsJSON == nil:
+					return "", nil, fmt.Errorf("%s: {params_json} may only appear in input_data; parameters travel on stdin, never on the command line", o.what)
+				case name == "params_json":
+					if err := emit(*o.paramsJSON, "{params_json}"); err != nil {
+						return "", nil, err
+					}
+				case ok:
+					if err := emit(v, "{"+name+"}"); err != nil {
+						return "", nil, err
+					}
+				default:
+					unresolved = append(unresolved, name)
+					b.WriteString(tmpl[i:end])
+				}
+				i = end
+				continue
+			}
+		}
+		if o.shell {
+			switch {
+			case c == '\\' && state != single && i+1 < len(tmpl):
+				b.WriteString(tmpl[i : i+2])
+				i += 2
+				continue
+			case c == '\'' && state == unquoted:
+				state = single
+			case c == '\'' && state == single:
+				state = unquoted
+			case c == '"' && state == unquoted:
+				state = double
+			case c == '"' && state == double:
+				state = unquoted
+			}
+		}
+		b.WriteByte(c)
+		i++
+	}
+	return b.String(), unresolved, nil
+}
+
+// shellNames are programs whose -c argument is a shell command line.
+var shellNames = map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "ash": true, "mksh": true, "yash": true}
+
+// isShellCFlag reports whether arg is an option cluster containing c (-c, -ec, -xc).
+func isShellCFlag(arg string) bool {
+	if len(arg) < 2 || arg[0] != '-' || arg[1] == '-' {
+		return false
+	}
+	for i := 1; i < len(arg); i++ {
+		c := arg[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return strings.ContainsRune(arg[1:], 'c')
+}
+
+// isShell reports whether a rendered command names a POSIX shell.
+func isShell(command string) bool {
+	return shellNames[path.Base(command)]
+}
