@@ -1,0 +1,117 @@
+// Command rex is the operator's console (no arguments) and its command-line
+// verbs. This file only wires flags and paths to the packages.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/adrg/xdg"
+	"golang.org/x/term"
+
+	"github.com/rexconsole/rex/devices"
+	"github.com/rexconsole/rex/internal/commands"
+	"github.com/rexconsole/rex/internal/fanout"
+	"github.com/rexconsole/rex/internal/payload"
+	"github.com/rexconsole/rex/internal/version"
+)
+
+const usage = `usage:
+  rex                                   open the console
+  rex device ...                        manage devices and groups (rex device help)
+  rex run TARGETS [--json] [--gather] [--timeout D] [--concurrency N] -- CMD [ARG...]
+  rex attach TARGET [-- CMD [ARG...]]   interactive terminal; ctrl+] detaches
+  rex version
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	o := commands.IO{In: stdin, Out: stdout, Err: stderr, Styled: isTerminal(stdout)}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	verb := ""
+	if len(args) > 0 {
+		verb, args = args[0], args[1:]
+	}
+	var err error
+	switch verb {
+	case "device", "devices":
+		store, serr := devices.OpenDefault()
+		if serr != nil {
+			err = serr
+			break
+		}
+		err = commands.Device(ctx, store, o, args)
+	case "run", "attach":
+		app, cleanup, aerr := newApp()
+		if aerr != nil {
+			err = aerr
+			break
+		}
+		defer cleanup()
+		if verb == "run" {
+			err = commands.Run(ctx, app, o, args)
+		} else {
+			err = commands.Attach(ctx, app, o, args)
+		}
+	case "version", "--version":
+		fmt.Fprintf(stdout, "rex %s\n", version.Version)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+	case "":
+		fmt.Fprint(stderr, usage)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "rex: unknown command %q\n%s", verb, usage)
+		return 2
+	}
+	if err != nil {
+		var ee *commands.ExitError
+		if !errors.As(err, &ee) || ee.Err != nil {
+			if !errors.Is(err, commands.ErrDetached) {
+				fmt.Fprintf(stderr, "rex: %v\n", err)
+			}
+		}
+		if errors.Is(err, commands.ErrDetached) {
+			return 0
+		}
+		return commands.ExitCode(err)
+	}
+	return 0
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd())) && os.Getenv("NO_COLOR") == ""
+}
+
+// newApp wires the connection pool and target resolution.
+func newApp() (*commands.App, func(), error) {
+	store, err := devices.OpenDefault()
+	if err != nil {
+		return nil, nil, err
+	}
+	rexdPath, err := payload.LocalRexd(payload.Embedded(), filepath.Join(xdg.CacheHome, "rex"), version.Version)
+	if err != nil {
+		return nil, nil, err
+	}
+	connectors := commands.Connectors{
+		Local: fanout.LocalConnector(rexdPath, fanout.OperatorLimits()...),
+	}
+	pool := fanout.NewPool(connectors, fanout.PoolOptions{})
+	app := &commands.App{
+		Pool:    pool,
+		Resolve: commands.Resolver(store),
+	}
+	return app, func() { pool.Close() }, nil
+}

@@ -1,0 +1,39 @@
+package fanout
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/rexconsole/rex/internal/protocol"
+	"github.com/rexconsole/rex/internal/rexclient"
+	"github.com/rexconsole/rex/internal/version"
+)
+
+// LocalConnector reaches the operator's own machine by running
+// `rexdPath --stdio args...` as a subprocess.
+func LocalConnector(rexdPath string, args ...string) ConnectorFunc {
+	return func(ctx context.Context, t Target) (*Conn, error) {
+		c, err := rexclient.StartLocal(ctx, rexdPath, args...)
+		if err != nil {
+			return nil, fmt.Errorf("start local rexd: %w", err)
+		}
+		s, err := c.OpenSession(ctx, protocol.SessionOpenParams{ClientName: "rex", ClientVersion: version.Version})
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("local rexd: %w", err)
+		}
+		return &Conn{Session: s, Closer: c}, nil
+	}
+}
+
+// OperatorLimits are the rexd flags rex passes to the daemons it starts: an
+// operator's own commands are not held to the agent-safety defaults of the
+// spec (1 MiB output, 30 s), only to what the operator asks for.
+func OperatorLimits() []string {
+	return []string{
+		"--limit", "default_timeout_ms=0",
+		"--limit", "hard_timeout_ms=0",
+		"--limit", "max_output_bytes=0",
+		"--limit", "max_processes_per_session=1024",
+	}
+}
