@@ -1,0 +1,525 @@
+package cas
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+)
+
+// Remote is the other side of a sync. The client implements it over rexd's
+// cas.* methods; LocalRemote implements it over a Store in this process.
+//
+// Every method receives only valid digests and respects the batch caps
+// (MaxHasDigests, MaxBatchEntries, MaxBatchBytes); objects larger than
+// MaxInlineSize travel only through the stream methods.
+type Remote interface {
+	// Has returns the digests the remote lacks.
+	Has(ctx context.Context, digests []Digest) (missing []Digest, err error)
+	// Put stores objects; the receiver verifies each against its digest
+	// and stores all or none.
+	Put(ctx context.Context, objects []Object) error
+	// Get returns every requested object. A missing object is an error,
+	// never a silent omission.
+	Get(ctx context.Context, digests []Digest) ([]Object, error)
+	// PutStream sends one object of d.Size bytes read from r; the receiver
+	// verifies the whole before storing it (Upload).
+	PutStream(ctx context.Context, d Digest, r io.Reader) error
+	// GetStream writes the bytes of d to w (Store.ReadChunk on the far
+	// side); the caller verifies them.
+	GetStream(ctx context.Context, d Digest, w io.Writer) error
+}
+
+// Stats counts one Push or Fetch, so callers (and tests) can see what
+// crossed the wire.
+type Stats struct {
+	Queries        int   // Has calls made to the remote
+	QueriedDigests int   // digests asked about in those calls
+	Batches        int   // Put (Push) or Get (Fetch) calls
+	Streams        int   // PutStream or GetStream calls
+	Blobs          int   // blobs transferred
+	Trees          int   // tree objects transferred
+	Bytes          int64 // object bytes transferred (before any encoding)
+}
+
+// LocalRemote serves a Store in this process as a Remote: for the local
+// target, and for tests.
+type LocalRemote struct {
+	Store *Store
+}
+
+var _ Remote = LocalRemote{}
+
+// Has implements Remote.
+func (l LocalRemote) Has(ctx context.Context, ds []Digest) ([]Digest, error) {
+	return l.Store.Has(ctx, ds)
+}
+
+// Put implements Remote.
+func (l LocalRemote) Put(ctx context.Context, objs []Object) error {
+	return l.Store.PutBatch(ctx, objs)
+}
+
+// Get implements Remote.
+func (l LocalRemote) Get(ctx context.Context, ds []Digest) ([]Object, error) {
+	return l.Store.Get(ctx, ds)
+}
+
+// PutStream implements Remote.
+func (l LocalRemote) PutStream(ctx context.Context, d Digest, r io.Reader) error {
+	return l.Store.PutStream(ctx, d, r)
+}
+
+// GetStream implements Remote, chunk by chunk as a daemon would serve it.
+func (l LocalRemote) GetStream(ctx context.Context, d Digest, w io.Writer) error {
+	for off := int64(0); ; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		chunk, err := l.Store.ReadChunk(d, off, MaxChunkSize)
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(chunk); err != nil {
+			return err
+		}
+		off += int64(len(chunk))
+		if off >= d.Size {
+			return nil
+		}
+		if len(chunk) == 0 {
+			return fmt.Errorf("stream %s: no progress at offset %d", d, off)
+		}
+	}
+}
+
+// Push makes remote hold the tree root and everything under it, sending
+// only what it lacks. It walks trees top-down and asks Has only about the
+// children of trees the remote lacks, so an unchanged tree costs one digest
+// query and an unchanged subtree is never opened. It then sends the missing
+// blobs, then the missing trees children-first, so the remote never holds a
+// tree whose children it lacks.
+func Push(ctx context.Context, local *Store, remote Remote, root Digest) (Stats, error) {
+	var st Stats
+	if err := root.Validate(); err != nil {
+		return st, fmt.Errorf("push: %w", err)
+	}
+	// Fail early and locally if the tree is not ours to push.
+	if _, err := local.ReadTree(root); err != nil {
+		return st, fmt.Errorf("push: %w", err)
+	}
+	missing, err := queryHas(ctx, remote, []Digest{root}, &st)
+	if err != nil {
+		return st, fmt.Errorf("push: %w", err)
+	}
+	if len(missing) == 0 {
+		return st, nil
+	}
+
+	trees := map[Digest]Tree{} // trees the remote lacks
+	seen := map[ref]bool{{root, true}: true}
+	var blobs []Digest
+	frontier := []Digest{root}
+	for len(frontier) > 0 {
+		var children []ref
+		for _, d := range frontier {
+			t, err := local.ReadTree(d)
+			if err != nil {
+				return st, fmt.Errorf("push: %w", err)
+			}
+			trees[d] = t
+			children = appendChildren(children, t, seen)
+		}
+		lacking, err := queryHas(ctx, remote, digestsOf(children), &st)
+		if err != nil {
+			return st, fmt.Errorf("push: %w", err)
+		}
+		frontier = frontier[:0]
+		for _, c := range pick(children, lacking) {
+			if c.dir {
+				frontier = append(frontier, c.d)
+			} else {
+				blobs = append(blobs, c.d)
+			}
+		}
+	}
+	// A blob whose bytes happen to be a tree we send anyway goes once.
+	blobs = slices.DeleteFunc(blobs, func(d Digest) bool { _, ok := trees[d]; return ok })
+
+	if err := sendObjects(ctx, local, remote, blobs, &st, false); err != nil {
+		return st, fmt.Errorf("push: %w", err)
+	}
+	if err := sendObjects(ctx, local, remote, childrenFirst(root, trees), &st, true); err != nil {
+		return st, fmt.Errorf("push: %w", err)
+	}
+	return st, nil
+}
+
+// ref is a child reference: a digest and whether it names a tree. The same
+// digest may be a blob in one place and a tree in another (a file holding a
+// tree's exact bytes); it is then walked as a tree too.
+type ref struct {
+	d   Digest
+	dir bool
+}
+
+// appendChildren adds t's unseen file and directory references.
+func appendChildren(children []ref, t Tree, seen map[ref]bool) []ref {
+	for _, e := range t.Entries {
+		if e.Type == EntrySymlink {
+			continue
+		}
+		c := ref{e.Digest, e.Type == EntryDir}
+		if !seen[c] {
+			seen[c] = true
+			children = append(children, c)
+		}
+	}
+	return children
+}
+
+func digestsOf(rs []ref) []Digest {
+	ds := make([]Digest, len(rs))
+	for i, r := range rs {
+		ds[i] = r.d
+	}
+	return ds
+}
+
+// pick returns the references whose digest is in ds.
+func pick(rs []ref, ds []Digest) []ref {
+	want := make(map[Digest]bool, len(ds))
+	for _, d := range ds {
+		want[d] = true
+	}
+	var out []ref
+	for _, r := range rs {
+		if want[r.d] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// queryHas asks about digests in batches of MaxHasDigests.
+func queryHas(ctx context.Context, remote Remote, ds []Digest, st *Stats) ([]Digest, error) {
+	var missing []Digest
+	for len(ds) > 0 {
+		n := min(len(ds), MaxHasDigests)
+		m, err := remote.Has(ctx, ds[:n])
+		if err != nil {
+			return nil, err
+		}
+		st.Queries++
+		st.QueriedDigests += n
+		missing = append(missing, m...)
+		ds = ds[n:]
+	}
+	return missing, nil
+}
+
+// childrenFirst orders the trees in set so that every tree comes after the
+// trees it contains (post-order from root).
+func childrenFirst(root Digest, set map[Digest]Tree) []Digest {
+	var order []Digest
+	done := map[Digest]bool{}
+	var visit func(Digest)
+	visit = func(d Digest) {
+		if done[d] {
+			return
+		}
+		done[d] = true
+		for _, e := range set[d].Entries {
+			if _, ok := set[e.Digest]; ok && e.Type == EntryDir {
+				visit(e.Digest)
+			}
+		}
+		order = append(order, d)
+	}
+	visit(root)
+	return order
+}
+
+// treeLayers groups the trees in set by height within the set (0: no
+// subdirectory in the set), for Store.commitLayers.
+func treeLayers(root Digest, set map[Digest]Tree, data map[Digest][]byte) [][]Object {
+	height := map[Digest]int{}
+	var layers [][]Object
+	for _, d := range childrenFirst(root, set) {
+		h := 0
+		for _, e := range set[d].Entries {
+			if ch, ok := height[e.Digest]; ok && e.Type == EntryDir {
+				h = max(h, ch+1)
+			}
+		}
+		height[d] = h
+		for len(layers) <= h {
+			layers = append(layers, nil)
+		}
+		layers[h] = append(layers[h], Object{Digest: d, Data: data[d]})
+	}
+	return layers
+}
+
+// sendObjects sends objects in order: small ones in batches within the
+// caps, large ones streamed.
+func sendObjects(ctx context.Context, local *Store, remote Remote, ds []Digest, st *Stats, trees bool) error {
+	var batch []Object
+	var size int64
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		if err := remote.Put(ctx, batch); err != nil {
+			return err
+		}
+		st.Batches++
+		for _, o := range batch {
+			st.count(o.Digest, trees)
+		}
+		batch, size = nil, 0
+		return nil
+	}
+	for _, d := range ds {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if d.Size > MaxInlineSize {
+			// Keep the order: everything before this object lands first.
+			if err := flush(); err != nil {
+				return err
+			}
+			r, err := local.Open(d)
+			if err != nil {
+				return err
+			}
+			err = remote.PutStream(ctx, d, r)
+			r.Close()
+			if err != nil {
+				return fmt.Errorf("stream %s: %w", d, err)
+			}
+			st.Streams++
+			st.count(d, trees)
+			continue
+		}
+		if len(batch) == MaxBatchEntries || size+d.Size > MaxBatchBytes {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		data, err := local.Read(d)
+		if err != nil {
+			return err
+		}
+		batch = append(batch, Object{Digest: d, Data: data})
+		size += d.Size
+	}
+	return flush()
+}
+
+func (st *Stats) count(d Digest, tree bool) {
+	if tree {
+		st.Trees++
+	} else {
+		st.Blobs++
+	}
+	st.Bytes += d.Size
+}
+
+// Fetch makes local hold the tree root and everything under it, getting
+// from remote only what local lacks, and storing trees children-first. Every
+// received object is verified before it is stored. Stats.Queries stays 0:
+// the Has questions are asked of the local store.
+func Fetch(ctx context.Context, local *Store, remote Remote, root Digest) (Stats, error) {
+	var st Stats
+	if err := root.Validate(); err != nil {
+		return st, fmt.Errorf("fetch: %w", err)
+	}
+	if ok, err := local.present(root); err != nil || ok {
+		return st, err
+	}
+	trees := map[Digest]Tree{}
+	treeData := map[Digest][]byte{}
+	seen := map[ref]bool{{root, true}: true}
+	var blobs []Digest
+	frontier := []Digest{root}
+	for len(frontier) > 0 {
+		objs, err := receiveObjects(ctx, remote, frontier, &st, true, nil)
+		if err != nil {
+			return st, fmt.Errorf("fetch: %w", err)
+		}
+		var children []ref
+		for _, o := range objs {
+			t, err := DecodeTree(o.Data)
+			if err != nil {
+				return st, fmt.Errorf("fetch: tree %s: %w", o.Digest, err)
+			}
+			trees[o.Digest], treeData[o.Digest] = t, o.Data
+			children = appendChildren(children, t, seen)
+		}
+		frontier = frontier[:0]
+		for len(children) > 0 {
+			n := min(len(children), MaxHasDigests)
+			lacking, err := local.Has(ctx, digestsOf(children[:n]))
+			if err != nil {
+				return st, fmt.Errorf("fetch: %w", err)
+			}
+			for _, c := range pick(children[:n], lacking) {
+				if _, ok := trees[c.d]; ok && c.dir {
+					continue // already fetched at this level
+				}
+				if c.dir {
+					frontier = append(frontier, c.d)
+				} else {
+					blobs = append(blobs, c.d)
+				}
+			}
+			children = children[n:]
+		}
+	}
+	blobs = slices.DeleteFunc(blobs, func(d Digest) bool { _, ok := trees[d]; return ok })
+	if _, err := receiveObjects(ctx, remote, blobs, &st, false, local); err != nil {
+		return st, fmt.Errorf("fetch: %w", err)
+	}
+	// Stored children-first, layer by layer; each was verified on receipt.
+	if err := local.commitLayers(treeLayers(root, trees, treeData)); err != nil {
+		return st, fmt.Errorf("fetch: %w", err)
+	}
+	return st, nil
+}
+
+// receiveObjects gets ds from remote within the caps. With a store (into
+// not nil) it stores each batch there, verified, and returns nothing;
+// without, it verifies and returns the objects.
+func receiveObjects(ctx context.Context, remote Remote, ds []Digest, st *Stats, trees bool, into *Store) ([]Object, error) {
+	var out []Object
+	handle := func(objs []Object) error {
+		for _, o := range objs {
+			if err := verifyObject(o); err != nil {
+				return fmt.Errorf("received %s: %w", o.Digest, err)
+			}
+			st.count(o.Digest, trees)
+		}
+		if into != nil {
+			return into.PutBatch(ctx, objs)
+		}
+		out = append(out, objs...)
+		return nil
+	}
+	var batch []Digest
+	var size int64
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		objs, err := remote.Get(ctx, batch)
+		if err != nil {
+			return err
+		}
+		st.Batches++
+		if err := checkComplete(batch, objs); err != nil {
+			return err
+		}
+		batch, size = nil, 0
+		return handle(objs)
+	}
+	for _, d := range ds {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if d.Size > MaxInlineSize {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+			obj, err := receiveStream(ctx, remote, d, st, into)
+			if err != nil {
+				return nil, err
+			}
+			st.count(d, trees)
+			if obj != nil {
+				out = append(out, *obj)
+			}
+			continue
+		}
+		if len(batch) == MaxBatchEntries || size+d.Size > MaxBatchBytes {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
+		batch = append(batch, d)
+		size += d.Size
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// checkComplete holds a remote to the Get contract: exactly the objects
+// asked for.
+func checkComplete(asked []Digest, got []Object) error {
+	want := make(map[Digest]bool, len(asked))
+	for _, d := range asked {
+		want[d] = true
+	}
+	for _, o := range got {
+		if !want[o.Digest] {
+			return fmt.Errorf("remote returned %s, which was not asked for", o.Digest)
+		}
+		delete(want, o.Digest)
+	}
+	if len(want) > 0 {
+		var missing []Digest
+		for _, d := range asked {
+			if want[d] {
+				missing = append(missing, d)
+			}
+		}
+		return &MissingError{Digests: missing}
+	}
+	return nil
+}
+
+// receiveStream gets one large object: into the store through a verifying
+// Upload, or into memory (verified) when there is no store.
+func receiveStream(ctx context.Context, remote Remote, d Digest, st *Stats, into *Store) (*Object, error) {
+	st.Streams++
+	if into == nil {
+		w := &cappedBuffer{limit: d.Size}
+		if err := remote.GetStream(ctx, d, w); err != nil {
+			return nil, fmt.Errorf("stream %s: %w", d, err)
+		}
+		o := Object{Digest: d, Data: w.buf}
+		if err := verifyObject(o); err != nil {
+			return nil, fmt.Errorf("stream %s: %w", d, err)
+		}
+		return &o, nil
+	}
+	u, err := into.NewUpload(d)
+	if err != nil {
+		return nil, err
+	}
+	if err := remote.GetStream(ctx, d, u); err != nil {
+		u.Abort()
+		return nil, fmt.Errorf("stream %s: %w", d, err)
+	}
+	if err := u.Commit(); err != nil {
+		return nil, err
+	}
+	return nil, nil
+}
+
+// cappedBuffer collects at most limit bytes.
+type cappedBuffer struct {
+	buf   []byte
+	limit int64
+}
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	if int64(len(c.buf))+int64(len(p)) > c.limit {
+		return 0, errors.New("remote sent more bytes than the object's size")
+	}
+	c.buf = append(c.buf, p...)
+	return len(p), nil
+}

@@ -1,0 +1,302 @@
+package cas
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// countingRemote wraps a LocalRemote and records what crosses "the wire",
+// independently of Push's own Stats. It also checks the ordering promise:
+// a tree never arrives before its children.
+type countingRemote struct {
+	LocalRemote
+	t          *testing.T
+	hasCalls   int
+	hasDigests int
+	queried    map[Digest]bool
+	putCalls   int
+	putObjects int
+	putBytes   int64
+	streams    int
+	getCalls   int
+	// tamper, when set, changes what Get returns.
+	tamper func([]Object) []Object
+}
+
+func (c *countingRemote) Has(ctx context.Context, ds []Digest) ([]Digest, error) {
+	c.hasCalls++
+	c.hasDigests += len(ds)
+	if c.queried == nil {
+		c.queried = map[Digest]bool{}
+	}
+	for _, d := range ds {
+		c.queried[d] = true
+	}
+	return c.LocalRemote.Has(ctx, ds)
+}
+
+func (c *countingRemote) Put(ctx context.Context, objs []Object) error {
+	c.putCalls++
+	c.putObjects += len(objs)
+	inBatch := map[Digest]bool{}
+	for _, o := range objs {
+		c.putBytes += int64(len(o.Data))
+		if tr, err := DecodeTree(o.Data); err == nil {
+			for _, e := range tr.Entries {
+				if e.Type == EntrySymlink || inBatch[e.Digest] {
+					continue
+				}
+				if ok, _ := c.Store.Contains(e.Digest); !ok {
+					c.t.Errorf("tree %s arrived before its child %s", o.Digest, e.Name)
+				}
+			}
+		}
+		inBatch[o.Digest] = true
+	}
+	return c.LocalRemote.Put(ctx, objs)
+}
+
+func (c *countingRemote) PutStream(ctx context.Context, d Digest, r io.Reader) error {
+	c.streams++
+	c.putBytes += d.Size
+	return c.LocalRemote.PutStream(ctx, d, r)
+}
+
+func (c *countingRemote) Get(ctx context.Context, ds []Digest) ([]Object, error) {
+	c.getCalls++
+	objs, err := c.LocalRemote.Get(ctx, ds)
+	if err == nil && c.tamper != nil {
+		objs = c.tamper(objs)
+	}
+	return objs, err
+}
+
+func (c *countingRemote) reset() {
+	*c = countingRemote{LocalRemote: c.LocalRemote, t: c.t, tamper: c.tamper}
+}
+
+// projectSpec is a tree of 3 levels: 40 files at the top, 30 in a/, 20 in
+// a/b/, 10 in a/b/c/, and a few more in side directories.
+func projectSpec() fileSpec {
+	spec := fileSpec{}
+	for i := range 40 {
+		spec[fmt.Sprintf("top%02d.txt", i)] = fmt.Sprintf("top file %d\n", i)
+	}
+	for i := range 30 {
+		spec[fmt.Sprintf("a/f%02d.go", i)] = fmt.Sprintf("package a // %d\n", i)
+	}
+	for i := range 20 {
+		spec[fmt.Sprintf("a/b/f%02d.go", i)] = fmt.Sprintf("package b // %d\n", i)
+	}
+	for i := range 10 {
+		spec[fmt.Sprintf("a/b/c/f%02d.go", i)] = fmt.Sprintf("package c // %d\n", i)
+	}
+	spec["side/x/y"] = "side\n"
+	spec["side/run"] = "x:#!/bin/sh\n"
+	spec["side/link"] = "->run"
+	return spec
+}
+
+func TestPushSendsOnlyWhatTheRemoteLacks(t *testing.T) {
+	ctx := t.Context()
+	local := newStore(t)
+	remote := &countingRemote{LocalRemote: LocalRemote{Store: newStore(t)}, t: t}
+	spec := projectSpec()
+	files := 0
+	for _, v := range spec {
+		if !strings.HasPrefix(v, "->") {
+			files++
+		}
+	}
+
+	// First push: everything.
+	root := ingestSpec(t, local, spec)
+	st, err := Push(ctx, local, remote, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Blobs != files || st.Trees != 6 { // ., a, a/b, a/b/c, side, side/x
+		t.Errorf("first push sent %d blobs and %d trees, want %d and 6", st.Blobs, st.Trees, files)
+	}
+	if remote.putObjects != st.Blobs+st.Trees || remote.putBytes != st.Bytes {
+		t.Errorf("wire saw %d objects, %d bytes; stats say %d, %d", remote.putObjects, remote.putBytes, st.Blobs+st.Trees, st.Bytes)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	if err := remote.Store.Materialize(ctx, root, out); err != nil {
+		t.Fatalf("remote cannot materialize the pushed tree: %v", err)
+	}
+	if got := readSpec(t, out); len(got) != len(spec) {
+		t.Fatalf("remote tree has %d paths, want %d", len(got), len(spec))
+	}
+
+	// Unchanged re-push: one query about one digest, nothing sent.
+	remote.reset()
+	st, err = Push(ctx, local, remote, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Stats{Queries: 1, QueriedDigests: 1}
+	if st != want {
+		t.Errorf("unchanged push: stats %+v, want %+v", st, want)
+	}
+	if remote.hasCalls != 1 || remote.hasDigests != 1 || remote.putCalls != 0 || remote.streams != 0 {
+		t.Errorf("unchanged push on the wire: has %d×%d digests, put %d, streams %d", remote.hasCalls, remote.hasDigests, remote.putCalls, remote.streams)
+	}
+
+	// One file changed three levels down: one blob plus the four trees on
+	// its path; queries only about the children of those trees.
+	spec["a/b/c/f05.go"] = "package c // changed\n"
+	root2 := ingestSpec(t, local, spec)
+	remote.reset()
+	st, err = Push(ctx, local, remote, root2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topLevel := 40 + 2 // top files + a + side
+	aLevel := 30 + 1   // a's files + b
+	bLevel := 20 + 1   // b's files + c
+	cLevel := 10       // c's files
+	wantQueried := 1 + topLevel + aLevel + bLevel + cLevel
+	if st.Blobs != 1 || st.Trees != 4 || st.Queries != 5 || st.QueriedDigests != wantQueried {
+		t.Errorf("one-file push: %+v; want 1 blob, 4 trees, 5 queries about %d digests", st, wantQueried)
+	}
+	if remote.hasDigests != wantQueried || remote.putObjects != 5 {
+		t.Errorf("one-file push on the wire: %d digests queried, %d objects sent", remote.hasDigests, remote.putObjects)
+	}
+	// side/ was not opened: none of its children were asked about.
+	for _, p := range []string{"side/run", "side/x/y"} {
+		if d := DigestOf([]byte(strings.TrimPrefix(spec[p], "x:"))); remote.queried[d] {
+			t.Errorf("asked about %s, inside an unchanged subtree", p)
+		}
+	}
+}
+
+func TestPushAndFetchStreamLargeObjects(t *testing.T) {
+	ctx := t.Context()
+	local := newStore(t)
+	remote := &countingRemote{LocalRemote: LocalRemote{Store: newStore(t)}, t: t}
+	big := strings.Repeat("large object ", MaxInlineSize/6) // > MaxInlineSize
+	root := ingestSpec(t, local, fileSpec{"big": big, "small": "s\n"})
+	st, err := Push(ctx, local, remote, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Streams != 1 || remote.streams != 1 || st.Blobs != 2 {
+		t.Fatalf("push stats %+v, wire streams %d; want the big blob streamed", st, remote.streams)
+	}
+	back := newStore(t)
+	st, err = Fetch(ctx, back, remote, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Streams != 1 || st.Blobs != 2 || st.Trees != 1 {
+		t.Fatalf("fetch stats %+v", st)
+	}
+	if got, err := back.Read(DigestOf([]byte(big))); err != nil || string(got) != big {
+		t.Fatalf("fetched big blob: %v", err)
+	}
+}
+
+func TestFetchGetsOnlyWhatLocalLacks(t *testing.T) {
+	ctx := t.Context()
+	far := newStore(t)
+	remote := &countingRemote{LocalRemote: LocalRemote{Store: far}, t: t}
+	spec := projectSpec()
+	root := ingestSpec(t, far, spec)
+
+	local := newStore(t)
+	st, err := Fetch(ctx, local, remote, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Trees != 6 || st.Queries != 0 {
+		t.Errorf("first fetch: %+v", st)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	if err := local.Materialize(ctx, root, out); err != nil {
+		t.Fatal(err)
+	}
+	if got := readSpec(t, out); len(got) != len(spec) {
+		t.Fatalf("fetched tree has %d paths, want %d", len(got), len(spec))
+	}
+
+	remote.reset()
+	if st, err := Fetch(ctx, local, remote, root); err != nil || st != (Stats{}) || remote.getCalls != 0 {
+		t.Fatalf("unchanged fetch: %+v, %d get calls, %v", st, remote.getCalls, err)
+	}
+
+	spec["a/b/f03.go"] = "changed remotely\n"
+	root2 := ingestSpec(t, far, spec)
+	remote.reset()
+	st, err = Fetch(ctx, local, remote, root2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Blobs != 1 || st.Trees != 3 {
+		t.Fatalf("one-file fetch: %+v; want 1 blob and 3 trees", st)
+	}
+}
+
+func TestFetchRefusesWhatTheRemoteGetsWrong(t *testing.T) {
+	tests := map[string]struct {
+		tamper func([]Object) []Object
+		want   error
+	}{
+		"changed bytes": {func(objs []Object) []Object {
+			for i := range objs {
+				if string(objs[i].Data) == "payload\n" {
+					objs[i].Data = []byte("PAYLOAD\n")
+				}
+			}
+			return objs
+		}, ErrMismatch},
+		"omitted object": {func(objs []Object) []Object {
+			for i := range objs {
+				if string(objs[i].Data) == "payload\n" {
+					return append(objs[:i:i], objs[i+1:]...)
+				}
+			}
+			return objs
+		}, ErrNotFound},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			far := newStore(t)
+			root := ingestSpec(t, far, fileSpec{"p": "payload\n", "q": "other\n"})
+			remote := &countingRemote{LocalRemote: LocalRemote{Store: far}, t: t, tamper: tt.tamper}
+			local := newStore(t)
+			_, err := Fetch(t.Context(), local, remote, root)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Fetch = %v, want %v", err, tt.want)
+			}
+			if ok, _ := local.Contains(root); ok {
+				t.Fatal("the root tree was stored although its content is missing")
+			}
+			if ok, _ := local.Contains(DigestOf([]byte("PAYLOAD\n"))); ok {
+				t.Fatal("tampered content was stored")
+			}
+		})
+	}
+}
+
+func TestPushRefusesWhatLocalLacks(t *testing.T) {
+	local := newStore(t)
+	// A tree whose child is missing locally: push must fail, not send a
+	// dangling tree.
+	d, err := local.PutTree(Tree{Entries: []Entry{{Name: "f", Type: EntryFile, Digest: DigestOf([]byte("absent"))}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := &countingRemote{LocalRemote: LocalRemote{Store: newStore(t)}, t: t}
+	if _, err := Push(t.Context(), local, remote, d); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Push = %v, want ErrNotFound", err)
+	}
+	if ok, _ := remote.Store.Contains(d); ok {
+		t.Fatal("a tree without its child reached the remote")
+	}
+}
