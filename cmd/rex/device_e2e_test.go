@@ -62,11 +62,7 @@ func (e *rexEnv) registry() string {
 
 // TestDeviceE2E drives the built rex binary through the device verbs.
 func TestDeviceE2E(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "rex")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := rexBin
 
 	t.Run("new user", func(t *testing.T) {
 		e := newRexEnv(t, bin)
