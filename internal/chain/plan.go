@@ -569,6 +569,7 @@ func (p *planner) anchorPaths() error {
 				if !path.IsAbs(v) {
 					return nil, fmt.Errorf("%s %s: anchor env path %q for %s is not absolute; build it from {anchor_path} in %s", a.owner.Kind, a.owner.ID, v, k, a.owner.Path)
 				}
+				v = path.Clean(v)
 				ok := false
 				for _, base := range allowed {
 					if within(base, v) {
@@ -579,7 +580,7 @@ func (p *planner) anchorPaths() error {
 				if !ok {
 					return nil, fmt.Errorf("%s %s: anchor env path %q for %s is outside the anchor %s and the project; fix env_paths in %s", a.owner.Kind, a.owner.ID, v, k, p.ctxVals["anchor_path"], a.owner.Path)
 				}
-				out = append(out, path.Clean(v))
+				out = append(out, v)
 			}
 			return out, nil
 		}

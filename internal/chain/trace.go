@@ -60,7 +60,7 @@ func (t *Trace) WriteText(w io.Writer) error {
 	}
 	var b strings.Builder
 	for _, ev := range t.Events {
-		fmt.Fprintf(&b, "%-16s", ev.Step)
+		fmt.Fprintf(&b, "%-18s", ev.Step)
 		var parts []string
 		if ev.ItemID != "" {
 			parts = append(parts, ev.ItemID)
@@ -90,7 +90,7 @@ func (t *Trace) WriteText(w io.Writer) error {
 		b.WriteString(strings.Join(parts, " "))
 		b.WriteByte('\n')
 		for _, s := range ev.Shadowed {
-			fmt.Fprintf(&b, "%-16s  shadows [%s] %s\n", "", s.Space, s.Path)
+			fmt.Fprintf(&b, "%-18s  shadows [%s] %s\n", "", s.Space, s.Path)
 		}
 	}
 	_, err := io.WriteString(w, b.String())
