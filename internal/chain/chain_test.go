@@ -95,7 +95,7 @@ func TestResolutionErrors(t *testing.T) {
 		is    error
 		parts []string
 	}{
-		{"no/such", ErrNotFound, []string{"? (missing no/such)", `run "rex tool list"`}},
+		{"no/such", ErrNotFound, []string{"tool no/such not found: no file defines it", `run "rex tool list" to see the ids.`}},
 		{"dup/a", nil, []string{"defined twice in the project space", "a.py", "a.sh", "remove all but one"}},
 		{"lib/helper", nil, []string{"declares no executor_id"}},
 		{"bad/exec", nil, []string{"executor_id must be a string or null"}},

@@ -141,7 +141,7 @@ func TestEndToEndLocal(t *testing.T) {
 		{"e2e/pkg/greet", map[string]string{"name": "fail"}, 1,
 			`{"success": false, "error": "asked to fail"}` + "\n", "", nil},
 		{"e2e/script", map[string]string{"n": "3"}, 3, "script 6 " + proj + "\n", "", nil},
-		{"e2e/hello.js", nil, 0, "", "", []string{"? (missing e2e/hello.js)"}},
+		{"e2e/hello.js", nil, 0, "", "", []string{"tool e2e/hello.js not found"}},
 		{"e2e/hello", map[string]string{"word": "hi"}, 0, "node says hi in " + proj + "\n", "", nil},
 		{"e2e/hello", map[string]string{"word": "bye"}, 4, "node says bye in " + proj + "\n", "", nil},
 		// With a package.json the anchor is active and the tool runs in it.
@@ -380,5 +380,31 @@ func TestNoProject(t *testing.T) {
 	root, err := FindProjectRoot(filepath.Join(user, ".ai/tools/u"))
 	if err != nil || root != user {
 		t.Fatalf("FindProjectRoot = %q %v, want %q", root, err, user)
+	}
+}
+
+func TestLocalTargetCancel(t *testing.T) {
+	tgt := localTarget(t, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := tgt.Run(ctx, RunRequest{Argv: []string{"sh", "-c", "sleep 30 & wait"}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("cancellation took %v", d)
+	}
+	res, err := tgt.Run(t.Context(), RunRequest{Argv: []string{"sh", "-c", "kill -TERM $$"}})
+	if err != nil || res.ExitCode != 128+15 || res.Signal != "SIGTERM" {
+		t.Fatalf("killed by a signal: %+v %v", res, err)
+	}
+	_, err = tgt.Run(t.Context(), RunRequest{Argv: []string{"no-such-program-xyz"}})
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing program: %v", err)
+	}
+	_, err = tgt.Run(t.Context(), RunRequest{Argv: []string{"true"}, Cwd: "/nonexistent/dir"})
+	if err == nil {
+		t.Fatal("a missing working directory must be an error")
 	}
 }

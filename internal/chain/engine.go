@@ -254,7 +254,7 @@ func (e *Engine) probeID(id string) (*probe, error) {
 	var fp strings.Builder
 	for _, r := range e.roots {
 		var inSpace []*candidateFile
-		for _, ext := range itemExts {
+		for _, ext := range itemExts() {
 			rel := toolsDir + "/" + id + ext.ext
 			fi, err := fs.Stat(r.fsys, rel)
 			if err != nil {
@@ -363,6 +363,9 @@ type ChainError struct {
 }
 
 func (e *ChainError) Error() string {
+	if len(e.So) == 0 && e.Err == ErrNotFound {
+		return "tool " + e.Next + " not found: " + e.Hint
+	}
 	so := append(append([]string{}, e.So...), "? ("+e.What+")")
 	msg := "chain " + strings.Join(so, " → ")
 	if e.Err != nil && !isSentinel(e.Err) {
@@ -513,19 +516,16 @@ func (e *Engine) build(id string) (*Chain, []string, error) {
 		}
 		cur = el.Meta.ExecutorID
 	}
-	// Kinds are positional; copy elements that came from another chain's
-	// position so shared cached values never change.
+	// Kinds are positional.
 	for i, el := range elems {
-		k := KindRuntime
 		switch {
 		case i == 0:
-			k = KindTool
+			el.Kind = KindTool
 		case i == len(elems)-1:
-			k = KindPrimitive
+			el.Kind = KindPrimitive
+		default:
+			el.Kind = KindRuntime
 		}
-		cp := *el
-		cp.Kind = k
-		elems[i] = &cp
 	}
 	return &Chain{ID: id, Elements: elems}, fps, nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -108,26 +107,29 @@ type Constraints struct {
 	MaxVersion string `json:"max_version,omitempty"`
 }
 
-// pythonNames maps Python module globals to metadata keys.
-var pythonNames = map[string]string{
-	"__executor_id__":      "executor_id",
-	"__version__":          "version",
-	"__tool_type__":        "tool_type",
-	"__category__":         "category",
-	"__description__":      "description",
-	"__tool_description__": "description",
-	"__inputs__":           "inputs",
-	"__outputs__":          "outputs",
-	"__files__":            "files",
-	"ENV_CONFIG":           "env_config",
-	"CONFIG":               "config",
-	"CONFIG_SCHEMA":        "config_schema",
-	"CONFIG_RESOLVE":       "config_resolve",
-	"ANCHOR":               "anchor",
-	"VERIFY_DEPS":          "verify_deps",
-	"CHILD_CONSTRAINTS":    "child_constraints",
-	"INPUTS":               "inputs",
-	"OUTPUTS":              "outputs",
+// pythonNames lists the Python module globals that carry metadata, with
+// their metadata keys. When two globals map to one key the earlier wins.
+func pythonNames() [][2]string {
+	return [][2]string{
+		{"__executor_id__", "executor_id"},
+		{"__version__", "version"},
+		{"__tool_type__", "tool_type"},
+		{"__category__", "category"},
+		{"__description__", "description"},
+		{"__tool_description__", "description"},
+		{"__inputs__", "inputs"},
+		{"INPUTS", "inputs"},
+		{"__outputs__", "outputs"},
+		{"OUTPUTS", "outputs"},
+		{"__files__", "files"},
+		{"ENV_CONFIG", "env_config"},
+		{"CONFIG", "config"},
+		{"CONFIG_SCHEMA", "config_schema"},
+		{"CONFIG_RESOLVE", "config_resolve"},
+		{"ANCHOR", "anchor"},
+		{"VERIFY_DEPS", "verify_deps"},
+		{"CHILD_CONSTRAINTS", "child_constraints"},
+	}
 }
 
 // loadMetadata reads an item file. isItem is false for files that declare
@@ -144,15 +146,10 @@ func loadMetadata(name string, src []byte) (meta *Metadata, isItem bool, err err
 	case formatPython:
 		mod := parsePython(src)
 		raw = map[string]any{}
-		names := make([]string, 0, len(pythonNames))
-		for n := range pythonNames {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, pyName := range names {
-			key := pythonNames[pyName]
+		for _, pn := range pythonNames() {
+			pyName, key := pn[0], pn[1]
 			if v, ok := mod.Values[pyName]; ok {
-				if _, dup := raw[key]; !dup || !strings.HasPrefix(pyName, "__tool") {
+				if _, dup := raw[key]; !dup {
 					raw[key] = v
 				}
 			}

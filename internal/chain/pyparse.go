@@ -209,13 +209,12 @@ func isStringPrefix(w string) bool {
 	return false
 }
 
-var pyOps = []string{
-	"**=", "//=", ">>=", "<<=", "...",
-	"->", ":=", "==", "!=", "<=", ">=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "@=", "**", "//", "<<", ">>",
-}
-
+// lexOp returns the longest Python operator at the start of s.
 func lexOp(s string) string {
-	for _, op := range pyOps {
+	for _, op := range [...]string{
+		"**=", "//=", ">>=", "<<=", "...",
+		"->", ":=", "==", "!=", "<=", ">=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "@=", "**", "//", "<<", ">>",
+	} {
 		if strings.HasPrefix(s, op) {
 			return op
 		}
@@ -229,11 +228,12 @@ func lexOp(s string) string {
 // newlines inside.
 func lexString(s string, i int, prefix string, line int) (pyTok, int, int, error) {
 	q := s[i]
-	triple := strings.HasPrefix(s[i:], strings.Repeat(string(q), 3))
-	open := 1
-	if triple {
-		open = 3
+	closer := s[i : i+1]
+	if i+3 <= len(s) && s[i+1] == q && s[i+2] == q {
+		closer = s[i : i+3]
 	}
+	triple := len(closer) == 3
+	open := len(closer)
 	j := i + open
 	nl := 0
 	for {
@@ -262,7 +262,7 @@ func lexString(s string, i int, prefix string, line int) (pyTok, int, int, error
 			j++
 			continue
 		}
-		if c == q && (!triple || strings.HasPrefix(s[j:], strings.Repeat(string(q), 3))) {
+		if c == q && (!triple || strings.HasPrefix(s[j:], closer)) {
 			break
 		}
 		j++
@@ -359,11 +359,15 @@ func decodeEscapes(s string) (string, string) {
 	return b.String(), ""
 }
 
-// compoundKeywords start statements whose body is not top level.
-var compoundKeywords = map[string]bool{
-	"if": true, "elif": true, "else": true, "for": true, "while": true, "try": true,
-	"except": true, "finally": true, "with": true, "def": true, "class": true,
-	"async": true, "match": true, "case": true,
+// isCompoundKeyword reports whether a word starts a statement whose body is
+// not top level.
+func isCompoundKeyword(w string) bool {
+	switch w {
+	case "if", "elif", "else", "for", "while", "try", "except", "finally", "with",
+		"def", "class", "async", "match", "case":
+		return true
+	}
+	return false
 }
 
 // parsePython reads the top-level literal assignments of a Python module.
@@ -384,7 +388,7 @@ func parsePython(src []byte) *pyModule {
 			continue
 		}
 		head := stmts[0]
-		if head[0].kind == pyName && compoundKeywords[head[0].text] && !(len(head) > 1 && head[1].kind == pyOp && (head[1].text == "=" || head[1].text == ":")) {
+		if head[0].kind == pyName && isCompoundKeyword(head[0].text) && !(len(head) > 1 && head[1].kind == pyOp && (head[1].text == "=" || head[1].text == ":")) {
 			// def/class rebind a name; anything else opens a block.
 			if (head[0].text == "def" || head[0].text == "class") && len(head) > 1 && head[1].kind == pyName {
 				m.skip(head[1].text, head[1].line, "redefined by a "+head[0].text+" statement")

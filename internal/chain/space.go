@@ -89,25 +89,29 @@ const (
 // itemExts lists the file extensions that define items, in the order the
 // candidates of an id are probed. Two of them defining the same id in one
 // space is an error, so the order only matters for reporting.
-var itemExts = []struct {
+func itemExts() [9]itemExt {
+	return [...]itemExt{
+		{".py", formatPython},
+		{".yaml", formatYAML},
+		{".yml", formatYAML},
+		{".sh", formatHashHeader},
+		{".bash", formatHashHeader},
+		{".js", formatSlashHeader},
+		{".mjs", formatSlashHeader},
+		{".cjs", formatSlashHeader},
+		{".ts", formatSlashHeader},
+	}
+}
+
+type itemExt struct {
 	ext    string
 	format itemFormat
-}{
-	{".py", formatPython},
-	{".yaml", formatYAML},
-	{".yml", formatYAML},
-	{".sh", formatHashHeader},
-	{".bash", formatHashHeader},
-	{".js", formatSlashHeader},
-	{".mjs", formatSlashHeader},
-	{".cjs", formatSlashHeader},
-	{".ts", formatSlashHeader},
 }
 
 // formatOf returns the format of a file name's extension.
 func formatOf(name string) (itemFormat, bool) {
 	ext := path.Ext(name)
-	for _, e := range itemExts {
+	for _, e := range itemExts() {
 		if e.ext == ext {
 			return e.format, true
 		}

@@ -160,6 +160,7 @@ func (t *LocalTarget) Run(ctx context.Context, req RunRequest) (RunResult, error
 			return RunResult{}, fmt.Errorf("run %s: %w", req.Argv[0], err)
 		}
 	}
+	parent := ctx
 	if req.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, req.Timeout)
@@ -185,6 +186,9 @@ func (t *LocalTarget) Run(ctx context.Context, req RunRequest) (RunResult, error
 			res.Signal = sig.name
 			res.ExitCode = 128 + sig.num
 		}
+	}
+	if perr := parent.Err(); perr != nil {
+		return res, fmt.Errorf("run %s: %w", req.Argv[0], perr)
 	}
 	if req.Timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		res.TimedOut = true

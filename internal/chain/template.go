@@ -239,9 +239,6 @@ func render(tmpl string, o renderOpts) (string, []string, error) {
 	return b.String(), unresolved, nil
 }
 
-// shellNames are programs whose -c argument is a shell command line.
-var shellNames = map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "ash": true, "mksh": true, "yash": true}
-
 // isShellCFlag reports whether arg is an option cluster containing c (-c, -ec, -xc).
 func isShellCFlag(arg string) bool {
 	if len(arg) < 2 || arg[0] != '-' || arg[1] == '-' {
@@ -258,5 +255,9 @@ func isShellCFlag(arg string) bool {
 
 // isShell reports whether a rendered command names a POSIX shell.
 func isShell(command string) bool {
-	return shellNames[path.Base(command)]
+	switch path.Base(command) {
+	case "sh", "bash", "dash", "zsh", "ksh", "ash", "mksh", "yash":
+		return true
+	}
+	return false
 }
