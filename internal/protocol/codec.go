@@ -124,6 +124,16 @@ func NewEncoder(w io.Writer) *Encoder {
 	return e
 }
 
+// WriteLine writes one pre-encoded line; it must end in a newline.
+func (e *Encoder) WriteLine(line []byte) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, err := e.w.Write(line); err != nil {
+		return err
+	}
+	return e.w.Flush()
+}
+
 // Encode writes v as one line.
 func (e *Encoder) Encode(v any) error {
 	e.mu.Lock()

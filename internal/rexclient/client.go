@@ -93,6 +93,10 @@ func (c *Client) readLoop(dec *protocol.Decoder) {
 		if err != nil {
 			break
 		}
+		if method, ev, data, ok := protocol.ParseOutputEvent(line); ok {
+			c.routeOutput(method, ev, data)
+			continue
+		}
 		msg, perr := protocol.ParseMessage(line)
 		if perr != nil {
 			continue // a line we cannot read is dropped; rexd never sends one
@@ -201,14 +205,8 @@ func (c *Client) route(msg *protocol.Message) {
 		if err != nil {
 			return
 		}
-		kind := Stdout
-		switch msg.Method {
-		case protocol.EventExecStderr:
-			kind = Stderr
-		case protocol.EventPTYOutput:
-			kind = PTYOutput
-		}
-		ev, pid = Event{Kind: kind, Seq: o.Seq, Data: data}, o.ProcessID
+		c.routeOutput(msg.Method, o, data)
+		return
 	case protocol.EventExecExit, protocol.EventPTYExit:
 		var x protocol.ExitEvent
 		if json.Unmarshal(msg.Params, &x) != nil {
@@ -232,6 +230,23 @@ func (c *Client) route(msg *protocol.Message) {
 	c.mu.Unlock()
 	if r != nil {
 		r.deliver(ev)
+	}
+}
+
+// routeOutput hands an output event to its process.
+func (c *Client) routeOutput(method string, o protocol.OutputEvent, data []byte) {
+	kind := Stdout
+	switch method {
+	case protocol.EventExecStderr:
+		kind = Stderr
+	case protocol.EventPTYOutput:
+		kind = PTYOutput
+	}
+	c.mu.Lock()
+	r := c.routes[o.ProcessID]
+	c.mu.Unlock()
+	if r != nil {
+		r.deliver(Event{Kind: kind, Seq: o.Seq, Data: data})
 	}
 }
 

@@ -164,9 +164,11 @@ func (p *process) take(n int) (allowed int, overrun bool) {
 // child never blocks on a full pipe.
 func (p *process) pump(r io.Reader, method string, counter *atomic.Int64, limitTotal int64) {
 	c := p.sess.conn
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, 64<<10)
 	pending := 0
 	var seq uint64
+	ev := protocol.OutputEvent{SessionID: p.sess.id, ProcessID: p.id, PTYID: p.ptyID}
+	var line []byte
 	send := func(b []byte) {
 		if len(b) == 0 {
 			return
@@ -174,11 +176,9 @@ func (p *process) pump(r io.Reader, method string, counter *atomic.Int64, limitT
 		allowed, overrun := p.take(len(b))
 		if allowed > 0 {
 			seq++
-			data, enc := protocol.EncodeData(b[:allowed])
-			c.notify(method, protocol.OutputEvent{
-				SessionID: p.sess.id, ProcessID: p.id, PTYID: p.ptyID,
-				Seq: seq, Data: data, Encoding: enc,
-			})
+			ev.Seq = seq
+			line = protocol.AppendOutputEvent(line[:0], method, &ev, b[:allowed])
+			c.enc.WriteLine(line) // an error means the client left; keep draining
 		}
 		if overrun {
 			c.notify(protocol.EventExecError, protocol.ErrorEvent{

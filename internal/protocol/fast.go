@@ -1,0 +1,303 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/base64"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Output events are most of the bytes on the wire, so they have a fast path:
+// AppendOutputEvent writes them without reflection, and ParseOutputEvent
+// reads exactly that layout back. Anything else on the wire goes through
+// encoding/json; the fast parser says so by returning ok == false, never by
+// guessing.
+
+// AppendOutputEvent appends the NDJSON line of an output event (method is
+// exec.stdout, exec.stderr or pty.output), newline included. data is the
+// raw payload; it is sent as utf8 when valid, else base64.
+func AppendOutputEvent(dst []byte, method string, ev *OutputEvent, data []byte) []byte {
+	dst = append(dst, `{"jsonrpc":"2.0","method":`...)
+	dst = appendString(dst, method)
+	dst = append(dst, `,"params":{"session_id":`...)
+	dst = appendString(dst, ev.SessionID)
+	dst = append(dst, `,"process_id":`...)
+	dst = appendString(dst, ev.ProcessID)
+	if ev.PTYID != "" {
+		dst = append(dst, `,"pty_id":`...)
+		dst = appendString(dst, ev.PTYID)
+	}
+	dst = append(dst, `,"seq":`...)
+	dst = strconv.AppendUint(dst, ev.Seq, 10)
+	dst = append(dst, `,"data":"`...)
+	enc := EncodingUTF8
+	if utf8.Valid(data) {
+		dst = appendEscaped(dst, data)
+	} else {
+		enc = EncodingBase64
+		n := base64.StdEncoding.EncodedLen(len(data))
+		dst = append(dst, make([]byte, n)...)
+		base64.StdEncoding.Encode(dst[len(dst)-n:], data)
+	}
+	dst = append(dst, `","encoding":"`...)
+	dst = append(dst, enc...)
+	dst = append(dst, "\"}}\n"...)
+	return dst
+}
+
+func appendString(dst []byte, s string) []byte {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD") // as encoding/json does
+	}
+	dst = append(dst, '"')
+	dst = appendEscaped(dst, []byte(s))
+	return append(dst, '"')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendEscaped escapes valid UTF-8 for a JSON string: quote, backslash and
+// control characters; everything else is copied in runs.
+func appendEscaped(dst, s []byte) []byte {
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		start = i + 1
+	}
+	return append(dst, s[start:]...)
+}
+
+// ParseOutputEvent reads a line written by AppendOutputEvent. It returns
+// the method, the event (Data left empty) and the decoded payload, or
+// ok == false when the line has any other shape.
+func ParseOutputEvent(line []byte) (method string, ev OutputEvent, data []byte, ok bool) {
+	p := fastParser{b: line}
+	if !p.lit(`{"jsonrpc":"2.0","method":`) {
+		return
+	}
+	m, ok1 := p.str()
+	if !ok1 || (m != EventExecStdout && m != EventExecStderr && m != EventPTYOutput) {
+		return
+	}
+	if !p.lit(`,"params":{"session_id":`) {
+		return
+	}
+	if ev.SessionID, ok1 = p.str(); !ok1 || !p.lit(`,"process_id":`) {
+		return
+	}
+	if ev.ProcessID, ok1 = p.str(); !ok1 {
+		return
+	}
+	if p.lit(`,"pty_id":`) {
+		if ev.PTYID, ok1 = p.str(); !ok1 {
+			return
+		}
+	}
+	if !p.lit(`,"seq":`) {
+		return
+	}
+	if ev.Seq, ok1 = p.uint(); !ok1 || !p.lit(`,"data":"`) {
+		return
+	}
+	raw, ok1 := p.until('"')
+	if !ok1 || !p.lit(`,"encoding":"`) {
+		return
+	}
+	enc, ok1 := p.until('"')
+	if !ok1 || !p.lit(`}}`) || !p.end() {
+		return
+	}
+	switch string(enc) {
+	case EncodingUTF8:
+		d, ok2 := unescape(raw)
+		if !ok2 {
+			return
+		}
+		data = d
+	case EncodingBase64:
+		d := make([]byte, base64.StdEncoding.DecodedLen(len(raw)))
+		n, err := base64.StdEncoding.Strict().Decode(d, raw)
+		if err != nil || bytes.ContainsAny(raw, "\r\n") {
+			return
+		}
+		data = d[:n]
+	default:
+		return
+	}
+	ev.Encoding = string(enc)
+	return m, ev, data, true
+}
+
+type fastParser struct {
+	b []byte
+	i int
+}
+
+func (p *fastParser) lit(s string) bool {
+	if len(p.b)-p.i >= len(s) && string(p.b[p.i:p.i+len(s)]) == s {
+		p.i += len(s)
+		return true
+	}
+	return false
+}
+
+func (p *fastParser) end() bool {
+	rest := bytes.TrimRight(p.b[p.i:], " \t\r\n")
+	return len(rest) == 0
+}
+
+// until returns the raw bytes up to the next unescaped c (a string's end)
+// and moves past it.
+func (p *fastParser) until(c byte) ([]byte, bool) {
+	start := p.i
+	for {
+		j := bytes.IndexByte(p.b[p.i:], c)
+		if j < 0 {
+			return nil, false
+		}
+		k := p.i + j
+		n := 0 // backslashes right before it: an odd count escapes it
+		for m := k - 1; m >= start && p.b[m] == '\\'; m-- {
+			n++
+		}
+		p.i = k + 1
+		if n%2 == 0 {
+			return p.b[start:k], true
+		}
+	}
+}
+
+// str reads a JSON string with no escapes (ids are plain).
+func (p *fastParser) str() (string, bool) {
+	if !p.lit(`"`) {
+		return "", false
+	}
+	raw, ok := p.until('"')
+	if !ok || !utf8.Valid(raw) {
+		return "", false
+	}
+	for _, c := range raw {
+		if c < 0x20 || c == '\\' {
+			return "", false
+		}
+	}
+	return string(raw), true
+}
+
+func (p *fastParser) uint() (uint64, bool) {
+	start := p.i
+	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+		p.i++
+	}
+	if p.i == start || p.i-start > 19 {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(p.b[start:p.i]), 10, 64)
+	return v, err == nil
+}
+
+// unescape decodes the body of a JSON string. It refuses raw control
+// characters and invalid UTF-8, as a JSON decoder would.
+func unescape(raw []byte) ([]byte, bool) {
+	out := make([]byte, 0, len(raw))
+	for i := 0; i < len(raw); {
+		j := bytes.IndexByte(raw[i:], '\\')
+		if j < 0 {
+			j = len(raw) - i
+		}
+		run := raw[i : i+j]
+		for _, c := range run {
+			if c < 0x20 {
+				return nil, false
+			}
+		}
+		out = append(out, run...)
+		i += j
+		if i >= len(raw) {
+			break
+		}
+		i++ // the backslash
+		if i >= len(raw) {
+			return nil, false
+		}
+		switch raw[i] {
+		case '"', '\\', '/':
+			out = append(out, raw[i])
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, ok := hex4(raw[i+1:])
+			if !ok {
+				return nil, false
+			}
+			i += 4
+			if utf16.IsSurrogate(r) {
+				if i+6 < len(raw) && raw[i+1] == '\\' && raw[i+2] == 'u' {
+					if r2, ok := hex4(raw[i+3:]); ok {
+						if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+							out = utf8.AppendRune(out, dec)
+							i += 7
+							continue
+						}
+					}
+				}
+				r = utf8.RuneError
+			}
+			out = utf8.AppendRune(out, r)
+		default:
+			return nil, false
+		}
+		i++
+	}
+	if !utf8.Valid(out) {
+		return nil, false
+	}
+	return out, true
+}
+
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			r |= rune(c - 'A' + 10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
