@@ -197,32 +197,75 @@ type plan struct {
 // plan reads every tree under root and checks every rule, so nothing is
 // written for a bad tree.
 func (s *Store) plan(ctx context.Context, root Digest) (*plan, error) {
-	p := &plan{}
 	cache := map[Digest]Tree{}
-	count := 0
+	read := func(d Digest, rel string) (Tree, error) {
+		if t, ok := cache[d]; ok {
+			return t, nil
+		}
+		t, err := s.ReadTree(d)
+		if err != nil {
+			return Tree{}, &MaterializeError{Path: rel, Err: err}
+		}
+		cache[d] = t
+		return t, nil
+	}
+
+	// Size the tree first over its distinct subtrees, so a small DAG that
+	// names billions of paths is refused at once.
+	type size struct{ entries, depth int }
+	sizes := map[Digest]size{}
+	var measure func(d Digest, rel string, depth int) (size, error)
+	measure = func(d Digest, rel string, depth int) (size, error) {
+		if sz, ok := sizes[d]; ok {
+			return sz, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return size{}, err
+		}
+		if depth > MaxTreeDepth {
+			return size{}, &MaterializeError{Path: rel, Err: fmt.Errorf("%w: deeper than %d levels", ErrInvalidTree, MaxTreeDepth)}
+		}
+		t, err := read(d, rel)
+		if err != nil {
+			return size{}, err
+		}
+		sz := size{entries: len(t.Entries)}
+		for _, e := range t.Entries {
+			if e.Type != EntryDir {
+				continue
+			}
+			sub, err := measure(e.Digest, path.Join(rel, e.Name), depth+1)
+			if err != nil {
+				return size{}, err
+			}
+			sz.entries = min(sz.entries+sub.entries, MaxMaterializeEntries+1)
+			sz.depth = max(sz.depth, sub.depth+1)
+		}
+		sizes[d] = sz
+		return sz, nil
+	}
+	sz, err := measure(root, "", 0)
+	if err != nil {
+		return nil, err
+	}
+	if sz.entries > MaxMaterializeEntries || sz.depth > MaxTreeDepth {
+		return nil, &MaterializeError{Err: fmt.Errorf("%w: more than %d entries or %d levels", ErrInvalidTree, MaxMaterializeEntries, MaxTreeDepth)}
+	}
+
+	p := &plan{}
 	var walk func(d Digest, rel string, depth int) error
 	walk = func(d Digest, rel string, depth int) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if depth > MaxTreeDepth {
-			return &MaterializeError{Path: rel, Err: fmt.Errorf("%w: deeper than %d levels", ErrInvalidTree, MaxTreeDepth)}
-		}
-		t, ok := cache[d]
-		if !ok {
-			var err error
-			if t, err = s.ReadTree(d); err != nil {
-				return &MaterializeError{Path: rel, Err: err}
-			}
-			cache[d] = t
+		t, err := read(d, rel)
+		if err != nil {
+			return err
 		}
 		for _, e := range t.Entries {
 			// Names were checked by DecodeTree; a symlink's escape depends
 			// on where the tree is used, so it is checked here.
 			child := path.Join(rel, e.Name)
-			if count++; count > MaxMaterializeEntries {
-				return &MaterializeError{Path: child, Err: fmt.Errorf("%w: more than %d entries", ErrInvalidTree, MaxMaterializeEntries)}
-			}
 			switch e.Type {
 			case EntryDir:
 				p.dirs = append(p.dirs, plannedEntry{child, e})

@@ -170,8 +170,11 @@ func (s *Store) UpdateRef(ctx context.Context, key RefKey, oldRev int64, snapsho
 
 	lock := flock.New(filepath.Join(s.refs, key.id()+".lock"))
 	ok, err := lock.TryLockContext(ctx, 5*time.Millisecond)
-	if err != nil || !ok {
-		return Ref{}, fmt.Errorf("update ref %s:%s: lock: %w", key.Target, key.Path, errors.Join(err, ctx.Err()))
+	if err == nil && !ok {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return Ref{}, fmt.Errorf("update ref %s:%s: lock %s: %w", key.Target, key.Path, lock.Path(), err)
 	}
 	defer lock.Unlock()
 

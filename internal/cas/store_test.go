@@ -157,6 +157,7 @@ func TestTamperedObjectsAreRefusedOnRead(t *testing.T) {
 	for rname, read := range reads {
 		for tname, change := range tampers {
 			t.Run(rname+"/"+tname, func(t *testing.T) {
+				t.Parallel()
 				s := newStore(t)
 				orig, _ := Tree{Entries: []Entry{{Name: "f", Type: EntryFile, Digest: DigestOf([]byte("x"))}}}.Encode()
 				d, err := s.Add(orig)

@@ -266,6 +266,7 @@ func TestFetchRefusesWhatTheRemoteGetsWrong(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			far := newStore(t)
 			root := ingestSpec(t, far, fileSpec{"p": "payload\n", "q": "other\n"})
 			remote := &countingRemote{LocalRemote: LocalRemote{Store: far}, t: t, tamper: tt.tamper}

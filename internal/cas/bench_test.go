@@ -1,0 +1,81 @@
+package cas
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// smallFilesDir writes n files of about 1 KiB over n/100 directories.
+func smallFilesDir(b *testing.B, n int) (string, int64) {
+	b.Helper()
+	dir := b.TempDir()
+	var total int64
+	for i := range n {
+		p := filepath.Join(dir, fmt.Sprintf("d%03d", i/100), fmt.Sprintf("f%05d.txt", i))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		data := fmt.Appendf(nil, "%d %01000d\n", i, i)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		total += int64(len(data))
+	}
+	return dir, total
+}
+
+// BenchmarkIngestSmallFiles: first ingest of 2,000 small files into an
+// empty store (hash, write, fsync, rename).
+func BenchmarkIngestSmallFiles(b *testing.B) {
+	dir, total := smallFilesDir(b, 2000)
+	b.SetBytes(total)
+	for b.Loop() {
+		b.StopTimer()
+		s, err := Open(b.TempDir())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if _, problems, err := s.Ingest(b.Context(), dir); err != nil || len(problems) > 0 {
+			b.Fatal(err, problems)
+		}
+	}
+}
+
+// BenchmarkIngestUnchanged: re-ingest of the same 2,000 files, which only
+// reads and hashes.
+func BenchmarkIngestUnchanged(b *testing.B) {
+	dir, total := smallFilesDir(b, 2000)
+	s := newStore(b)
+	if _, _, err := s.Ingest(b.Context(), dir); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(total)
+	for b.Loop() {
+		if _, _, err := s.Ingest(b.Context(), dir); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPushUnchanged: the cost of finding out that a remote already has
+// a 2,000-file tree (one query).
+func BenchmarkPushUnchanged(b *testing.B) {
+	dir, _ := smallFilesDir(b, 2000)
+	local, far := newStore(b), newStore(b)
+	root, _, err := local.Ingest(b.Context(), dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	remote := LocalRemote{Store: far}
+	if _, err := Push(b.Context(), local, remote, root); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if st, err := Push(b.Context(), local, remote, root); err != nil || st.Queries != 1 {
+			b.Fatal(st, err)
+		}
+	}
+}
