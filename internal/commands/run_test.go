@@ -76,7 +76,9 @@ func code(n int) *int { return &n }
 // events is a scripted run: interleaved output, a partial last line, a
 // failing host and an unreachable one.
 func scriptedRun(sink outputSink) {
-	ev := func(t string, k fanout.EventKind, s string) { sink.event(fanout.Event{Target: t, Kind: k, Data: []byte(s)}) }
+	ev := func(t string, k fanout.EventKind, s string) {
+		sink.event(fanout.Event{Target: t, Kind: k, Data: []byte(s)})
+	}
 	ev("web1", fanout.EventStart, "")
 	ev("db10", fanout.EventStart, "")
 	ev("web1", fanout.EventStdout, "Linux web1\nup 3 ")
