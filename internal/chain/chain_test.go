@@ -202,6 +202,7 @@ func TestValidation(t *testing.T) {
 		".ai/tools/v/none.yaml":    tool("v/rt", ""),
 		".ai/tools/v/invalid.py":   "__executor_id__ = 'v/rt'\n__version__ = '2.5'\n",
 		".ai/tools/v/float.yaml":   tool("v/rt", "version: 2.5\n"),
+		".ai/tools/v/hfloat.sh":    "# rex: executor_id: v/rt\n# rex: version: 2.50\n",
 		".ai/tools/v/badrt.yaml":   runtimeYAML(PrimitiveExecute, "child_constraints: {min_version: 2.x}\n"),
 		".ai/tools/v/tobad.yaml":   tool("v/badrt", "version: 2.0.0\n"),
 		".ai/tools/v/ownbad.yaml":  tool(PrimitiveExecute, "version: latest\nconfig: {command: x}\n"),
@@ -233,6 +234,7 @@ func TestValidation(t *testing.T) {
 		{"v/none", []ProblemKind{ProblemMissingVersion}, "declares no version"},
 		{"v/invalid", []ProblemKind{ProblemInvalidVersion}, `"2.5" is not MAJOR.MINOR.PATCH`},
 		{"v/float", []ProblemKind{ProblemInvalidVersion}, "version 2.5 is a number, not a string"},
+		{"v/hfloat", []ProblemKind{ProblemInvalidVersion}, "version 2.50 is a number, not a string"},
 		{"v/tobad", []ProblemKind{ProblemInvalidVersion}, "child_constraints.min_version"},
 		{"v/ownbad", []ProblemKind{ProblemInvalidVersion}, `"latest"`},
 	}

@@ -32,10 +32,10 @@ const (
 	maxHeaderBytes = 64 << 10
 )
 
-// parseHeader extracts and parses the header. found is false when the file
-// has no "rex:" lines, which means it is not an item.
-func parseHeader(src []byte, marker string) (raw map[string]any, found bool, err error) {
-	var doc []string
+// parseHeader extracts and parses the header; doc is the YAML text. found
+// is false when the file has no "rex:" lines, which means it is not an item.
+func parseHeader(src []byte, marker string) (raw map[string]any, doc []byte, found bool, err error) {
+	var lines []string
 	rest := src
 	for n := 0; len(rest) > 0 && n < maxHeaderLines && len(src)-len(rest) < maxHeaderBytes; n++ {
 		var line []byte
@@ -63,16 +63,17 @@ func parseHeader(src []byte, marker string) (raw map[string]any, found bool, err
 			continue
 		}
 		body = strings.TrimPrefix(body[len("rex:"):], " ")
-		doc = append(doc, body)
+		lines = append(lines, body)
 	}
-	if len(doc) == 0 {
-		return nil, false, nil
+	if len(lines) == 0 {
+		return nil, nil, false, nil
 	}
-	raw, err = parseYAMLMap([]byte(strings.Join(doc, "\n")))
+	doc = []byte(strings.Join(lines, "\n"))
+	raw, err = parseYAMLMap(doc)
 	if err != nil {
-		return nil, true, fmt.Errorf("header: %w", err)
+		return nil, doc, true, fmt.Errorf("header: %w", err)
 	}
-	return raw, true, nil
+	return raw, doc, true, nil
 }
 
 // maxYAMLNodes bounds the nodes a YAML document may expand to, aliases

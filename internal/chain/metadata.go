@@ -178,7 +178,7 @@ func loadMetadata(name string, src []byte) (meta *Metadata, isItem bool, err err
 			marker = "//"
 		}
 		var found bool
-		raw, found, err = parseHeader(src, marker)
+		raw, yamlSrc, found, err = parseHeader(src, marker)
 		if !found {
 			return nil, false, nil
 		}

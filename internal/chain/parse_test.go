@@ -195,7 +195,7 @@ func TestParseHeader(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, found, err := parseHeader([]byte(tt.src), tt.marker)
+			got, _, found, err := parseHeader([]byte(tt.src), tt.marker)
 			if found != tt.found {
 				t.Fatalf("found = %v, want %v", found, tt.found)
 			}
@@ -222,13 +222,13 @@ func FuzzShellHeader(f *testing.F) {
 		if marker != "#" && marker != "//" {
 			marker = "#"
 		}
-		raw, found, err := parseHeader(src, marker)
+		raw, doc, found, err := parseHeader(src, marker)
 		if err == nil && found {
 			if _, err := json.Marshal(raw); err != nil {
 				t.Fatalf("header %#v has no JSON form: %v", raw, err)
 			}
 			// Whatever parsed must convert to metadata or fail cleanly.
-			_, _ = metadataFromRaw(raw, nil)
+			_, _ = metadataFromRaw(raw, doc)
 		}
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -730,11 +731,13 @@ func (p *planner) execution(params map[string]any) error {
 			merged[k] = cfgVal{v, i}
 		}
 	}
-	pj, err := json.Marshal(params)
-	if err != nil {
+	var pj bytes.Buffer
+	enc := json.NewEncoder(&pj)
+	enc.SetEscapeHTML(false) // the tool reads JSON, not HTML: keep <, > and & as typed
+	if err := enc.Encode(params); err != nil {
 		return fmt.Errorf("encode parameters as JSON: %w", err)
 	}
-	paramsJSON := string(pj)
+	paramsJSON := strings.TrimSuffix(pj.String(), "\n")
 
 	// Pass 1 on trusted config values, context values as final text, then
 	// parameters as final text; pass 2 until stable.
@@ -782,18 +785,18 @@ func (p *planner) execution(params map[string]any) error {
 			b, _ := json.Marshal(params[k])
 			s = string(b)
 		}
-		vals[k] = []seg{{text: s, final: true}}
+		vals[k] = []seg{{text: s, final: true, param: true}}
 	}
 	if len(excluded) > 0 {
 		p.tr.add(TraceEvent{Step: StepParams, ItemID: p.c.ID, Keys: excluded,
 			Detail: "named like primitive config or context keys: excluded from templating, still in params_json"})
 	}
-	resolved, err := resolveValues(vals)
+	resolved, tainted, err := resolveValues(vals)
 	if err != nil {
 		return fmt.Errorf("tool %s: %w", p.c.ID, err)
 	}
 
-	renderKey := func(key string, s string, shell bool, allowStdin bool, origin int, what string) (string, error) {
+	renderKey := func(s string, shell, inline, allowStdin bool, origin int, what string) (string, error) {
 		vv := resolved
 		if dir := p.elementDir(origin); dir != "" {
 			vv = make(map[string]string, len(resolved)+1)
@@ -802,7 +805,7 @@ func (p *planner) execution(params map[string]any) error {
 			}
 			vv["runtime_dir"] = dir
 		}
-		o := renderOpts{lookup: p.lookup, vals: vv, shell: shell, what: what}
+		o := renderOpts{lookup: p.lookup, vals: vv, shell: shell, inlineCode: inline, tainted: tainted, what: what}
 		if allowStdin {
 			o.paramsJSON = &paramsJSON
 		}
@@ -828,7 +831,7 @@ func (p *planner) execution(params map[string]any) error {
 	if !ok || cmdS == "" {
 		return fmt.Errorf("%s: config.command must be a non-empty string", elName(cmdV.origin))
 	}
-	command, err := renderKey("command", cmdS, false, false, cmdV.origin, elName(cmdV.origin)+" command")
+	command, err := renderKey(cmdS, false, false, false, cmdV.origin, elName(cmdV.origin)+" command")
 	if err != nil {
 		return err
 	}
@@ -846,9 +849,13 @@ func (p *planner) execution(params map[string]any) error {
 			if !ok {
 				return fmt.Errorf("%s: config.args[%d] must be a string", elName(av.origin), i)
 			}
-			// The argument after -c of a shell is a command line.
-			shell := len(argv) >= 2 && isShell(command) && isShellCFlag(argv[len(argv)-1])
-			out, err := renderKey("args", s, shell, false, av.origin, fmt.Sprintf("%s args[%d]", elName(av.origin), i))
+			// The argument after -c of a shell (the command, or a later
+			// argument as in "env bash -c" or "sudo sh -c") is a command
+			// line; after -c/-e of another interpreter it is program text.
+			prev := argv[len(argv)-1]
+			shell := len(argv) >= 2 && isShellCFlag(prev) && slices.ContainsFunc(argv[:len(argv)-1], isShell)
+			inline := len(argv) >= 2 && !shell && isInlineCode(argv[:len(argv)-1], prev)
+			out, err := renderKey(s, shell, inline, false, av.origin, fmt.Sprintf("%s args[%d]", elName(av.origin), i))
 			if err != nil {
 				return err
 			}
@@ -861,7 +868,7 @@ func (p *planner) execution(params map[string]any) error {
 		if !ok {
 			return fmt.Errorf("%s: config.input_data must be a string", elName(iv.origin))
 		}
-		out, err := renderKey("input_data", s, false, true, iv.origin, elName(iv.origin)+" input_data")
+		out, err := renderKey(s, false, false, true, iv.origin, elName(iv.origin)+" input_data")
 		if err != nil {
 			return err
 		}
@@ -883,7 +890,7 @@ func (p *planner) execution(params map[string]any) error {
 		if !ok {
 			return fmt.Errorf("%s: config.cwd must be a string", elName(cv.origin))
 		}
-		if cwd, err = renderKey("cwd", s, false, false, cv.origin, elName(cv.origin)+" cwd"); err != nil {
+		if cwd, err = renderKey(s, false, false, false, cv.origin, elName(cv.origin)+" cwd"); err != nil {
 			return err
 		}
 	}

@@ -34,9 +34,11 @@ const (
 
 // seg is a piece of a value: template text that pass 2 may still expand,
 // or final text (a parameter, an env value, a path) that it never touches.
+// param marks text that came from a user parameter.
 type seg struct {
 	text  string
 	final bool
+	param bool
 }
 
 // placeholderRE matches {name}.
@@ -117,14 +119,15 @@ func flatten(segs []seg) string {
 // resolveValues expands the value map's references to itself until nothing
 // changes, at most maxTemplateRounds rounds, and flattens it. References
 // still pending after that are a cycle (or nesting too deep) and an error.
-func resolveValues(vals map[string][]seg) (map[string]string, error) {
+// tainted names the values that hold text from a parameter.
+func resolveValues(vals map[string][]seg) (out map[string]string, tainted map[string]bool, err error) {
 	for range maxTemplateRounds {
 		next := make(map[string][]seg, len(vals))
 		changed := false
 		for k, segs := range vals {
 			ns, ch := substitute(segs, vals)
 			if segsLen(ns) > maxValueBytes {
-				return nil, fmt.Errorf("template value {%s} grows beyond %d bytes", k, maxValueBytes)
+				return nil, nil, fmt.Errorf("template value {%s} grows beyond %d bytes", k, maxValueBytes)
 			}
 			next[k] = ns
 			changed = changed || ch
@@ -142,13 +145,19 @@ func resolveValues(vals map[string][]seg) (map[string]string, error) {
 	}
 	if len(pending) > 0 {
 		sort.Strings(pending)
-		return nil, fmt.Errorf("config values %s still refer to each other after %d rounds of substitution; break the cycle", strings.Join(pending, ", "), maxTemplateRounds)
+		return nil, nil, fmt.Errorf("config values %s still refer to each other after %d rounds of substitution; break the cycle", strings.Join(pending, ", "), maxTemplateRounds)
 	}
-	out := make(map[string]string, len(vals))
+	out = make(map[string]string, len(vals))
+	tainted = map[string]bool{}
 	for k, segs := range vals {
 		out[k] = flatten(segs)
+		for _, s := range segs {
+			if s.param {
+				tainted[k] = true
+			}
+		}
 	}
-	return out, nil
+	return out, tainted, nil
 }
 
 // renderOpts configures one template rendering.
@@ -156,6 +165,8 @@ type renderOpts struct {
 	lookup     lookupFunc        // pass 1 variables
 	vals       map[string]string // pass 2 values, fully resolved
 	shell      bool              // the template is a shell command line
+	inlineCode bool              // the template is program text for an interpreter (python -c)
+	tainted    map[string]bool   // values that hold parameter text
 	paramsJSON *string           // non-nil: {params_json} may appear (stdin only)
 	what       string            // names the template in errors
 }
@@ -173,6 +184,9 @@ func render(tmpl string, o renderOpts) (string, []string, error) {
 	)
 	state := unquoted
 	emit := func(v, name string) error {
+		if o.inlineCode && o.tainted[strings.Trim(name, "{}")] {
+			return fmt.Errorf("%s: %s carries a parameter into program text, where no quoting is safe; read parameters from stdin (params_json) instead", o.what, name)
+		}
 		if !o.shell {
 			b.WriteString(v)
 			return nil
@@ -251,6 +265,23 @@ func isShellCFlag(arg string) bool {
 		}
 	}
 	return strings.ContainsRune(arg[1:], 'c')
+}
+
+// isInlineCode reports whether the argument after prev is program text for
+// an interpreter other than a shell (python -c, node -e, perl -e, ...).
+func isInlineCode(argv []string, prev string) bool {
+	switch prev {
+	case "-c", "-e", "-E", "--eval", "-p", "--print", "-r":
+	default:
+		return false
+	}
+	for _, a := range argv {
+		switch strings.TrimRight(path.Base(a), "0123456789.") {
+		case "python", "pypy", "node", "nodejs", "tsx", "deno", "bun", "ruby", "perl", "php", "lua", "luajit", "Rscript", "awk", "gawk", "mawk", "osascript", "pwsh":
+			return true
+		}
+	}
+	return false
 }
 
 // isShell reports whether a rendered command names a POSIX shell.

@@ -44,6 +44,10 @@ func hostileProject(t *testing.T) string {
 		// An argv: {msg} is one argument, no shell involved.
 		".ai/tools/h/argv.yaml": "tool_type: runtime\nexecutor_id: rex/core/primitives/execute\n" +
 			"config:\n  command: printf\n  args: [\"[%s]\\n\", \"{msg}\", \"hi {msg}\"]\n  input_data: \"{params_json}\"\n",
+		// The shell is not argv[0]: env sh -c ... is a command line too.
+		".ai/tools/h/envsh.yaml": "tool_type: runtime\nexecutor_id: rex/core/primitives/execute\n" +
+			"config:\n  command: env\n  args: [\"sh\", \"-c\", \"printf '[%s]\\\\n' {msg} {greeting}\"]\n  greeting: \"hi {msg}\"\n  input_data: \"{params_json}\"\n",
+		".ai/tools/h/tenvsh.yaml": "executor_id: h/envsh\n",
 		".ai/tools/h/tshell.yaml": "executor_id: h/shell\n",
 		".ai/tools/h/targv.yaml":  "executor_id: h/argv\n",
 		".ai/tools/h/tbash.sh":    "#!/bin/bash\n# rex: executor_id: rex/core/runtimes/bash/bash\nprintf '[%s]\\n' \"$REX_PARAM_MSG\"\n",
@@ -54,7 +58,7 @@ func TestHostileParameters(t *testing.T) {
 	proj := hostileProject(t)
 	e := newEngine(t, Options{ProjectRoot: proj})
 	tgt := localTarget(t, map[string]string{"SECRET": "from-target"})
-	for _, tool := range []string{"h/tshell", "h/targv", "h/tbash"} {
+	for _, tool := range []string{"h/tshell", "h/tenvsh", "h/targv", "h/tbash"} {
 		for _, v := range hostile {
 			pl, err := e.Plan(t.Context(), PlanRequest{ID: tool, Params: map[string]string{"msg": v}, Target: tgt})
 			if err != nil {
@@ -117,12 +121,15 @@ func TestTemplateRules(t *testing.T) {
 		".ai/tools/t/reserved.yaml": rt(`["-c", "printf '%s|' \"$0\" \"$1\"", "{command}", "{tool_id}"]`, "  input_data: \"{params_json}\"\n"),
 		".ai/tools/t/nested.yaml": rt(`["-c", "printf '%s\\n' {a}"]`,
 			"  a: \"{b}/{tool_id}\"\n  b: \"{c}\"\n  c: \"${HOME_DIR:-none}-{msg}\"\n"),
-		".ai/tools/t/cycle.yaml":    rt(`["{a}"]`, "  a: \"{b}\"\n  b: \"{a}\"\n"),
-		".ai/tools/t/unknown.yaml":  rt(`["-c", "true", "{nope}"]`, ""),
-		".ai/tools/t/envq.yaml":     rt(`["-c", "printf '%s\\n' ${HOME_DIR}"]`, ""),
-		".ai/tools/t/escaped.yaml":  rt(`["-c", "printf '%s\\n' \\{msg}"]`, ""),
-		".ai/tools/t/tool.yaml":     "executor_id: t/nested\n",
-		".ai/tools/t/override.yaml": "executor_id: t/nested\nconfig:\n  c: \"tool-{msg}\"\n",
+		".ai/tools/t/cycle.yaml":      rt(`["{a}"]`, "  a: \"{b}\"\n  b: \"{a}\"\n"),
+		".ai/tools/t/unknown.yaml":    rt(`["-c", "true", "{nope}"]`, ""),
+		".ai/tools/t/envq.yaml":       rt(`["-c", "printf '%s\\n' ${HOME_DIR}"]`, ""),
+		".ai/tools/t/escaped.yaml":    rt(`["-c", "printf '%s\\n' \\{msg}"]`, ""),
+		".ai/tools/t/tool.yaml":       "executor_id: t/nested\n",
+		".ai/tools/t/pycode.yaml":     "tool_type: runtime\nexecutor_id: rex/core/primitives/execute\nconfig:\n  command: python3\n  args: [\"-c\", \"print('{msg}')\"]\n",
+		".ai/tools/t/pyindirect.yaml": "tool_type: runtime\nexecutor_id: rex/core/primitives/execute\nconfig:\n  command: /usr/bin/env\n  args: [python3, \"-c\", \"print({quoted})\"]\n  quoted: \"'{msg}'\"\n",
+		".ai/tools/t/pyctx.yaml":      "tool_type: runtime\nexecutor_id: rex/core/primitives/execute\nconfig:\n  command: python3\n  args: [\"-c\", \"import sys; print(sys.argv[1], '{tool_id}')\", \"{msg}\"]\n  input_data: \"{params_json}\"\n",
+		".ai/tools/t/override.yaml":   "executor_id: t/nested\nconfig:\n  c: \"tool-{msg}\"\n",
 	})
 	e := newEngine(t, Options{ProjectRoot: proj})
 	tgt := localTarget(t, map[string]string{"HOME_DIR": "/home/o'neil $x"})
@@ -144,9 +151,26 @@ func TestTemplateRules(t *testing.T) {
 	_, err = plan("t/pjargs", nil)
 	errorContains(t, err, "{params_json} may only appear in input_data")
 
+	// Parameters never become program text of another interpreter,
+	// directly or through a config value; context values may.
+	_, err = plan("t/pycode", map[string]string{"msg": "x"})
+	errorContains(t, err, "{msg} carries a parameter into program text", "read parameters from stdin")
+	_, err = plan("t/pyindirect", map[string]string{"msg": "x"})
+	errorContains(t, err, "{quoted} carries a parameter into program text")
+	pl, err := plan("t/pyctx", map[string]string{"msg": "<a&b>'\")"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := run(pl); got != "<a&b>'\") t/pyctx\n" {
+		t.Errorf("pyctx: %q", got)
+	}
+	if string(pl.Stdin) != `{"msg":"<a&b>'\")"}` {
+		t.Errorf("params_json %s: want <, > and & as typed", pl.Stdin)
+	}
+
 	// Parameters named like primitive config or context keys are not
 	// template values; they still travel in params_json.
-	pl, err := plan("t/reserved", map[string]string{"command": "rm -rf /", "tool_id": "evil"})
+	pl, err = plan("t/reserved", map[string]string{"command": "rm -rf /", "tool_id": "evil"})
 	if err != nil {
 		t.Fatal(err)
 	}
