@@ -74,33 +74,28 @@ func diffLines(a, b [][]byte) []diffChange {
 }
 
 func diffPrepare(a, b [][]byte) (*diffSide, *diffSide) {
+	// Lines are classified together so equal lines share a class;
+	// count[side][class] says how often a class occurs on each side.
 	ids := make(map[string]int, len(a)+len(b))
-	var count1, count2 []int
-	classify := func(lines [][]byte, mine *[]int) []int {
-		cl := make([]int, len(lines))
+	var count [2][]int
+	classify := func(side int, lines [][]byte) *diffSide {
+		s := &diffSide{class: make([]int, len(lines)), changed: make([]bool, len(lines)+2)}
 		for i, l := range lines {
 			id, ok := ids[string(l)]
 			if !ok {
 				id = len(ids)
 				ids[string(l)] = id
-				count1 = append(count1, 0)
-				count2 = append(count2, 0)
+				count[0] = append(count[0], 0)
+				count[1] = append(count[1], 0)
 			}
-			(*mine)[id]++
-			cl[i] = id
+			count[side][id]++
+			s.class[i] = id
 		}
-		return cl
+		return s
 	}
-	// The counts slices grow inside classify; pass pointers to them.
-	s1 := &diffSide{}
-	s1.class = classify(a, &count1)
-	s2 := &diffSide{}
-	s2.class = classify(b, &count2)
-	s1.changed = make([]bool, s1.n()+2)
-	s2.changed = make([]bool, s2.n()+2)
-
+	s1, s2 := classify(0, a), classify(1, b)
 	diffTrimEnds(s1, s2)
-	diffCleanup(s1, s2, count1, count2)
+	diffCleanup(s1, s2, count[0], count[1])
 	return s1, s2
 }
 

@@ -31,7 +31,9 @@
 // A tree is stored only after every object it references (directly or
 // through subtrees) is stored. [Store.Ingest], [Fetch], [Push] and
 // [Store.MergeTrees] all write bottom-up, which lets [Push] skip a whole
-// subtree when the receiver already has its tree object.
+// subtree when the receiver already has its tree object. A corrupt object
+// moved to quarantine breaks the invariant for the trees above it; [Repair]
+// restores it by checking every object instead of trusting present trees.
 //
 // The package imports nothing of the console, the daemon or SSH; the daemon's
 // RPC handlers call [Store.Has], [Store.PutBatch], [Store.Get], [Upload],

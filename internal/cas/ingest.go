@@ -60,7 +60,21 @@ func (s *Store) Ingest(ctx context.Context, dir string) (root Digest, problems [
 		return Digest{}, nil, fmt.Errorf("ingest %s: %w", dir, err)
 	}
 	defer r.Close()
+	return s.ingest(ctx, r, dir)
+}
 
+// IngestIn is Ingest of the directory name inside root (a daemon's allowed
+// root): nothing outside root is read, whatever links the path holds.
+func (s *Store) IngestIn(ctx context.Context, root *os.Root, name string) (Digest, []IngestProblem, error) {
+	r, err := root.OpenRoot(name)
+	if err != nil {
+		return Digest{}, nil, fmt.Errorf("ingest %s: %w", name, err)
+	}
+	defer r.Close()
+	return s.ingest(ctx, r, name)
+}
+
+func (s *Store) ingest(ctx context.Context, r *os.Root, dir string) (root Digest, problems []IngestProblem, err error) {
 	var jobs []*ingestJob
 	top, err := s.ingestWalk(ctx, r, ".", 0, &jobs, &problems)
 	if err != nil {

@@ -197,9 +197,11 @@ func (s *Store) Put(o Object) error {
 // PutBatch stores a batch of objects received from a peer. It checks the
 // caps (MaxBatchEntries, MaxBatchBytes), every digest, and every object's
 // bytes against its digest BEFORE storing anything: one bad entry refuses
-// the whole call. Objects are then staged to fsynced temporary files and only
-// renamed into place once all are staged, so an I/O failure part way leaves
-// the store as it was.
+// the whole call and stores nothing. The bytes are hashed exactly as
+// received, never re-encoded. Objects are then written to temporary files,
+// fsynced, and renamed into place only once all are written, so a failure
+// while writing also stores nothing; should a rename itself fail, objects
+// renamed before it stay (each is valid) and the call fails, to be retried.
 func (s *Store) PutBatch(ctx context.Context, objects []Object) error {
 	if len(objects) > MaxBatchEntries {
 		return fmt.Errorf("put: %w: %d objects; send at most %d per batch", ErrBatchTooLarge, len(objects), MaxBatchEntries)

@@ -156,6 +156,60 @@ func Push(ctx context.Context, local *Store, remote Remote, root Digest) (Stats,
 	return st, nil
 }
 
+// Repair is Push without trusting the remote's trees: it asks about every
+// object under root, so an object the remote lost below a tree it still
+// holds (a corrupt object it moved aside, say) is sent again. Use it when
+// the remote reports a missing object under a tree Push considered
+// complete; it costs one query per MaxHasDigests objects.
+func Repair(ctx context.Context, local *Store, remote Remote, root Digest) (Stats, error) {
+	var st Stats
+	if err := root.Validate(); err != nil {
+		return st, fmt.Errorf("repair: %w", err)
+	}
+	trees := map[Digest]Tree{}
+	seen := map[ref]bool{{root, true}: true}
+	all := []ref{{root, true}}
+	for frontier := []Digest{root}; len(frontier) > 0; {
+		var next []Digest
+		for _, d := range frontier {
+			t, err := local.ReadTree(d)
+			if err != nil {
+				return st, fmt.Errorf("repair: %w", err)
+			}
+			trees[d] = t
+			n := len(all)
+			all = appendChildren(all, t, seen)
+			for _, c := range all[n:] {
+				if c.dir {
+					next = append(next, c.d)
+				}
+			}
+		}
+		frontier = next
+	}
+	lacking, err := queryHas(ctx, remote, digestsOf(all), &st)
+	if err != nil {
+		return st, fmt.Errorf("repair: %w", err)
+	}
+	missingTree := map[Digest]bool{}
+	var blobs []Digest
+	for _, c := range pick(all, lacking) {
+		if c.dir {
+			missingTree[c.d] = true
+		} else if _, isTree := trees[c.d]; !isTree {
+			blobs = append(blobs, c.d)
+		}
+	}
+	if err := sendObjects(ctx, local, remote, blobs, &st, false); err != nil {
+		return st, fmt.Errorf("repair: %w", err)
+	}
+	order := slices.DeleteFunc(childrenFirst(root, trees), func(d Digest) bool { return !missingTree[d] })
+	if err := sendObjects(ctx, local, remote, order, &st, true); err != nil {
+		return st, fmt.Errorf("repair: %w", err)
+	}
+	return st, nil
+}
+
 // ref is a child reference: a digest and whether it names a tree. The same
 // digest may be a blob in one place and a tree in another (a file holding a
 // tree's exact bytes); it is then walked as a tree too.

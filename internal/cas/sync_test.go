@@ -301,3 +301,44 @@ func TestPushRefusesWhatLocalLacks(t *testing.T) {
 		t.Fatal("a tree without its child reached the remote")
 	}
 }
+
+func TestRepairResendsWhatTheRemoteLostUnderAPresentTree(t *testing.T) {
+	ctx := t.Context()
+	local := newStore(t)
+	remote := &countingRemote{LocalRemote: LocalRemote{Store: newStore(t)}, t: t}
+	spec := projectSpec()
+	root := ingestSpec(t, local, spec)
+	if _, err := Push(ctx, local, remote, root); err != nil {
+		t.Fatal(err)
+	}
+	// The remote finds a blob corrupt and moves it aside: its trees stay.
+	lost := DigestOf([]byte(spec["a/b/c/f07.go"]))
+	tamper(t, remote.Store, lost, []byte(strings.ToUpper(spec["a/b/c/f07.go"])))
+	if _, err := remote.Store.Read(lost); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Read = %v, want ErrCorrupt", err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	if err := remote.Store.Materialize(ctx, root, out); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Materialize = %v, want ErrNotFound", err)
+	}
+	// Push trusts the root tree and sends nothing; Repair finds the hole.
+	if st, err := Push(ctx, local, remote, root); err != nil || st.Blobs != 0 {
+		t.Fatalf("Push = %+v, %v", st, err)
+	}
+	remote.reset()
+	st, err := Repair(ctx, local, remote, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Blobs != 1 || st.Trees != 0 || remote.putObjects != 1 {
+		t.Fatalf("Repair = %+v (%d objects on the wire); want the one lost blob", st, remote.putObjects)
+	}
+	if err := remote.Store.Materialize(ctx, root, out); err != nil {
+		t.Fatalf("after repair: %v", err)
+	}
+	// On a complete remote Repair sends nothing.
+	remote.reset()
+	if st, err := Repair(ctx, local, remote, root); err != nil || st.Blobs+st.Trees != 0 {
+		t.Fatalf("second Repair = %+v, %v", st, err)
+	}
+}

@@ -377,3 +377,28 @@ func TestIngestReportsUnreadableFiles(t *testing.T) {
 		t.Fatalf("problems = %q, want %q", got, want)
 	}
 }
+
+func TestIngestInStaysInsideTheRoot(t *testing.T) {
+	s := newStore(t)
+	base := t.TempDir()
+	outside := t.TempDir()
+	writeSpec(t, base, fileSpec{"proj/f": "inside\n", "escape": "->" + outside})
+	writeSpec(t, outside, fileSpec{"secret": "outside\n"})
+	r, err := os.OpenRoot(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	d, problems, err := s.IngestIn(t.Context(), r, "proj")
+	if err != nil || len(problems) > 0 {
+		t.Fatalf("IngestIn(proj) = %v, %v", problems, err)
+	}
+	if tr, _ := s.ReadTree(d); len(tr.Entries) != 1 || tr.Entries[0].Name != "f" {
+		t.Fatalf("tree = %+v", tr)
+	}
+	for _, name := range []string{"escape", "../" + filepath.Base(outside), "/etc"} {
+		if _, _, err := s.IngestIn(t.Context(), r, name); err == nil {
+			t.Errorf("IngestIn(%q) read outside the root", name)
+		}
+	}
+}
