@@ -32,7 +32,8 @@ type Client struct {
 	done    chan struct{}
 
 	// Counters of bytes on the wire, for tests and benchmarks.
-	bytesIn counter
+	bytesIn  counter
+	bytesOut counter
 }
 
 type call struct {
@@ -51,18 +52,21 @@ func New(rwc io.ReadWriteCloser) *Client {
 // Close (it may be nil).
 func NewConn(r io.Reader, w io.Writer, closer io.Closer) *Client {
 	c := &Client{
-		enc:     protocol.NewEncoder(w),
 		closer:  closer,
 		pending: map[string]*call{},
 		routes:  map[string]*route{},
 		done:    make(chan struct{}),
 	}
+	c.enc = protocol.NewEncoder(&countingWriter{w: w, n: &c.bytesOut})
 	go c.readLoop(protocol.NewDecoder(&countingReader{r: r, n: &c.bytesIn}, 0))
 	return c
 }
 
 // BytesIn is the number of bytes read from rexd so far.
 func (c *Client) BytesIn() int64 { return c.bytesIn.load() }
+
+// BytesOut is the number of bytes sent to rexd so far.
+func (c *Client) BytesOut() int64 { return c.bytesOut.load() }
 
 // Done is closed when the connection has ended.
 func (c *Client) Done() <-chan struct{} { return c.done }
@@ -285,5 +289,16 @@ type countingReader struct {
 func (r *countingReader) Read(p []byte) (int, error) {
 	n, err := r.r.Read(p)
 	r.n.add(n)
+	return n, err
+}
+
+type countingWriter struct {
+	w io.Writer
+	n *counter
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	n, err := w.w.Write(p)
+	w.n.add(n)
 	return n, err
 }

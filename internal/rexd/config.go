@@ -23,6 +23,9 @@ type Config struct {
 	AllowCommands []string
 	// AuditPath is the JSON-lines audit log; empty disables auditing.
 	AuditPath string
+	// CASDir is the object store of the cas.* methods; empty means
+	// DefaultCASDir.
+	CASDir string
 	// KillGrace is how long a process group has between TERM and KILL.
 	KillGrace time.Duration
 	// MaxLine bounds one request line.

@@ -31,6 +31,7 @@ type Server struct {
 	cfg   Config
 	roots rootSet
 	audit *auditLog
+	cas   casState
 
 	sessions atomic.Int64     // open sessions, all connections
 	ids      [3]atomic.Uint64 // sessions, processes, PTYs
@@ -97,7 +98,7 @@ func (s *Server) newID(prefix string) string {
 
 // capabilities are what this server implements.
 func (s *Server) capabilities() []string {
-	return []string{protocol.CapExec, protocol.CapFS, protocol.CapEvents, protocol.CapExecInput, protocol.CapPTY}
+	return []string{protocol.CapExec, protocol.CapFS, protocol.CapEvents, protocol.CapExecInput, protocol.CapPTY, protocol.CapCAS}
 }
 
 // BuildHash returns the SHA-256 of the running executable.
@@ -366,6 +367,20 @@ func lookup(method string) handler {
 		return (*conn).ptyResize
 	case protocol.MethodPTYClose:
 		return (*conn).ptyClose
+	case protocol.MethodCASHas:
+		return (*conn).casHas
+	case protocol.MethodCASPut:
+		return (*conn).casPut
+	case protocol.MethodCASGet:
+		return (*conn).casGet
+	case protocol.MethodCASPutChunk:
+		return (*conn).casPutChunk
+	case protocol.MethodCASGetChunk:
+		return (*conn).casGetChunk
+	case protocol.MethodCASMaterialize:
+		return (*conn).casMaterialize
+	case protocol.MethodCASIngest:
+		return (*conn).casIngest
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rexconsole/rex/internal/cas"
 	"github.com/rexconsole/rex/internal/protocol"
 )
 
@@ -28,6 +29,7 @@ type session struct {
 	ptys     map[string]*ptyProc
 	finished []string // ids of ended processes, oldest first
 	closed   bool
+	uploads  map[string]*cas.Upload // streamed cas puts in progress, by digest
 }
 
 // liveCount counts processes and PTYs that have not ended.
@@ -122,6 +124,12 @@ func (s *session) close(disconnect bool) []*process {
 	if s.ownRoots {
 		s.roots.close()
 	}
+	s.mu.Lock()
+	for _, up := range s.uploads {
+		up.Abort()
+	}
+	s.uploads = nil
+	s.mu.Unlock()
 	return detached
 }
 

@@ -1,0 +1,158 @@
+package rexclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/rexconsole/rex/internal/cas"
+	"github.com/rexconsole/rex/internal/protocol"
+)
+
+// CASRemote is the store of the rexd behind a session, as a cas.Remote:
+// Push and Fetch run over the cas.* methods.
+type CASRemote struct{ s *Session }
+
+// CAS returns the session's rexd store.
+func (s *Session) CAS() *CASRemote { return &CASRemote{s: s} }
+
+// HasCAS reports whether the rexd announced the cas capability.
+func (s *Session) HasCAS() bool {
+	for _, c := range s.Info.Capabilities {
+		if c == protocol.CapCAS {
+			return true
+		}
+	}
+	return false
+}
+
+var _ cas.Remote = (*CASRemote)(nil)
+
+func digestStrings(ds []cas.Digest) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.String()
+	}
+	return out
+}
+
+// Has implements cas.Remote.
+func (r *CASRemote) Has(ctx context.Context, digests []cas.Digest) ([]cas.Digest, error) {
+	var res protocol.CASHasResult
+	if err := r.s.c.Call(ctx, protocol.MethodCASHas, protocol.CASDigests{SessionID: r.s.ID, Digests: digestStrings(digests)}, &res); err != nil {
+		return nil, err
+	}
+	out := make([]cas.Digest, 0, len(res.Missing))
+	for _, m := range res.Missing {
+		d, err := cas.ParseDigest(m)
+		if err != nil {
+			return nil, fmt.Errorf("cas.has: rexd answered an invalid digest %q", m)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// Put implements cas.Remote.
+func (r *CASRemote) Put(ctx context.Context, objects []cas.Object) error {
+	p := protocol.CASPutParams{SessionID: r.s.ID, Objects: make([]protocol.CASObject, len(objects))}
+	for i, o := range objects {
+		p.Objects[i] = protocol.CASObject{Digest: o.Digest.String(), Data: cas.EncodeBase64(o.Data)}
+	}
+	return r.s.c.Call(ctx, protocol.MethodCASPut, p, nil)
+}
+
+// Get implements cas.Remote.
+func (r *CASRemote) Get(ctx context.Context, digests []cas.Digest) ([]cas.Object, error) {
+	var res protocol.CASGetResult
+	if err := r.s.c.Call(ctx, protocol.MethodCASGet, protocol.CASDigests{SessionID: r.s.ID, Digests: digestStrings(digests)}, &res); err != nil {
+		return nil, err
+	}
+	out := make([]cas.Object, len(res.Objects))
+	for i, o := range res.Objects {
+		d, err := cas.ParseDigest(o.Digest)
+		if err != nil {
+			return nil, fmt.Errorf("cas.get: rexd answered an invalid digest %q", o.Digest)
+		}
+		data, err := cas.DecodeBase64(o.Data)
+		if err != nil {
+			return nil, fmt.Errorf("cas.get: %s: %w", o.Digest, err)
+		}
+		out[i] = cas.Object{Digest: d, Data: data}
+	}
+	return out, nil
+}
+
+// PutStream implements cas.Remote with cas.put_chunk calls.
+func (r *CASRemote) PutStream(ctx context.Context, d cas.Digest, rd io.Reader) error {
+	buf := make([]byte, cas.MaxChunkSize)
+	var off int64
+	for {
+		n, err := io.ReadFull(rd, buf)
+		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("read %s: %w", d, err)
+		}
+		final := off+int64(n) >= d.Size || n < len(buf)
+		var res protocol.CASPutChunkResult
+		if cerr := r.s.c.Call(ctx, protocol.MethodCASPutChunk, protocol.CASPutChunkParams{
+			SessionID: r.s.ID, Digest: d.String(), Offset: off, Data: cas.EncodeBase64(buf[:n]), Final: final,
+		}, &res); cerr != nil {
+			return cerr
+		}
+		off += int64(n)
+		if final {
+			if !res.Committed {
+				return fmt.Errorf("cas.put_chunk: rexd did not commit %s", d)
+			}
+			return nil
+		}
+	}
+}
+
+// GetStream implements cas.Remote with cas.get_chunk calls.
+func (r *CASRemote) GetStream(ctx context.Context, d cas.Digest, w io.Writer) error {
+	var off int64
+	for {
+		var res protocol.CASGetChunkResult
+		if err := r.s.c.Call(ctx, protocol.MethodCASGetChunk, protocol.CASGetChunkParams{
+			SessionID: r.s.ID, Digest: d.String(), Offset: off, Length: cas.MaxChunkSize,
+		}, &res); err != nil {
+			return err
+		}
+		b, err := cas.DecodeBase64(res.Data)
+		if err != nil {
+			return fmt.Errorf("cas.get_chunk %s: %w", d, err)
+		}
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+		off += int64(len(b))
+		if res.EOF || len(b) == 0 {
+			if off != d.Size {
+				return fmt.Errorf("cas.get_chunk %s: got %d bytes, want %d", d, off, d.Size)
+			}
+			return nil
+		}
+	}
+}
+
+// Materialize writes tree to path on the target (cas.materialize).
+func (r *CASRemote) Materialize(ctx context.Context, tree cas.Digest, path string) (string, error) {
+	var res protocol.CASMaterializeResult
+	err := r.s.c.Call(ctx, protocol.MethodCASMaterialize, protocol.CASMaterializeParams{SessionID: r.s.ID, Tree: tree.String(), Path: path}, &res)
+	return res.Path, err
+}
+
+// Ingest takes the target's directory path into its store (cas.ingest).
+func (r *CASRemote) Ingest(ctx context.Context, path string) (cas.Digest, string, []protocol.CASProblem, error) {
+	var res protocol.CASIngestResult
+	if err := r.s.c.Call(ctx, protocol.MethodCASIngest, protocol.CASIngestParams{SessionID: r.s.ID, Path: path}, &res); err != nil {
+		return cas.Digest{}, "", nil, err
+	}
+	d, err := cas.ParseDigest(res.Root)
+	if err != nil {
+		return cas.Digest{}, "", nil, fmt.Errorf("cas.ingest: rexd answered an invalid digest %q", res.Root)
+	}
+	return d, res.Path, res.Problems, nil
+}

@@ -1,0 +1,121 @@
+package rexclient_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rexconsole/rex/internal/cas"
+	"github.com/rexconsole/rex/internal/protocol"
+)
+
+func writeTree(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestCASOverRexd(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // rexd's store
+	c, s, root := local(t)
+	ctx := context.Background()
+	if !s.HasCAS() {
+		t.Fatal("rexd does not announce cas")
+	}
+	local, err := cas.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	big := make([]byte, 3<<20) // streamed: larger than a batch's inline size
+	rand.Read(big)
+	writeTree(t, src, map[string]string{"a.txt": "alpha\n", "sub/b.txt": "beta\n", "big.bin": string(big)})
+	os.Chmod(filepath.Join(src, "a.txt"), 0o755)
+	tree, problems, err := local.Ingest(ctx, src)
+	if err != nil || len(problems) != 0 {
+		t.Fatalf("ingest: %v %v", err, problems)
+	}
+	remote := s.CAS()
+	st, err := cas.Push(ctx, local, remote, tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Blobs != 3 || st.Streams != 1 {
+		t.Errorf("first push stats %+v", st)
+	}
+	dest, err := remote.Materialize(ctx, tree, "deploy/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dest != filepath.Join(root, "deploy/app") {
+		t.Errorf("materialized at %s", dest)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dest, "sub/b.txt")); string(b) != "beta\n" {
+		t.Errorf("sub/b.txt = %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dest, "big.bin")); !bytes.Equal(b, big) {
+		t.Error("big.bin differs")
+	}
+	if fi, _ := os.Stat(filepath.Join(dest, "a.txt")); fi.Mode()&0o100 == 0 {
+		t.Error("the executable bit was lost")
+	}
+	// An unchanged re-push asks one question and sends nothing.
+	before := c.BytesOut()
+	st, err = cas.Push(ctx, local, remote, tree)
+	if err != nil || st.Blobs != 0 || st.Trees != 0 || st.Queries != 1 {
+		t.Fatalf("re-push %+v %v", st, err)
+	}
+	if sent := c.BytesOut() - before; sent > 400 {
+		t.Errorf("an unchanged re-push sent %d bytes", sent)
+	}
+	// Ingest on the far side and fetch back into a fresh store.
+	rtree, path, probs, err := remote.Ingest(ctx, "deploy/app")
+	if err != nil || len(probs) != 0 || rtree != tree || path != dest {
+		t.Fatalf("remote ingest: %v %v %v %s", rtree, probs, err, path)
+	}
+	other, _ := cas.Open(t.TempDir())
+	if _, err := cas.Fetch(ctx, other, remote, rtree); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Materialize(ctx, rtree, filepath.Join(t.TempDir(), "copy")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCASPutRefusesTamperedObjects(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	_, s, _ := local(t)
+	ctx := context.Background()
+	good := []byte("good object")
+	bad := []byte("claimed content")
+	gd, bd := cas.DigestOf(good), cas.DigestOf(bad)
+	err := s.CAS().Put(ctx, []cas.Object{{Digest: gd, Data: good}, {Digest: bd, Data: []byte("other content!!")}})
+	if protocol.ErrorCode(err) != protocol.CodeInvalidParams || !strings.Contains(err.Error(), "nothing was stored") {
+		t.Fatalf("tampered put: %v", err)
+	}
+	missing, err := s.CAS().Has(ctx, []cas.Digest{gd, bd})
+	if err != nil || len(missing) != 2 {
+		t.Fatalf("after a refused batch the good object must not be stored either: missing %v %v", missing, err)
+	}
+	// Invalid digests are refused everywhere.
+	for _, bad := range []string{"../../etc/passwd/1", strings.Repeat("A", 64) + "/1", "abc/1"} {
+		err := s.Client().Call(ctx, protocol.MethodCASHas, protocol.CASDigests{SessionID: s.ID, Digests: []string{bad}}, nil)
+		if protocol.ErrorCode(err) != protocol.CodeInvalidParams {
+			t.Errorf("cas.has %q: %v", bad, err)
+		}
+	}
+	// Materializing outside the roots is refused.
+	tree := cas.DigestOf([]byte("x"))
+	if _, err := s.CAS().Materialize(ctx, tree, "/etc/rex-test"); protocol.ErrorCode(err) != protocol.CodeForbiddenPath {
+		t.Errorf("materialize outside: %v", err)
+	}
+}
