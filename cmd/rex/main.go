@@ -27,6 +27,8 @@ const usage = `usage:
   rex device ...                        manage devices and groups (rex device help)
   rex run TARGETS [--json] [--gather] [--timeout D] [--concurrency N] -- CMD [ARG...]
   rex attach TARGET [-- CMD [ARG...]]   interactive terminal; ctrl+] detaches
+  rex push LOCAL_DIR REMOTE_DIR TARGETS send a tree; only what a target lacks crosses the wire
+  rex pull REMOTE_DIR LOCAL_DIR TARGET  bring a tree back, merged with local changes
   rex version
 `
 
@@ -52,17 +54,22 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			break
 		}
 		err = commands.Device(ctx, store, o, args)
-	case "run", "attach":
+	case "run", "attach", "push", "pull":
 		app, cleanup, aerr := newApp()
 		if aerr != nil {
 			err = aerr
 			break
 		}
 		defer cleanup()
-		if verb == "run" {
+		switch verb {
+		case "run":
 			err = commands.Run(ctx, app, o, args)
-		} else {
+		case "attach":
 			err = commands.Attach(ctx, app, o, args)
+		case "push":
+			err = commands.Push(ctx, app, o, args)
+		case "pull":
+			err = commands.Pull(ctx, app, o, args)
 		}
 	case "version", "--version":
 		fmt.Fprintf(stdout, "rex %s\n", version.Version)
@@ -112,6 +119,7 @@ func newApp() (*commands.App, func(), error) {
 	app := &commands.App{
 		Pool:    pool,
 		Resolve: commands.Resolver(store),
+		CASDir:  filepath.Join(xdg.CacheHome, "rex", "cas"),
 	}
 	return app, func() { pool.Close() }, nil
 }

@@ -14,6 +14,8 @@ type App struct {
 	Resolve func(spec string) ([]fanout.Target, error)
 	// ConnectTimeout bounds reaching one target; 0 means 15 s.
 	ConnectTimeout time.Duration
+	// CASDir is the operator's object store ($XDG_CACHE_HOME/rex/cas).
+	CASDir string
 }
 
 // defaultConnectTimeout bounds reaching one target when App says nothing.
