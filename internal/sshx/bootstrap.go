@@ -1,0 +1,537 @@
+package sshx
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/pkg/sftp"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/rexconsole/rex/internal/payload"
+	"github.com/rexconsole/rex/internal/protocol"
+	"github.com/rexconsole/rex/internal/rexclient"
+	"github.com/rexconsole/rex/internal/version"
+)
+
+// BootstrapInfo says how rexd was made ready on a target.
+type BootstrapInfo struct {
+	Platform      string        // "linux/amd64", as rexd reports it
+	RemotePath    string        // the rexd that runs
+	Cached        bool          // it was there already
+	Uploaded      bool          // rex copied it now
+	BytesUploaded int64         // file bytes written (0 when cached)
+	Method        string        // "sftp" or "exec" (no SFTP subsystem), when uploaded
+	Duration      time.Duration // of the whole bootstrap
+}
+
+// build is one rexd build and where it lives on a target.
+type build struct {
+	payload.Binary
+	entry  string   // cache directory name: <version>-<hash12>
+	unames []string // `uname -sm` outputs of its platform
+}
+
+// validVersion keeps the version safe as a remote directory name.
+var validVersion = regexp.MustCompile(`^[0-9A-Za-z._+-]+$`)
+
+// loadBuilds reads every rexd build of the payload once (they are
+// decompressed and hashed; Connect starts this while the handshake runs).
+func (d *Dialer) loadBuilds() ([]build, error) {
+	d.payloadOnce.Do(func() {
+		if !validVersion.MatchString(version.Version) {
+			d.buildsErr = fmt.Errorf("version %q cannot name a directory", version.Version)
+			return
+		}
+		for _, p := range d.opts.Payload.Platforms() {
+			goos, goarch, _ := strings.Cut(p, "/")
+			names := unameNames(goos, goarch)
+			if len(names) == 0 {
+				continue
+			}
+			bin, err := d.opts.Payload.Rexd(goos, goarch)
+			if err != nil {
+				d.buildsErr = err
+				return
+			}
+			d.builds = append(d.builds, build{Binary: bin, entry: version.Version + "-" + bin.SHA256[:12], unames: names})
+		}
+		if len(d.builds) == 0 {
+			d.buildsErr = fmt.Errorf("%w: this rex carries no rexd builds; build it with make build", payload.ErrUnsupported)
+		}
+	})
+	return d.builds, d.buildsErr
+}
+
+func (d *Dialer) platforms() string {
+	ps := d.opts.Payload.Platforms()
+	if len(ps) == 0 {
+		return "none"
+	}
+	return strings.Join(ps, ", ")
+}
+
+// Bootstrap makes rexd run on the target behind client and opens a
+// session: the cached rexd when it is there and its build hash is right,
+// else a fresh upload. name labels messages and stderr.
+func (d *Dialer) Bootstrap(ctx context.Context, client *ssh.Client, name string) (*rexclient.Client, *rexclient.Session, BootstrapInfo, error) {
+	start := time.Now()
+	var info BootstrapInfo
+	builds, err := d.loadBuilds()
+	if err != nil {
+		return nil, nil, info, newError(name, ErrBootstrap, err, fmt.Sprintf("bootstrap rexd on %s: %v", name, err))
+	}
+	fail := func(err error) (*rexclient.Client, *rexclient.Session, BootstrapInfo, error) {
+		return nil, nil, info, err
+	}
+
+	l, err := d.launch(ctx, client, name, "run", builds)
+	if err != nil {
+		return fail(err)
+	}
+	if l.session != nil {
+		if d.hashOK(l, builds) {
+			info.Cached, info.Platform, info.RemotePath = true, l.session.Info.Platform, l.header.exec
+			info.Duration = time.Since(start)
+			return l.client, l.session, info, nil
+		}
+		l.client.Close() // a stale or damaged copy: replace it
+	}
+	h := l.header
+	if h.uname == "" {
+		// A cached rexd ran but was stale or damaged (or the shell never
+		// got that far): probe afresh and replace it. A fresh copy that
+		// fails too is reported below, with its stderr.
+		h, err = d.probe(ctx, client, name, builds)
+		if err != nil {
+			return fail(err)
+		}
+	} else if err := d.probeError(name, h, l.status, l.stderr); err != nil {
+		return fail(err)
+	}
+	b := pickBuild(builds, h.uname)
+	d.state(name, StateBootstrapping)
+	n, method, err := d.install(ctx, client, name, h.dir, b)
+	if err != nil {
+		return fail(err)
+	}
+	info.Uploaded, info.BytesUploaded, info.Method = true, n, method
+
+	l, err = d.launch(ctx, client, name, "run", builds)
+	if err != nil {
+		return fail(err)
+	}
+	if l.session == nil {
+		return fail(newError(name, ErrBootstrap, l.err, fmt.Sprintf(
+			"rexd was copied to %s on %s but did not start (exit status %d)%s; check that the directory allows executing programs", h.dir, name, l.status, oneSentence(l.stderr))))
+	}
+	if !d.hashOK(l, builds) {
+		l.client.Close()
+		return fail(newError(name, ErrBootstrap, nil, fmt.Sprintf(
+			"rexd at %s on %s reports build hash %q, not the one just copied; another rex version may be racing for it, so retry", l.header.exec, name, l.session.Info.BuildHash)))
+	}
+	info.Platform, info.RemotePath = l.session.Info.Platform, l.header.exec
+	info.Duration = time.Since(start)
+	return l.client, l.session, info, nil
+}
+
+// hashOK says whether the running rexd is the build rex carries for the
+// platform it reports.
+func (d *Dialer) hashOK(l *launch, builds []build) bool {
+	for _, b := range builds {
+		if b.Platform() == l.session.Info.Platform {
+			return l.session.Info.BuildHash == b.SHA256
+		}
+	}
+	return false
+}
+
+func pickBuild(builds []build, uname string) build {
+	for _, b := range builds {
+		for _, n := range b.unames {
+			if n == uname {
+				return b
+			}
+		}
+	}
+	return build{}
+}
+
+// probe runs bootScript's probe mode.
+func (d *Dialer) probe(ctx context.Context, client *ssh.Client, name string, builds []build) (header, error) {
+	out, stderr, status, err := run(ctx, client, bootCommand("probe", builds, nil), nil)
+	if err != nil {
+		return header{}, newError(name, ErrBootstrap, err, fmt.Sprintf("bootstrap rexd on %s: probe the target: %v", name, err))
+	}
+	h := parseHeader(lines(out))
+	return h, d.probeError(name, h, status, stderr)
+}
+
+// probeError reads the verdict of a probe: nil when a directory was found.
+func (d *Dialer) probeError(name string, h header, status int, stderr string) error {
+	switch {
+	case status == exitDir && h.dir != "" && strings.HasPrefix(h.dir, "/"):
+		return nil
+	case status == exitUnsupported:
+		goos, goarch := platformOf(h.uname)
+		if goos == "" || goarch == "" {
+			return newError(name, ErrUnsupported, nil, fmt.Sprintf(
+				"%s runs %q, a platform rex does not support; this rex carries rexd for %s", name, h.uname, d.platforms()))
+		}
+		return newError(name, ErrUnsupported, nil, fmt.Sprintf(
+			"%s is %s/%s (uname %q), but this rex carries rexd only for %s; build rex with that platform included", name, goos, goarch, h.uname, d.platforms()))
+	case status == exitNoDir:
+		return newError(name, ErrNoCacheDir, nil, fmt.Sprintf(
+			"no usable directory for rexd on %s: %s; make one of them writable and executable, or set XDG_CACHE_HOME for that account", name, describeBad(h.bad)))
+	}
+	return newError(name, ErrBootstrap, nil, fmt.Sprintf(
+		"bootstrap rexd on %s: the remote shell failed (exit status %d)%s; check that /bin/sh works for that account", name, status, oneSentence(stderr)))
+}
+
+// launch is one attempt to start rexd through bootScript.
+type launch struct {
+	client  *rexclient.Client
+	session *rexclient.Session // nil when rexd did not answer session.open
+	header  header
+	status  int // the script's exit status when rexd did not start
+	stderr  string
+	err     error
+}
+
+func (d *Dialer) launch(ctx context.Context, client *ssh.Client, name, mode string, builds []build) (*launch, error) {
+	sess, err := client.NewSession()
+	if err != nil {
+		return nil, newError(name, ErrBootstrap, err, fmt.Sprintf("bootstrap rexd on %s: open an SSH session: %v", name, err))
+	}
+	stdin, err := sess.StdinPipe()
+	if err != nil {
+		sess.Close()
+		return nil, newError(name, ErrBootstrap, err, fmt.Sprintf("bootstrap rexd on %s: %v", name, err))
+	}
+	stdout, err := sess.StdoutPipe()
+	if err != nil {
+		sess.Close()
+		return nil, newError(name, ErrBootstrap, err, fmt.Sprintf("bootstrap rexd on %s: %v", name, err))
+	}
+	tail := &tailBuffer{max: 4096}
+	sess.Stderr = tail
+	if d.opts.Stderr != nil {
+		sess.Stderr = io.MultiWriter(tail, &prefixWriter{w: d.opts.Stderr, prefix: name + ": "})
+	}
+	if err := sess.Start(bootCommand(mode, builds, d.opts.RexdArgs)); err != nil {
+		sess.Close()
+		return nil, newError(name, ErrBootstrap, err, fmt.Sprintf("bootstrap rexd on %s: start the remote shell: %v", name, err))
+	}
+	hr := newHeaderReader(stdout)
+	closer := newSessionCloser(sess, stdin)
+	rc := rexclient.NewConn(hr, stdin, closer)
+	// session.open goes out at once: on a hit, rexd finds it waiting.
+	s, err := rc.OpenSession(ctx, d.openParams())
+	l := &launch{client: rc, session: s, err: err, status: -1}
+	if err != nil {
+		rc.Close()
+		if ctx.Err() != nil {
+			return nil, newError(name, ErrBootstrap, ctx.Err(), fmt.Sprintf("bootstrap rexd on %s: %v", name, ctx.Err()))
+		}
+		l.client, l.session = nil, nil
+		select { // the script has ended, or is about to
+		case <-closer.done:
+		case <-time.After(closeGrace):
+		}
+		l.status = closer.exitStatus()
+		l.stderr = tail.String()
+	}
+	l.header = hr.header()
+	return l, nil
+}
+
+func (d *Dialer) openParams() protocol.SessionOpenParams {
+	p := d.opts.Session
+	if p.ClientName == "" {
+		p.ClientName = "rex"
+	}
+	if p.ClientVersion == "" {
+		p.ClientVersion = version.Version
+	}
+	return p
+}
+
+// uploadConcurrency is the number of SFTP writes in flight.
+const uploadConcurrency = 64
+
+// install copies b into dir/<entry>/rexd on the target: to a unique
+// temporary name beside it, verified by SHA-256, made executable, then
+// renamed into place atomically, so a concurrent bootstrap never runs a
+// half-written file and every racer leaves a whole one.
+func (d *Dialer) install(ctx context.Context, client *ssh.Client, name, dir string, b build) (int64, string, error) {
+	vdir := path.Join(dir, b.entry)
+	final := path.Join(vdir, "rexd")
+	tmp := path.Join(vdir, ".rexd.tmp."+randomHex(8))
+	failf := func(err error, format string, args ...any) (int64, string, error) {
+		return 0, "", newError(name, ErrBootstrap, err, fmt.Sprintf(format, args...))
+	}
+
+	fsc, closeFS, err := openSFTP(client)
+	method := "sftp"
+	var n int64
+	if err == nil {
+		defer closeFS()
+		n, err = uploadSFTP(ctx, fsc, tmp, b.Data)
+	} else {
+		method = "exec"
+		n, err = uploadExec(ctx, client, tmp, b.Data)
+	}
+	cleanup := func() {
+		if fsc != nil {
+			fsc.Remove(tmp)
+		} else {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeGrace)
+			defer cancel()
+			run(cctx, client, command("rm", "-f", "--", tmp), nil)
+		}
+	}
+	if err != nil {
+		cleanup()
+		return failf(err, "copy rexd to %s on %s: %v; check free space and permissions there", tmp, name, err)
+	}
+	sum, err := remoteSum(ctx, client, fsc, tmp)
+	if err != nil {
+		cleanup()
+		return failf(err, "verify the rexd copied to %s on %s: %v", tmp, name, err)
+	}
+	if sum != b.SHA256 {
+		cleanup()
+		return failf(nil, "the rexd copied to %s on %s is damaged (sha256 %.12s…, want %.12s…); retry, and check the disk there if it happens again", tmp, name, sum, b.SHA256)
+	}
+	if fsc != nil {
+		err = finishSFTP(fsc, tmp, final)
+	} else {
+		_, stderr, status, rerr := run(ctx, client, command("chmod", "755", "--", tmp)+" && "+command("mv", "-f", "--", tmp, final), nil)
+		err = rerr
+		if err == nil && status != 0 {
+			err = fmt.Errorf("exit status %d%s", status, oneSentence(stderr))
+		}
+	}
+	if err != nil {
+		cleanup()
+		return failf(err, "install rexd as %s on %s: %v", final, name, err)
+	}
+	return n, method, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// openSFTP starts the sftp subsystem; an error means the target has none.
+func openSFTP(client *ssh.Client) (*sftp.Client, func(), error) {
+	sess, err := client.NewSession()
+	if err != nil {
+		return nil, nil, err
+	}
+	stdin, err := sess.StdinPipe()
+	if err != nil {
+		sess.Close()
+		return nil, nil, err
+	}
+	stdout, err := sess.StdoutPipe()
+	if err != nil {
+		sess.Close()
+		return nil, nil, err
+	}
+	if err := sess.RequestSubsystem("sftp"); err != nil {
+		sess.Close()
+		return nil, nil, err
+	}
+	c, err := sftp.NewClientPipe(stdout, stdin,
+		sftp.UseConcurrentWrites(true),
+		sftp.MaxConcurrentRequestsPerFile(uploadConcurrency))
+	if err != nil {
+		sess.Close()
+		return nil, nil, err
+	}
+	return c, func() {
+		c.Close()
+		sess.Close()
+	}, nil
+}
+
+func uploadSFTP(ctx context.Context, c *sftp.Client, tmp string, data []byte) (int64, error) {
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	f, err := c.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	if err != nil {
+		return 0, err
+	}
+	n, err := f.ReadFromWithConcurrency(bytes.NewReader(data), uploadConcurrency)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && n != int64(len(data)) {
+		err = fmt.Errorf("wrote %d of %d bytes", n, len(data))
+	}
+	if ctx.Err() != nil {
+		return n, ctx.Err()
+	}
+	return n, err
+}
+
+// uploadExec writes through `cat` on an exec channel, for targets without
+// an SFTP subsystem.
+func uploadExec(ctx context.Context, client *ssh.Client, tmp string, data []byte) (int64, error) {
+	cmd := command("exec", "/bin/sh", "-c", `umask 077; cat > "$1"`, "rexd-upload", tmp)
+	_, stderr, status, err := run(ctx, client, cmd, bytes.NewReader(data))
+	if err != nil {
+		return 0, err
+	}
+	if status != 0 {
+		return 0, fmt.Errorf("cat exited with status %d%s", status, oneSentence(stderr))
+	}
+	return int64(len(data)), nil
+}
+
+// remoteSum is the SHA-256 of a remote file, computed there when a tool
+// exists, else read back (over SFTP when there is one).
+func remoteSum(ctx context.Context, client *ssh.Client, fsc *sftp.Client, file string) (string, error) {
+	out, stderr, status, err := run(ctx, client, command("exec", "/bin/sh", "-c", sumScript, "rexd-sum", file), nil)
+	if err != nil {
+		return "", err
+	}
+	switch status {
+	case 0:
+		if h := parseHeader(lines(out)); len(h.sum) == 64 {
+			return h.sum, nil
+		}
+		return "", fmt.Errorf("the target printed no checksum%s", oneSentence(stderr))
+	case exitNoSumTool:
+	default:
+		return "", fmt.Errorf("checksum exited with status %d%s", status, oneSentence(stderr))
+	}
+	h := sha256.New()
+	if fsc != nil {
+		f, err := fsc.Open(file)
+		if err != nil {
+			return "", err
+		}
+		defer f.Close()
+		if _, err := f.WriteTo(h); err != nil {
+			return "", err
+		}
+		return hex.EncodeToString(h.Sum(nil)), nil
+	}
+	sess, err := client.NewSession()
+	if err != nil {
+		return "", err
+	}
+	defer sess.Close()
+	sess.Stdout = h
+	stop := context.AfterFunc(ctx, func() { sess.Close() })
+	defer stop()
+	if err := sess.Run(command("cat", "--", file)); err != nil {
+		return "", fmt.Errorf("read back %s: %w", file, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// finishSFTP makes tmp executable and moves it over final atomically
+// (posix-rename@openssh.com); without that extension, a plain rename that
+// fails when final exists, which is then another racer's whole copy.
+func finishSFTP(c *sftp.Client, tmp, final string) error {
+	if err := c.Chmod(tmp, 0o755); err != nil {
+		return fmt.Errorf("chmod: %w", err)
+	}
+	if _, ok := c.HasExtension("posix-rename@openssh.com"); ok {
+		if err := c.PosixRename(tmp, final); err != nil {
+			return fmt.Errorf("rename: %w", err)
+		}
+		return nil
+	}
+	if err := c.Rename(tmp, final); err != nil {
+		if _, serr := c.Stat(final); serr == nil {
+			c.Remove(tmp)
+			return nil
+		}
+		return fmt.Errorf("rename: %w", err)
+	}
+	return nil
+}
+
+// unameNames are the `uname -sm` outputs of a Go platform.
+func unameNames(goos, goarch string) []string {
+	var out []string
+	for _, o := range osNames(goos) {
+		for _, a := range archNames(goarch) {
+			out = append(out, o+" "+a)
+		}
+	}
+	return out
+}
+
+// platformOf maps `uname -sm` output to GOOS and GOARCH ("" if unknown).
+func platformOf(uname string) (goos, goarch string) {
+	sys, machine, _ := strings.Cut(strings.TrimSpace(uname), " ")
+	for _, g := range []string{"linux", "darwin", "freebsd", "openbsd", "netbsd"} {
+		for _, n := range osNames(g) {
+			if n == sys {
+				goos = g
+			}
+		}
+	}
+	for _, g := range []string{"amd64", "arm64", "arm", "386", "riscv64", "ppc64le", "s390x", "loong64"} {
+		for _, n := range archNames(g) {
+			if n == machine {
+				goarch = g
+			}
+		}
+	}
+	return goos, goarch
+}
+
+func osNames(goos string) []string {
+	switch goos {
+	case "linux":
+		return []string{"Linux"}
+	case "darwin":
+		return []string{"Darwin"}
+	case "freebsd":
+		return []string{"FreeBSD"}
+	case "openbsd":
+		return []string{"OpenBSD"}
+	case "netbsd":
+		return []string{"NetBSD"}
+	}
+	return nil
+}
+
+func archNames(goarch string) []string {
+	switch goarch {
+	case "amd64":
+		return []string{"x86_64", "amd64"}
+	case "arm64":
+		return []string{"aarch64", "arm64"}
+	case "arm":
+		return []string{"armv7l", "armv6l", "armv7"}
+	case "386":
+		return []string{"i686", "i386", "i586"}
+	case "riscv64":
+		return []string{"riscv64"}
+	case "ppc64le":
+		return []string{"ppc64le"}
+	case "s390x":
+		return []string{"s390x"}
+	case "loong64":
+		return []string{"loongarch64"}
+	}
+	return nil
+}

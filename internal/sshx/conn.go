@@ -1,0 +1,165 @@
+package sshx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/rexconsole/rex/internal/rexclient"
+	"github.com/rexconsole/rex/internal/version"
+)
+
+// Conn is a ready rexd session on a target over SSH.
+type Conn struct {
+	Name    string // the target's display name
+	Client  *rexclient.Client
+	Session *rexclient.Session
+	SSH     *ssh.Client
+	Info    BootstrapInfo
+
+	conn      *countingConn
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Connect dials t, bootstraps rexd and opens a session.
+func (d *Dialer) Connect(ctx context.Context, t Target) (*Conn, error) {
+	// Decompressing and hashing the rexd builds overlaps the handshake.
+	go d.loadBuilds()
+	dl, err := d.dialTarget(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	rc, sess, info, err := d.Bootstrap(ctx, dl.client, dl.e.name)
+	if err != nil {
+		dl.client.Close()
+		return nil, err
+	}
+	d.state(dl.e.name, StateReady)
+	return &Conn{Name: dl.e.name, Client: rc, Session: sess, SSH: dl.client, Info: info, conn: dl.conn}, nil
+}
+
+// Close ends the session (rexd stops the processes that were not
+// detached) and the SSH connection.
+func (c *Conn) Close() error {
+	c.closeOnce.Do(func() {
+		done := make(chan struct{})
+		go func() {
+			c.Client.Close()
+			close(done)
+		}()
+		// A peer that no longer answers cannot end the session politely:
+		// closing the connection ends it for sure.
+		select {
+		case <-done:
+		case <-time.After(closeGrace + time.Second):
+		}
+		if err := c.SSH.Close(); err != nil && !errors.Is(err, net.ErrClosed) && !strings.Contains(err.Error(), "use of closed") {
+			c.closeErr = fmt.Errorf("close connection to %s: %w", c.Name, err)
+		}
+		<-done
+	})
+	return c.closeErr
+}
+
+// Done is closed when the connection has ended (closed, lost, or its
+// keepalives went unanswered).
+func (c *Conn) Done() <-chan struct{} { return c.Client.Done() }
+
+// BytesSent is what this connection wrote to the network so far.
+func (c *Conn) BytesSent() int64 { return c.conn.out.Load() }
+
+// BytesReceived is what this connection read from the network so far.
+func (c *Conn) BytesReceived() int64 { return c.conn.in.Load() }
+
+// CheckResult is what `rex device check` reports about a target.
+type CheckResult struct {
+	Target    string
+	Addr      string // host:port dialed
+	User      string
+	Handshake time.Duration // TCP connect, SSH handshake and authentication
+	RTT       time.Duration // one SSH round trip
+	Uname     string        // `uname -sm`
+	Platform  string        // "linux/amd64"; "" when rex does not know it
+	Supported bool          // this rex carries rexd for Platform
+	// RexdPath is the cached rexd of this rex version, "" if none;
+	// RexdVersion its `--version` line; Current whether it is the very
+	// build this rex would upload.
+	RexdPath    string
+	RexdVersion string
+	Current     bool
+	// Others are rexd binaries of other versions found in the cache.
+	Others []string
+}
+
+// Check connects to t and reports reachability, authentication, platform
+// and the cached rexd, without uploading anything. Failing to reach or log
+// in is the error.
+func (d *Dialer) Check(ctx context.Context, t Target) (CheckResult, error) {
+	go d.loadBuilds()
+	start := time.Now()
+	dl, err := d.dialTarget(ctx, t)
+	if err != nil {
+		name := t.Name
+		if name == "" {
+			name = t.Host
+		}
+		return CheckResult{Target: name}, err
+	}
+	defer dl.client.Close()
+	r := CheckResult{Target: dl.e.name, Addr: dl.e.addr(), User: dl.e.user, Handshake: time.Since(start)}
+	rtt := time.Now()
+	if _, _, err := dl.client.SendRequest("keepalive@openssh.com", true, nil); err != nil {
+		return r, newError(r.Target, ErrUnreachable, err, fmt.Sprintf("check %s: the connection broke after login: %v", r.Target, err))
+	}
+	r.RTT = time.Since(rtt)
+	builds, _ := d.loadBuilds() // without builds the check still reports the rest
+	out, stderr, status, err := run(ctx, dl.client, bootCommand("check", builds, nil), nil)
+	if err != nil || status != 0 {
+		if err == nil {
+			err = fmt.Errorf("exit status %d", status)
+		}
+		return r, newError(r.Target, ErrBootstrap, err, fmt.Sprintf("check %s: the remote shell failed: %v%s; check that /bin/sh works for that account", r.Target, err, oneSentence(stderr)))
+	}
+	h := parseHeader(lines(out))
+	r.Uname = h.uname
+	if goos, goarch := platformOf(h.uname); goos != "" && goarch != "" {
+		r.Platform = goos + "/" + goarch
+	}
+	b := pickBuild(builds, h.uname)
+	r.Supported = b.entry != ""
+	r.RexdPath, r.RexdVersion = h.cached, h.version
+	if f := strings.Fields(h.version); b.entry != "" && len(f) == 3 && f[0] == "rexd" {
+		r.Current = f[1] == version.Version && f[2] == b.SHA256
+	}
+	for _, f := range h.found {
+		if f != h.cached {
+			r.Others = append(r.Others, f)
+		}
+	}
+	return r, nil
+}
+
+// Clean removes this version's rexd cache directories (every build hash)
+// from t and returns what it removed.
+func (d *Dialer) Clean(ctx context.Context, t Target) ([]string, error) {
+	dl, err := d.dialTarget(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	defer dl.client.Close()
+	out, stderr, status, err := run(ctx, dl.client, bootCommand("clean", nil, nil), nil)
+	if err != nil || status != 0 {
+		if err == nil {
+			err = fmt.Errorf("exit status %d", status)
+		}
+		return nil, newError(dl.e.name, ErrBootstrap, err, fmt.Sprintf("clean %s: the remote shell failed: %v%s; check that /bin/sh works for that account", dl.e.name, err, oneSentence(stderr)))
+	}
+	return parseHeader(lines(out)).removed, nil
+}

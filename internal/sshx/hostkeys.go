@@ -1,0 +1,216 @@
+package sshx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gofrs/flock"
+	"github.com/skeema/knownhosts"
+	"golang.org/x/crypto/ssh"
+	xknownhosts "golang.org/x/crypto/ssh/knownhosts"
+)
+
+// plainHostKeyAlgos are offered for a host known_hosts does not know yet:
+// without certificate algorithms, so a host that has a certificate shows
+// its plain key, which is what gets recorded.
+var plainHostKeyAlgos = []string{
+	ssh.KeyAlgoED25519,
+	ssh.KeyAlgoECDSA256, ssh.KeyAlgoECDSA384, ssh.KeyAlgoECDSA521,
+	ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256,
+}
+
+// loadKnownHosts reads every known_hosts file of e that exists.
+func loadKnownHosts(e *endpoint) (*knownhosts.HostKeyDB, error) {
+	var files []string
+	for _, f := range append(append([]string(nil), e.knownHosts...), e.globalKnownHosts...) {
+		if f == "/dev/null" {
+			continue
+		}
+		if _, err := os.Stat(f); err == nil {
+			files = append(files, f)
+		}
+	}
+	db, err := knownhosts.NewDB(files...)
+	if err != nil {
+		return nil, newError(e.name, ErrConfig, err, fmt.Sprintf("cannot read known hosts for %s: %v; fix or remove that line", e.name, err))
+	}
+	return db, nil
+}
+
+// hostKeyChecker checks the host key of one handshake against known_hosts
+// and, as the policy says, records an unknown one.
+type hostKeyChecker struct {
+	d   *Dialer
+	e   *endpoint
+	db  *knownhosts.HostKeyDB
+	ctx context.Context
+
+	seen bool  // the server got as far as showing its key
+	err  error // why the key was refused
+}
+
+func (d *Dialer) hostKeys(ctx context.Context, e *endpoint) (*hostKeyChecker, []string, error) {
+	db, err := loadKnownHosts(e)
+	if err != nil {
+		return nil, nil, err
+	}
+	algos := db.HostKeyAlgorithms(e.hostKeyName())
+	if len(algos) == 0 {
+		algos = plainHostKeyAlgos
+	}
+	return &hostKeyChecker{d: d, e: e, db: db, ctx: ctx}, algos, nil
+}
+
+func (h *hostKeyChecker) check(_ string, remote net.Addr, key ssh.PublicKey) error {
+	h.seen = true
+	err := h.db.HostKeyCallback()(h.e.hostKeyName(), remote, key)
+	if err == nil {
+		return nil
+	}
+	h.err = h.judge(remote, key, err)
+	return h.err
+}
+
+// judge turns a known_hosts verdict into rex's policy: a changed or revoked
+// key is always refused; an unknown one is recorded unless strict.
+func (h *hostKeyChecker) judge(remote net.Addr, key ssh.PublicKey, err error) error {
+	e := h.e
+	name := knownhosts.Normalize(e.hostKeyName())
+	var revoked *xknownhosts.RevokedError
+	if errors.As(err, &revoked) {
+		return newError(e.name, ErrHostKeyChanged, err, fmt.Sprintf(
+			"host key %s of %s (%s) is marked @revoked in %s:%d; the host must get a new key before rex connects",
+			ssh.FingerprintSHA256(key), e.name, name, revoked.Revoked.Filename, revoked.Revoked.Line))
+	}
+	if knownhosts.IsHostKeyChanged(err) {
+		return changedKeyError(e, key, err)
+	}
+	if !knownhosts.IsHostUnknown(err) {
+		if _, isCert := key.(*ssh.Certificate); isCert {
+			return newError(e.name, ErrHostKeyChanged, err, fmt.Sprintf(
+				"%s (%s) shows a host certificate that no @cert-authority line of %s trusts (%v), so rex refuses to connect; check those lines",
+				e.name, name, strings.Join(e.knownHosts, ", "), strings.TrimPrefix(err.Error(), "ssh: ")))
+		}
+		return newError(e.name, ErrHostKeyChanged, err, fmt.Sprintf(
+			"host key of %s (%s) was refused: %v; check %s", e.name, name, err, strings.Join(e.knownHosts, ", ")))
+	}
+	if e.strict == "yes" {
+		return newError(e.name, ErrHostKeyUnknown, err, fmt.Sprintf(
+			"%s (%s) is not in %s and StrictHostKeyChecking is yes; check that its host key %s is right, then add it (or connect once with StrictHostKeyChecking accept-new)",
+			e.name, name, e.knownHosts[0], ssh.FingerprintSHA256(plainKey(key))))
+	}
+	return h.learn(remote, key)
+}
+
+func changedKeyError(e *endpoint, key ssh.PublicKey, err error) error {
+	var ke *xknownhosts.KeyError
+	errors.As(err, &ke)
+	name := knownhosts.Normalize(e.hostKeyName())
+	// Name the line of the same key type when there is one: that is the
+	// entry that contradicts the server.
+	want := ke.Want
+	for _, w := range ke.Want {
+		if w.Key.Type() == plainKey(key).Type() {
+			want = []xknownhosts.KnownKey{w}
+			break
+		}
+	}
+	var known []string
+	for _, w := range want {
+		known = append(known, ssh.FingerprintSHA256(w.Key))
+	}
+	where, file := fmt.Sprintf("%s:%d", want[0].Filename, want[0].Line), want[0].Filename
+	return newError(e.name, ErrHostKeyChanged, err, fmt.Sprintf(
+		"host key of %s (%s) has changed: it offers %s %s but %s has %s, so rex refuses to connect (it may be an impostor); if the host was really reinstalled, run ssh-keygen -R %s -f %s and connect again",
+		e.name, name, key.Type(), ssh.FingerprintSHA256(key), where, strings.Join(known, ", "),
+		Quote(name), Quote(file)))
+}
+
+// plainKey is the key a certificate certifies, or key itself.
+func plainKey(key ssh.PublicKey) ssh.PublicKey {
+	if c, ok := key.(*ssh.Certificate); ok {
+		return c.Key
+	}
+	return key
+}
+
+// knownHostsLockWait bounds waiting for another process's known_hosts lock.
+const knownHostsLockWait = 10 * time.Second
+
+// learn appends an unknown host's key to the first user known_hosts file,
+// under the Dialer's mutex and a file lock, re-reading the file first so
+// concurrent first connections (in this process or others) add one line.
+func (h *hostKeyChecker) learn(remote net.Addr, key ssh.PublicKey) error {
+	e, d := h.e, h.d
+	file := e.knownHosts[0]
+	fail := func(err error) error {
+		return newError(e.name, ErrHostKeyUnknown, err, fmt.Sprintf(
+			"cannot record the host key of %s in %s: %v; fix that file's permissions or set StrictHostKeyChecking", e.name, file, unwrapPath(err)))
+	}
+	d.knownHostsMu.Lock()
+	defer d.knownHostsMu.Unlock()
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return fail(err)
+	}
+	lk := flock.New(file, flock.SetPermissions(0o600))
+	ctx, cancel := context.WithTimeout(h.ctx, knownHostsLockWait)
+	defer cancel()
+	ok, err := lk.TryLockContext(ctx, 20*time.Millisecond)
+	if err != nil || !ok {
+		if err == nil {
+			err = errors.New("another process holds its lock")
+		}
+		return fail(err)
+	}
+	defer lk.Unlock()
+
+	db, err := loadKnownHosts(e)
+	if err != nil {
+		return err
+	}
+	switch err := db.HostKeyCallback()(e.hostKeyName(), remote, key); {
+	case err == nil:
+		return nil // someone else recorded it meanwhile
+	case knownhosts.IsHostKeyChanged(err):
+		return changedKeyError(e, key, err)
+	case !knownhosts.IsHostUnknown(err):
+		return h.judge(remote, key, err)
+	}
+
+	name := knownhosts.Normalize(e.hostKeyName())
+	if e.hashKnownHosts {
+		name = xknownhosts.HashHostname(name)
+	}
+	line := knownhosts.Line([]string{name}, plainKey(key)) + "\n"
+	if e.hashKnownHosts {
+		// Line would normalise the hash; write it as is.
+		pk := plainKey(key)
+		line = name + " " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pk))) + "\n"
+	}
+	f, err := os.OpenFile(file, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fail(err)
+	}
+	defer f.Close()
+	// A file whose last line has no newline would glue our line to it.
+	if st, err := f.Stat(); err == nil && st.Size() > 0 {
+		last := make([]byte, 1)
+		if _, err := f.ReadAt(last, st.Size()-1); err == nil && last[0] != '\n' {
+			line = "\n" + line
+		}
+	}
+	if _, err := f.WriteString(line); err != nil {
+		return fail(err)
+	}
+	if err := f.Close(); err != nil && !errors.Is(err, fs.ErrClosed) {
+		return fail(err)
+	}
+	return nil
+}

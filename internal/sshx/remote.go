@@ -1,0 +1,405 @@
+package sshx
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/rexconsole/rex/internal/version"
+)
+
+// bootScript runs on the target under /bin/sh (whatever the login shell),
+// as `sh -c bootScript rexd-boot MODE ENTRY... version=V -- REXD-ARGS...`.
+// An ENTRY is "<uname -sm>=<version>-<hash12>": the cache directory of the
+// rexd build for that platform. Candidate cache directories, in order:
+// $XDG_CACHE_HOME/rexd, $HOME/.cache/rexd, ${TMPDIR:-/tmp}/rexd-<uid>
+// (the last only if the user owns it).
+//
+// Modes:
+//
+//	run    exec the cached rexd for this platform ("rexd-exec PATH" first);
+//	       on a miss, go on as probe
+//	probe  print "rexd-uname U", then find the first candidate that can be
+//	       written and executed, create its version directory and print
+//	       "rexd-dir D" (exit 3); "rexd-bad WHY D" for each one that
+//	       cannot; exit 4 for an unknown platform, 5 when none is usable
+//	check  print uname, the cached rexd and its --version, and every rexd
+//	       found in the candidates
+//	clean  remove every "<version>-*" directory of the candidates
+//
+// The script holds no single quote, no "!" and no newline, so it survives
+// being quoted for any login shell (csh included); values travel as
+// arguments, never inside the script.
+const bootScript = `m=$1; shift; u=$(uname -sm 2>/dev/null); v=; r=; ` +
+	`while [ $# -gt 0 ]; do e=$1; shift; if [ "$e" = -- ]; then break; fi; ` +
+	`case $e in version=*) r=${e#version=};; "$u="*) v=${e#"$u="};; esac; done; ` +
+	`c1=; case ${XDG_CACHE_HOME-} in /*) c1=$XDG_CACHE_HOME/rexd;; esac; ` +
+	`c2=; case ${HOME-} in /*) c2=$HOME/.cache/rexd;; esac; ` +
+	`if [ "$c1" = "$c2" ]; then c1=; fi; c3=; ` +
+	`tmpdir() { t=${TMPDIR-}; case $t in /*) ;; *) t=/tmp;; esac; c3=$t/rexd-$(id -u); }; ` +
+	`if [ "$m" = run ]; then ` +
+	`if [ -n "$v" ]; then for d in "$c1" "$c2"; do ` +
+	`if [ -n "$d" ] && [ -f "$d/$v/rexd" ] && [ -x "$d/$v/rexd" ]; then echo "rexd-exec $d/$v/rexd"; exec "$d/$v/rexd" --stdio "$@"; fi; done; ` +
+	`tmpdir; if [ -O "$c3" ] && [ -f "$c3/$v/rexd" ] && [ -x "$c3/$v/rexd" ]; then echo "rexd-exec $c3/$v/rexd"; exec "$c3/$v/rexd" --stdio "$@"; fi; fi; ` +
+	`m=probe; fi; ` +
+	`if [ "$m" = probe ]; then echo "rexd-uname $u"; if [ -z "$v" ]; then exit 4; fi; ` +
+	`if [ -z "$c3" ]; then tmpdir; fi; ` +
+	`for d in "$c1" "$c2" "$c3"; do if [ -z "$d" ]; then continue; fi; ` +
+	`if [ "$d" = "$c3" ]; then mkdir -m 700 "$d" 2>/dev/null; if [ -d "$d" ] && [ -O "$d" ]; then :; elif [ -d "$d" ]; then echo "rexd-bad notowned $d"; continue; else echo "rexd-bad create $d"; continue; fi; fi; ` +
+	`if mkdir -p "$d/$v" 2>/dev/null; then :; else echo "rexd-bad create $d"; continue; fi; ` +
+	`f=$d/$v/.probe.$$; ` +
+	`if [ -w "$d/$v" ] && : > "$f" 2>/dev/null && chmod 700 "$f" 2>/dev/null; then :; else rm -f "$f" 2>/dev/null; rmdir "$d/$v" 2>/dev/null; echo "rexd-bad readonly $d"; continue; fi; ` +
+	`if "$f" 2>/dev/null; then rm -f "$f"; find "$d/$v" -name ".rexd.tmp.*" -mmin +60 -exec rm -f {} + 2>/dev/null; echo "rexd-dir $d"; exit 3; fi; ` +
+	`rm -f "$f"; rmdir "$d/$v" 2>/dev/null; echo "rexd-bad noexec $d"; done; exit 5; fi; ` +
+	`if [ -z "$c3" ]; then tmpdir; fi; if [ -O "$c3" ]; then :; else c3=; fi; ` +
+	`if [ "$m" = check ]; then echo "rexd-uname $u"; for d in "$c1" "$c2" "$c3"; do if [ -z "$d" ]; then continue; fi; ` +
+	`if [ -n "$v" ] && [ -f "$d/$v/rexd" ]; then echo "rexd-cached $d/$v/rexd"; echo "rexd-version $("$d/$v/rexd" --version 2>&1 | head -n 1)"; fi; ` +
+	`for x in "$d"/*/rexd; do if [ -f "$x" ]; then echo "rexd-found $x"; fi; done; done; exit 0; fi; ` +
+	`if [ "$m" = clean ] && [ -n "$r" ]; then for d in "$c1" "$c2" "$c3"; do if [ -z "$d" ]; then continue; fi; ` +
+	`for x in "$d/$r-"*; do if [ -d "$x" ]; then rm -rf "$x" && echo "rexd-removed $x"; fi; done; done; exit 0; fi; ` +
+	`exit 2`
+
+// Exit statuses of bootScript.
+const (
+	exitDir         = 3
+	exitUnsupported = 4
+	exitNoDir       = 5
+)
+
+// sumScript prints "rexd-sum HEX" for the file $1, or exits 7 when the
+// target has no SHA-256 tool.
+const sumScript = `f=$1; if command -v sha256sum >/dev/null 2>&1; then s=$(sha256sum < "$f") || exit 2; ` +
+	`elif command -v shasum >/dev/null 2>&1; then s=$(shasum -a 256 < "$f") || exit 2; ` +
+	`else exit 7; fi; echo "rexd-sum ${s%% *}"`
+
+const exitNoSumTool = 7
+
+// bootCommand is the command line that runs bootScript in mode.
+func bootCommand(mode string, builds []build, rexdArgs []string) string {
+	argv := []string{"exec", "/bin/sh", "-c", bootScript, "rexd-boot", mode}
+	for _, b := range builds {
+		for _, n := range b.unames {
+			argv = append(argv, n+"="+b.entry)
+		}
+	}
+	argv = append(argv, "version="+version.Version, "--")
+	argv = append(argv, rexdArgs...)
+	return command(argv...)
+}
+
+// header is what bootScript reported.
+type header struct {
+	exec    string   // rexd-exec: the cached rexd that was started
+	uname   string   // rexd-uname
+	dir     string   // rexd-dir: the usable cache directory
+	bad     []string // rexd-bad: "WHY DIR"
+	cached  string   // rexd-cached
+	version string   // rexd-version
+	found   []string // rexd-found
+	removed []string // rexd-removed
+	sum     string   // rexd-sum
+}
+
+// maxHeaderLines bounds what is kept of the script's report.
+const maxHeaderLines = 256
+
+// parseHeader reads the "rexd-KEY VALUE" lines of the remote scripts; the
+// target is not trusted, so anything else is ignored.
+func parseHeader(lines []string) header {
+	var h header
+	for i, l := range lines {
+		if i >= maxHeaderLines {
+			break
+		}
+		key, val, _ := strings.Cut(strings.TrimRight(l, "\r"), " ")
+		switch key {
+		case "rexd-exec":
+			h.exec = val
+		case "rexd-uname":
+			h.uname = val
+		case "rexd-dir":
+			h.dir = val
+		case "rexd-bad":
+			h.bad = append(h.bad, val)
+		case "rexd-cached":
+			h.cached = val
+		case "rexd-version":
+			h.version = val
+		case "rexd-found":
+			h.found = append(h.found, val)
+		case "rexd-removed":
+			h.removed = append(h.removed, val)
+		case "rexd-sum":
+			h.sum = val
+		}
+	}
+	return h
+}
+
+// describeBad turns "WHY DIR" reports into words.
+func describeBad(bad []string) string {
+	var out []string
+	for _, b := range bad {
+		why, dir, _ := strings.Cut(b, " ")
+		switch why {
+		case "create":
+			out = append(out, dir+" cannot be created")
+		case "readonly":
+			out = append(out, dir+" is not writable")
+		case "noexec":
+			out = append(out, dir+" does not allow executing programs (noexec)")
+		case "notowned":
+			out = append(out, dir+" belongs to another user")
+		default:
+			out = append(out, b)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// headerReader passes a remote session's stdout to the REXD client after
+// taking off what comes before rexd's first JSON line: the "rexd-" lines of
+// bootScript, and any noise a login shell prints (a chatty .bashrc).
+type headerReader struct {
+	r *bufio.Reader
+
+	mu    sync.Mutex
+	done  bool
+	lines []string
+}
+
+func newHeaderReader(r io.Reader) *headerReader {
+	return &headerReader{r: bufio.NewReaderSize(r, 64<<10)}
+}
+
+func (h *headerReader) Read(p []byte) (int, error) {
+	for !h.isDone() {
+		peek, err := h.r.Peek(1)
+		if len(peek) == 0 {
+			h.finish()
+			return 0, err
+		}
+		if peek[0] == '{' {
+			h.finish()
+			break
+		}
+		line, err := h.r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			h.finish() // a line that long is not ours: let the client see it
+			break
+		}
+		if l := strings.TrimSuffix(string(line), "\n"); strings.HasPrefix(l, "rexd-") {
+			h.add(l)
+		}
+		if err != nil {
+			h.finish()
+			return 0, err
+		}
+	}
+	return h.r.Read(p)
+}
+
+func (h *headerReader) isDone() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.done
+}
+
+func (h *headerReader) finish() {
+	h.mu.Lock()
+	h.done = true
+	h.mu.Unlock()
+}
+
+func (h *headerReader) add(line string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.lines) < maxHeaderLines {
+		h.lines = append(h.lines, line)
+	} else {
+		h.done = true
+	}
+}
+
+func (h *headerReader) header() header {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return parseHeader(h.lines)
+}
+
+// closeGrace is how long a remote rexd has to exit after its input closes.
+const closeGrace = 3 * time.Second
+
+// sessionCloser ends a remote rexd: close its input, give it closeGrace to
+// exit (so its processes are stopped cleanly), then close the channel.
+type sessionCloser struct {
+	sess  *ssh.Session
+	stdin io.Closer
+
+	done    chan struct{}
+	waitErr error
+	once    sync.Once
+}
+
+func newSessionCloser(sess *ssh.Session, stdin io.Closer) *sessionCloser {
+	s := &sessionCloser{sess: sess, stdin: stdin, done: make(chan struct{})}
+	go func() {
+		s.waitErr = sess.Wait()
+		close(s.done)
+	}()
+	return s
+}
+
+func (s *sessionCloser) Close() error {
+	s.once.Do(func() {
+		s.stdin.Close()
+		select {
+		case <-s.done:
+		case <-time.After(closeGrace):
+		}
+		s.sess.Close()
+	})
+	return nil
+}
+
+// exitStatus is the remote exit status, -1 if unknown (yet).
+func (s *sessionCloser) exitStatus() int {
+	select {
+	case <-s.done:
+	default:
+		return -1
+	}
+	var ee *ssh.ExitError
+	switch {
+	case s.waitErr == nil:
+		return 0
+	case errors.As(s.waitErr, &ee):
+		return ee.ExitStatus()
+	}
+	return -1
+}
+
+// run runs cmd on the target and returns its output and exit status; ctx
+// ends it early by closing the channel.
+func run(ctx context.Context, sc *ssh.Client, cmd string, stdin io.Reader) (stdout []byte, stderr string, status int, err error) {
+	sess, err := sc.NewSession()
+	if err != nil {
+		return nil, "", -1, err
+	}
+	defer sess.Close()
+	var out bytes.Buffer
+	errBuf := &tailBuffer{max: 4096}
+	sess.Stdout = &limitedBuffer{buf: &out, max: 1 << 20}
+	sess.Stderr = errBuf
+	sess.Stdin = stdin
+	stop := context.AfterFunc(ctx, func() { sess.Close() })
+	defer stop()
+	err = sess.Run(cmd)
+	if ctx.Err() != nil {
+		return nil, errBuf.String(), -1, ctx.Err()
+	}
+	var ee *ssh.ExitError
+	if errors.As(err, &ee) {
+		return out.Bytes(), errBuf.String(), ee.ExitStatus(), nil
+	}
+	if err != nil {
+		return nil, errBuf.String(), -1, err
+	}
+	return out.Bytes(), errBuf.String(), 0, nil
+}
+
+func lines(b []byte) []string {
+	return strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+}
+
+// limitedBuffer keeps the first max bytes written and drops the rest.
+type limitedBuffer struct {
+	buf *bytes.Buffer
+	max int
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if room := l.max - l.buf.Len(); room > 0 {
+		l.buf.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+// tailBuffer keeps the last max bytes written (remote stderr, for errors).
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.buf))
+}
+
+// prefixWriter writes whole lines to w, each prefixed, so the stderr of
+// many targets sharing one writer does not interleave mid-line.
+type prefixWriter struct {
+	w      io.Writer
+	prefix string
+
+	mu   sync.Mutex
+	part []byte
+}
+
+// maxPartialLine flushes a line that never ends.
+const maxPartialLine = 4096
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.part = append(p.part, b...)
+	for {
+		i := bytes.IndexByte(p.part, '\n')
+		if i < 0 {
+			if len(p.part) < maxPartialLine {
+				return len(b), nil
+			}
+			i = len(p.part) - 1
+		}
+		line := append([]byte(p.prefix), p.part[:i+1]...)
+		if line[len(line)-1] != '\n' {
+			line = append(line, '\n')
+		}
+		p.part = p.part[i+1:]
+		if _, err := p.w.Write(line); err != nil {
+			return len(b), nil // diagnostics must not break the connection
+		}
+	}
+}
+
+// oneSentence folds remote stderr into a message tail.
+func oneSentence(stderr string) string {
+	s := strings.Join(strings.Fields(stderr), " ")
+	if len(s) > 300 {
+		s = s[len(s)-300:]
+	}
+	if s == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (remote said: %s)", s)
+}

@@ -1,0 +1,163 @@
+// Package sshx reaches targets over SSH from inside rex's own process (no
+// ssh binary, no ControlMaster): it dials as OpenSSH would, honouring
+// ~/.ssh/config, known_hosts, ssh-agent and ProxyJump, then bootstraps rexd
+// over SFTP onto the target and hands back a ready REXD client.
+package sshx
+
+import (
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/rexconsole/rex/internal/payload"
+	"github.com/rexconsole/rex/internal/protocol"
+)
+
+// Target is where to connect. Zero fields are filled from ssh_config, then
+// from defaults; non-zero fields override ssh_config.
+type Target struct {
+	Name    string // display name (device name or the ad-hoc spec); default Host
+	User    string
+	Host    string // a host name or an alias looked up in ssh_config
+	Port    int
+	KeyPath string // IdentityFile override
+	Jump    string // ProxyJump override ("" = from ssh_config, "none" = direct)
+}
+
+// Options configure a Dialer. The zero value behaves like OpenSSH with the
+// user's own files.
+type Options struct {
+	// ConfigFile is the ssh_config to read; default ~/.ssh/config, "none"
+	// reads none.
+	ConfigFile string
+	// KnownHostsFile is the user known_hosts file; default
+	// ~/.ssh/known_hosts. UserKnownHostsFile in ssh_config wins for the
+	// hosts it applies to.
+	KnownHostsFile string
+	// StrictHostKeys is "accept-new" (default), "yes" or "no"; when empty,
+	// ssh_config's StrictHostKeyChecking applies. A changed host key is
+	// always refused.
+	StrictHostKeys string
+	// ConnectTimeout bounds the whole handshake: TCP connect, SSH key
+	// exchange and authentication. Default 10s; ssh_config's ConnectTimeout
+	// applies when this is zero.
+	ConnectTimeout time.Duration
+	// Passphrase is asked for the passphrase of an encrypted key when a
+	// server is ready to accept that key. The passphrase is never stored;
+	// the decrypted key is kept in memory by the Dialer so a fan-out asks
+	// once.
+	Passphrase func(keyPath string) ([]byte, error)
+	// MaxHandshakes caps simultaneous handshakes (default 32). A handshake
+	// the server drops before authentication (OpenSSH MaxStartups) is
+	// retried after a jittered pause while the deadline allows.
+	MaxHandshakes int
+	// Payload provides the rexd builds; default payload.Embedded().
+	Payload payload.Source
+	// Stderr receives rexd's remote standard error, each line prefixed with
+	// the target's name; may be nil. The last few KiB are kept anyway and
+	// quoted in errors.
+	Stderr io.Writer
+	// RexdArgs are extra arguments for the remote `rexd --stdio`.
+	RexdArgs []string
+	// Session are the session.open params; ClientName defaults to "rex" and
+	// ClientVersion to this version.
+	Session protocol.SessionOpenParams
+	// OnState is told how a target progresses: "connecting",
+	// "bootstrapping" (rexd is being uploaded), "ready".
+	OnState func(target, state string)
+
+	// HomeDir is the local home directory for ~ in paths and the default
+	// files; default os.UserHomeDir().
+	HomeDir string
+	// AgentSocket is the ssh-agent socket; default $SSH_AUTH_SOCK (or
+	// ssh_config's IdentityAgent), "none" uses no agent.
+	AgentSocket string
+	// LocalUser is the default remote user name; default the current user.
+	LocalUser string
+}
+
+// The states passed to Options.OnState.
+const (
+	StateConnecting    = "connecting"
+	StateBootstrapping = "bootstrapping"
+	StateReady         = "ready"
+)
+
+// Defaults, as OpenSSH has them where it has them.
+const (
+	DefaultConnectTimeout = 10 * time.Second
+	DefaultMaxHandshakes  = 32
+	DefaultAliveInterval  = 15 * time.Second
+	DefaultAliveCountMax  = 3
+)
+
+// Dialer dials targets and bootstraps rexd on them. It is safe for
+// concurrent use; it holds the handshake semaphore, the known_hosts lock and
+// the decrypted keys.
+type Dialer struct {
+	opts Options
+	sem  chan struct{}
+
+	cfgOnce sync.Once
+	cfg     *sshConfig
+	cfgErr  error
+
+	knownHostsMu sync.Mutex // with a file lock for other processes
+
+	keysMu   sync.Mutex
+	keys     map[string]*keyFile // by path
+	promptMu sync.Mutex          // one passphrase prompt at a time
+
+	payloadOnce sync.Once
+	builds      []build
+	buildsErr   error
+}
+
+// NewDialer returns a Dialer for opts.
+func NewDialer(opts Options) *Dialer {
+	if opts.MaxHandshakes <= 0 {
+		opts.MaxHandshakes = DefaultMaxHandshakes
+	}
+	if opts.Payload == nil {
+		opts.Payload = payload.Embedded()
+	}
+	return &Dialer{
+		opts: opts,
+		sem:  make(chan struct{}, opts.MaxHandshakes),
+		keys: map[string]*keyFile{},
+	}
+}
+
+// Errors are *Error values; errors.Is matches them against these kinds.
+var (
+	ErrUnreachable    = errors.New("target unreachable")
+	ErrTimeout        = errors.New("target did not answer in time")
+	ErrAuth           = errors.New("authentication failed")
+	ErrHostKeyChanged = errors.New("host key changed")
+	ErrHostKeyUnknown = errors.New("host key unknown")
+	ErrUnsupported    = errors.New("platform not supported")
+	ErrNoCacheDir     = errors.New("no usable directory for rexd")
+	ErrBootstrap      = errors.New("bootstrap failed")
+	ErrConfig         = errors.New("bad ssh configuration")
+)
+
+// Error is an operator-facing failure: Msg is one sentence that says what
+// happened and what to do; Kind is one of the Err* values above.
+type Error struct {
+	Target string
+	Kind   error
+	Msg    string
+	Err    error // the underlying cause, if any
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// Is matches the error's kind.
+func (e *Error) Is(target error) bool { return target == e.Kind }
+
+func (e *Error) Unwrap() error { return e.Err }
+
+func newError(target string, kind error, cause error, msg string) *Error {
+	return &Error{Target: target, Kind: kind, Msg: msg, Err: cause}
+}
