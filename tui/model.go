@@ -1,0 +1,888 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"charm.land/bubbles/v2/help"
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/rexconsole/rex/devices"
+	"github.com/rexconsole/rex/internal/commands"
+	"github.com/rexconsole/rex/internal/fanout"
+	"github.com/rexconsole/rex/themes"
+)
+
+// frameInterval is the redraw period while output arrives or tasks run.
+const frameInterval = 33 * time.Millisecond
+
+// quitWindow is how soon a second ctrl+c on an idle command line must
+// follow the first to quit; quitAfterCancel keeps a burst of ctrl+c that
+// stopped a task from also closing the console.
+const (
+	quitWindow      = time.Second
+	quitAfterCancel = 2 * time.Second
+)
+
+// frameMsg asks for a redraw; it comes from the frame tick.
+type frameMsg time.Time
+
+// wakeMsg starts the frame tick after the console was idle.
+type wakeMsg struct{}
+
+// frameSignal is how fan-out goroutines tell the UI that something
+// changed without sending a message per chunk: they set dirty, and only
+// the first change after an idle spell sends one wakeMsg.
+type frameSignal struct {
+	dirty   atomic.Bool
+	pending atomic.Bool // a wake was sent or the tick is running
+	send    atomic.Pointer[func(tea.Msg)]
+}
+
+func (f *frameSignal) mark() {
+	f.dirty.Store(true)
+	if f.pending.Load() || !f.pending.CompareAndSwap(false, true) {
+		return
+	}
+	if send := f.send.Load(); send != nil {
+		go (*send)(wakeMsg{})
+	}
+}
+
+// msgKind says how the message area shows its text.
+type msgKind int
+
+const (
+	msgNone msgKind = iota
+	msgInfo
+	msgError
+	msgOutput
+)
+
+// message is the area above the command line: command output, a hint,
+// or an error in one sentence.
+type message struct {
+	kind  msgKind
+	lines []string
+	// transient marks a message about a task (cancelling, its summary)
+	// that the task's next news replaces.
+	transient bool
+}
+
+// compState remembers a completion so that tab again cycles through the
+// candidates.
+type compState struct {
+	value string // the input as completion left it
+	start int
+	cands []string
+	idx   int
+}
+
+// searchState is a search being typed into the command line.
+type searchState struct {
+	pane  *outputPane
+	draft string // the command line before the search
+}
+
+// deviceRun is a /device verb in flight.
+type deviceRun struct {
+	line    string
+	started time.Time
+	cancel  context.CancelFunc
+}
+
+// deviceDoneMsg carries a finished /device verb's output.
+type deviceDoneMsg struct {
+	args []string
+	out  string
+	err  error
+}
+
+// Model is the console: one root model that owns every widget and routes
+// every message. Panes, sidebar and command line are plain values drawn
+// by it, not nested programs.
+type Model struct {
+	ctx    context.Context
+	opts   Options
+	run    runFunc
+	now    func() time.Time
+	seed   maphash.Seed
+	signal *frameSignal
+
+	cfg      Config
+	keys     KeyMap
+	st       *Styles
+	styleGen int
+	help     help.Model
+
+	width, height int
+
+	reg    *devices.Registry
+	states *stateBoard
+
+	target      string // a TARGETS expression; "local" at first
+	targetCount int
+	input       lineEditor
+	hist        *history
+	comp        compState
+
+	panes      []Pane
+	focus      int
+	zoom       bool
+	layout     string
+	tasks      []*task
+	nextID     int
+	gatherTask *task // the task whose gathered view fills the main area
+
+	msg      message
+	helpOpen bool
+	helpTop  int
+	search   *searchState
+	device   *deviceRun
+	ticking  bool
+	quitting bool
+
+	lastIdleCtrlC time.Time
+	lastCancel    time.Time
+}
+
+// newModel builds the console's model. run is how tasks run; now is the
+// clock (tests fix both).
+func newModel(ctx context.Context, opts Options, run runFunc, now func() time.Time) *Model {
+	m := &Model{
+		ctx:    ctx,
+		opts:   opts,
+		run:    run,
+		now:    now,
+		seed:   maphash.MakeSeed(),
+		signal: &frameSignal{},
+		cfg:    defaultConfig(),
+		keys:   DefaultKeyMap(),
+		help:   help.New(),
+		target: commands.LocalName,
+		layout: layoutGrid,
+		reg:    devices.New(),
+	}
+	m.states = newStateBoard(m.signal.mark)
+	var startup []string
+
+	cfg, err := loadConfig(opts.ConfigDir)
+	if err != nil {
+		startup = append(startup, err.Error())
+	}
+	m.cfg = cfg
+	m.layout = cfg.Layout
+	if err := m.keys.apply(cfg.Keys); err != nil {
+		startup = append(startup, err.Error())
+	}
+
+	th, err := themes.Load(cfg.Theme, m.themeDir())
+	if err != nil {
+		startup = append(startup, err.Error()+"; using the dark theme")
+		th = themes.MustDefault()
+	}
+	m.setTheme(th)
+
+	histPath := ""
+	if opts.StateDir != "" {
+		histPath = opts.StateDir + "/" + HistoryFile
+	}
+	m.hist, err = loadHistory(histPath)
+	if err != nil {
+		startup = append(startup, err.Error())
+	}
+
+	m.reloadRegistry()
+	if t, err := m.resolve(m.target); err == nil {
+		m.targetCount = len(t)
+	}
+	if len(startup) > 0 {
+		m.msg = message{kind: msgError, lines: startup}
+	}
+	return m
+}
+
+func (m *Model) themeDir() string {
+	if m.opts.ConfigDir == "" {
+		return ""
+	}
+	return m.opts.ConfigDir + "/themes"
+}
+
+func (m *Model) setTheme(th themes.Theme) {
+	m.styleGen++
+	m.st = NewStyles(th, m.styleGen)
+	m.help.Styles = m.st.Help
+}
+
+// reloadRegistry reads devices.json again for the sidebar and completion.
+func (m *Model) reloadRegistry() {
+	if m.opts.Store == nil {
+		return
+	}
+	reg, err := m.opts.Store.Load()
+	if err != nil {
+		m.fail(err)
+		return
+	}
+	m.reg = reg
+}
+
+func (m *Model) resolve(spec string) ([]fanout.Target, error) {
+	if m.opts.Resolve != nil {
+		return m.opts.Resolve(spec)
+	}
+	if strings.TrimSpace(spec) == commands.LocalName {
+		return []fanout.Target{commands.LocalTarget()}, nil
+	}
+	return nil, fmt.Errorf("cannot resolve %q: this console has no device registry", spec)
+}
+
+// Init starts nothing: output and keys drive everything.
+func (m *Model) Init() tea.Cmd { return nil }
+
+// Update routes a message to the widget it is for.
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.width, m.height = msg.Width, msg.Height
+		m.help.SetWidth(msg.Width)
+		return m, nil
+	case wakeMsg:
+		return m, m.ensureTick()
+	case frameMsg:
+		return m, m.onFrame(time.Time(msg))
+	case deviceDoneMsg:
+		return m, m.deviceDone(msg)
+	case tea.KeyPressMsg:
+		return m, m.onKey(msg)
+	case tea.MouseClickMsg:
+		m.onClick(msg)
+		return m, nil
+	case tea.MouseWheelMsg:
+		m.onWheel(msg)
+		return m, nil
+	case tea.PasteMsg:
+		// A pasted block is one line here: newlines would submit half of it.
+		msg.Content = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(msg.Content)
+		m.input.Update(msg)
+		if m.search != nil {
+			m.search.pane.Search(m.input.Value())
+		}
+		return m, nil
+	}
+	return m, nil
+}
+
+// ensureTick starts the frame tick unless it runs.
+func (m *Model) ensureTick() tea.Cmd {
+	if m.ticking {
+		return nil
+	}
+	m.ticking = true
+	m.signal.pending.Store(true)
+	return tickCmd()
+}
+
+func tickCmd() tea.Cmd {
+	return tea.Tick(frameInterval, func(t time.Time) tea.Msg { return frameMsg(t) })
+}
+
+// onFrame is one frame: note finished tasks, refresh a gathered view,
+// and keep ticking while anything changes or runs.
+func (m *Model) onFrame(time.Time) tea.Cmd {
+	now := m.now()
+	for _, t := range m.tasks {
+		if t.isDone() && !t.reported {
+			t.reported = true
+			if m.msg.kind == msgNone || m.msg.transient {
+				m.msg = message{kind: msgInfo, lines: []string{t.summaryLine()}, transient: true}
+			}
+		}
+	}
+	if m.gatherTask != nil {
+		m.gatherTask.refreshGather(now, &m.keys, m.cfg.Scrollback, m.seed)
+	}
+	if m.signal.dirty.Swap(false) || m.busy() {
+		return tickCmd()
+	}
+	m.ticking = false
+	m.signal.pending.Store(false)
+	// A change that raced the line above must not be lost.
+	if m.signal.dirty.Load() {
+		return m.ensureTick()
+	}
+	return nil
+}
+
+// busy reports whether anything is in flight that the frame should show.
+func (m *Model) busy() bool {
+	if m.device != nil {
+		return true
+	}
+	for _, t := range m.tasks {
+		if !t.isDone() {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Model) runningTasks() int {
+	n := 0
+	for _, t := range m.tasks {
+		if !t.isDone() {
+			n++
+		}
+	}
+	return n
+}
+
+// info shows a message; fail shows an error.
+func (m *Model) info(format string, args ...any) {
+	m.msg = message{kind: msgInfo, lines: strings.Split(fmt.Sprintf(format, args...), "\n")}
+}
+
+func (m *Model) fail(err error) {
+	m.msg = message{kind: msgError, lines: []string{errorText(err)}}
+}
+
+// errorText is an error as the operator sees it.
+func errorText(err error) string {
+	var ee *commands.ExitError
+	if errors.As(err, &ee) && ee.Err == nil {
+		return fmt.Sprintf("the command ended with status %d", ee.Code)
+	}
+	return err.Error()
+}
+
+// onKey routes a key press: console keys first, then a search being
+// typed, then pane keys, then the command line.
+func (m *Model) onKey(msg tea.KeyPressMsg) tea.Cmd {
+	k := &m.keys
+	if m.helpOpen {
+		return m.helpKey(msg)
+	}
+	// A pane that takes every key (a remote terminal) gets them here,
+	// before any console binding but quit.
+	if p := m.focusedPane(); p != nil && p.CapturesKeys() && !key.Matches(msg, k.Quit) {
+		return p.Update(msg)
+	}
+	switch {
+	case key.Matches(msg, k.Quit):
+		return m.quit()
+	case key.Matches(msg, k.Cancel):
+		return m.interrupt()
+	case key.Matches(msg, k.Help):
+		m.helpOpen, m.helpTop = true, 0
+		return nil
+	}
+	if m.search != nil {
+		return m.searchKey(msg)
+	}
+	completing := m.comp.cands != nil && m.input.Value() == m.comp.value
+	if !key.Matches(msg, k.Complete) {
+		m.comp = compState{}
+	}
+	switch {
+	case key.Matches(msg, k.Submit):
+		return m.submit()
+	case key.Matches(msg, k.Complete) && (m.input.Value() != "" || completing):
+		m.complete()
+	case key.Matches(msg, k.NextPane):
+		m.cycleFocus(1)
+	case key.Matches(msg, k.PrevPane):
+		m.cycleFocus(-1)
+	case key.Matches(msg, k.HistoryPrev):
+		if s, ok := m.hist.Prev(m.input.Value()); ok {
+			m.input.SetValue(s)
+			m.input.CursorEnd()
+		}
+	case key.Matches(msg, k.HistoryNext):
+		if s, ok := m.hist.Next(); ok {
+			m.input.SetValue(s)
+			m.input.CursorEnd()
+		}
+	case key.Matches(msg, k.Zoom):
+		m.toggleZoom()
+	case key.Matches(msg, k.Gather):
+		m.toggleGather()
+	case key.Matches(msg, k.Search):
+		m.startSearch()
+	case key.Matches(msg, k.Clear):
+		m.clearPanes(false)
+	case key.Matches(msg, k.PageUp, k.PageDown, k.LineUp, k.LineDown, k.Top, k.Bottom):
+		if p := m.activePane(); p != nil {
+			return p.Update(msg)
+		}
+	case key.Matches(msg, k.TargetPrev):
+		m.moveTarget(-1)
+	case key.Matches(msg, k.TargetNext):
+		m.moveTarget(1)
+	case key.Matches(msg, k.Escape):
+		m.escape()
+	default:
+		m.input.Update(msg)
+	}
+	return nil
+}
+
+// interrupt is ctrl+c: it cancels the focused task; otherwise it clears
+// the line; on an idle, empty line, twice in a row, it quits.
+func (m *Model) interrupt() tea.Cmd {
+	now := m.now()
+	if t := m.focusedTask(); t != nil && t.stop() {
+		m.lastCancel, m.lastIdleCtrlC = now, time.Time{}
+		m.info("cancelling %s on %s", cut(t.command, 40), plural(len(t.panes), "target", "targets"))
+		m.msg.transient = true
+		return m.ensureTick()
+	}
+	if m.device != nil {
+		m.device.cancel()
+		m.lastCancel = now
+		return nil
+	}
+	if m.search != nil {
+		m.endSearch(false)
+		return nil
+	}
+	if m.input.Value() != "" {
+		m.input.SetValue("")
+		m.hist.reset()
+		m.comp = compState{}
+		return nil
+	}
+	if !m.lastIdleCtrlC.IsZero() && now.Sub(m.lastIdleCtrlC) <= quitWindow && now.Sub(m.lastCancel) > quitAfterCancel {
+		return m.quit()
+	}
+	m.lastIdleCtrlC = now
+	m.info("press ctrl+c again to quit (or ctrl+q, or /quit); ctrl+c stops the focused pane's task")
+	return nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// quit stops every task and ends the program; Run waits for the tasks.
+func (m *Model) quit() tea.Cmd {
+	m.quitting = true
+	for _, t := range m.tasks {
+		t.stop()
+	}
+	if m.device != nil {
+		m.device.cancel()
+	}
+	return tea.Quit
+}
+
+// escape backs out of one thing: zoom or the gathered view, then the
+// message area.
+func (m *Model) escape() {
+	switch {
+	case m.gatherTask != nil:
+		m.gatherTask = nil
+	case m.zoom:
+		m.zoom = false
+	default:
+		m.msg = message{}
+	}
+}
+
+func (m *Model) helpKey(msg tea.KeyPressMsg) tea.Cmd {
+	k := &m.keys
+	switch {
+	case key.Matches(msg, k.Quit):
+		return m.quit()
+	case key.Matches(msg, k.Escape, k.Help, k.Cancel, k.Submit):
+		m.helpOpen = false
+	case key.Matches(msg, k.PageDown):
+		m.helpTop += 10
+	case key.Matches(msg, k.PageUp):
+		m.helpTop = max(0, m.helpTop-10)
+	case key.Matches(msg, k.HistoryNext, k.LineDown):
+		m.helpTop++
+	case key.Matches(msg, k.HistoryPrev, k.LineUp):
+		m.helpTop = max(0, m.helpTop-1)
+	}
+	return nil
+}
+
+// submit runs the command line.
+func (m *Model) submit() tea.Cmd {
+	line := m.input.Value()
+	m.input.SetValue("")
+	m.comp = compState{}
+	m.msg = message{}
+	if err := m.hist.Add(line); err != nil {
+		m.fail(err)
+	}
+	line = strings.TrimSpace(line)
+	if line == "" {
+		return nil
+	}
+	if isSlashCommand(line) {
+		return m.slash(line)
+	}
+	return m.runOnTarget(line)
+}
+
+// isSlashCommand tells a slash command from a shell command that starts
+// with a path: "/usr/bin/uptime" runs, "/run ..." is a command.
+func isSlashCommand(line string) bool {
+	if !strings.HasPrefix(line, "/") {
+		return false
+	}
+	first, _, _ := strings.Cut(line, " ")
+	return !strings.Contains(first[1:], "/")
+}
+
+// runOnTarget runs a shell command line on the current target.
+func (m *Model) runOnTarget(line string) tea.Cmd {
+	targets, err := m.resolve(m.target)
+	if err != nil {
+		m.fail(fmt.Errorf("the target %s: %w", m.target, err))
+		return nil
+	}
+	return m.startTask(m.target, line, targets, commands.TaskFor([]string{line}), m.cfg.Concurrency)
+}
+
+// startTask runs t on targets in the background: a pane per target, fed by
+// the fan-out events, drawn by the frame tick.
+func (m *Model) startTask(spec, display string, targets []fanout.Target, ft fanout.Task, concurrency int) tea.Cmd {
+	if len(targets) == 0 {
+		m.fail(fmt.Errorf("%s names no targets; add devices to it first", spec))
+		return nil
+	}
+	ctx, cancel := context.WithCancel(m.ctx)
+	m.nextID++
+	t := &task{
+		id:      m.nextID,
+		command: display,
+		spec:    spec,
+		started: m.now(),
+		cancel:  cancel,
+		byName:  map[string]*outputPane{},
+		exited:  make(chan struct{}),
+	}
+	first := len(m.panes)
+	for _, tg := range targets {
+		m.nextID++
+		sb := newScrollback(m.cfg.Scrollback, m.seed, m.signal.mark)
+		p := newOutputPane(m.nextID, tg.Name, t, &m.keys, sb)
+		t.panes = append(t.panes, p)
+		t.byName[tg.Name] = p
+		m.panes = append(m.panes, p)
+	}
+	m.tasks = append(m.tasks, t)
+	m.focus = first
+	m.zoom = false
+	m.gatherTask = nil
+	run, now := m.run, m.now
+	go func() {
+		defer cancel()
+		s := run(ctx, targets, ft, fanout.Options{Concurrency: concurrency, OnEvent: t.onEvent(now)})
+		t.finish(s)
+		m.signal.mark()
+	}()
+	return m.ensureTick()
+}
+
+// focusedPane is the pane with focus, or nil.
+func (m *Model) focusedPane() Pane {
+	if m.focus < 0 || m.focus >= len(m.panes) {
+		return nil
+	}
+	return m.panes[m.focus]
+}
+
+// activePane is the pane keys act on: the gathered view while shown,
+// else the focused pane.
+func (m *Model) activePane() Pane {
+	if m.gatherTask != nil && m.gatherTask.gather != nil {
+		return m.gatherTask.gather
+	}
+	return m.focusedPane()
+}
+
+// focusedTask is the task of the focused pane, or nil.
+func (m *Model) focusedTask() *task {
+	if m.gatherTask != nil {
+		return m.gatherTask
+	}
+	if p, ok := m.focusedPane().(*outputPane); ok {
+		return p.task
+	}
+	return nil
+}
+
+func (m *Model) cycleFocus(d int) {
+	if len(m.panes) == 0 {
+		return
+	}
+	m.gatherTask = nil
+	m.focus = (m.focus + d + len(m.panes)) % len(m.panes)
+}
+
+func (m *Model) toggleZoom() bool {
+	if len(m.panes) == 0 {
+		return false
+	}
+	m.gatherTask = nil
+	m.zoom = !m.zoom
+	return true
+}
+
+// toggleGather shows or hides the gathered view of the focused task.
+func (m *Model) toggleGather() error {
+	if m.gatherTask != nil {
+		m.gatherTask = nil
+		return nil
+	}
+	t := m.focusedTask()
+	if t == nil || len(t.panes) < 2 {
+		return errors.New("the gathered view is for a command that ran on several targets; focus one of its panes (tab), or run one with /run GROUP -- CMD")
+	}
+	m.gatherTask = t
+	t.refreshGather(m.now(), &m.keys, m.cfg.Scrollback, m.seed)
+	return nil
+}
+
+// clearPanes empties the focused pane, or every pane.
+func (m *Model) clearPanes(all bool) int {
+	n := 0
+	for i, p := range m.panes {
+		if all || i == m.focus {
+			if c, ok := p.(interface{ Clear() }); ok {
+				c.Clear()
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// closePane removes pane i; a task whose panes are all gone is forgotten.
+func (m *Model) closePane(i int) {
+	p := m.panes[i]
+	m.panes = append(m.panes[:i:i], m.panes[i+1:]...)
+	if m.focus > i || m.focus >= len(m.panes) {
+		m.focus = max(0, m.focus-1)
+	}
+	if op, ok := p.(*outputPane); ok && op.task != nil {
+		t := op.task
+		for j, tp := range t.panes {
+			if tp == op {
+				t.panes = append(t.panes[:j:j], t.panes[j+1:]...)
+				delete(t.byName, op.target)
+				break
+			}
+		}
+		if len(t.panes) == 0 {
+			for j, tt := range m.tasks {
+				if tt == t {
+					m.tasks = append(m.tasks[:j:j], m.tasks[j+1:]...)
+					break
+				}
+			}
+		}
+		if m.gatherTask == t {
+			m.gatherTask = nil
+		}
+	}
+	if len(m.panes) == 0 {
+		m.zoom = false
+	}
+}
+
+// startSearch turns the command line into a search of the active pane.
+func (m *Model) startSearch() {
+	p, ok := m.activePane().(*outputPane)
+	if !ok {
+		m.fail(errors.New("there is no pane to search; run a command first"))
+		return
+	}
+	m.search = &searchState{pane: p, draft: m.input.Value()}
+	m.input.SetValue(p.query)
+	m.input.CursorEnd()
+}
+
+func (m *Model) endSearch(keep bool) {
+	s := m.search
+	m.search = nil
+	if !keep {
+		s.pane.Search("")
+	}
+	m.input.SetValue(s.draft)
+	m.input.CursorEnd()
+	if keep && s.pane.query != "" {
+		m.info("%s: %s (ctrl+f searches again, esc there clears it)", s.pane.query, s.pane.SearchStatus())
+	}
+}
+
+func (m *Model) searchKey(msg tea.KeyPressMsg) tea.Cmd {
+	k := &m.keys
+	p := m.search.pane
+	switch {
+	case key.Matches(msg, k.Escape):
+		m.endSearch(false)
+	case key.Matches(msg, k.Submit):
+		m.endSearch(true)
+	case key.Matches(msg, k.HistoryPrev, k.Search):
+		p.SearchNext(true)
+	case key.Matches(msg, k.HistoryNext):
+		p.SearchNext(false)
+	case key.Matches(msg, k.PageUp, k.PageDown, k.LineUp, k.LineDown, k.Top, k.Bottom):
+		return p.Update(msg)
+	default:
+		before := m.input.Value()
+		m.input.Update(msg)
+		if v := m.input.Value(); v != before {
+			p.Search(v)
+		}
+	}
+	return nil
+}
+
+// complete is tab on a non-empty line: one candidate is inserted; several
+// insert their common prefix and are listed; tab again cycles through
+// them.
+func (m *Model) complete() {
+	value := []rune(m.input.Value())
+	pos := min(m.input.Position(), len(value))
+	before, after := string(value[:pos]), string(value[pos:])
+	if m.comp.cands != nil && m.input.Value() == m.comp.value {
+		c := &m.comp
+		c.idx = (c.idx + 1) % len(c.cands)
+		v := before[:c.start] + c.cands[c.idx]
+		m.input.SetValue(v + after)
+		m.input.SetCursor(len([]rune(v)))
+		c.value = m.input.Value()
+		return
+	}
+	c := completeLine(before, m.compSource())
+	switch len(c.cands) {
+	case 0:
+		return
+	case 1:
+		v := before[:c.start] + c.cands[0] + " "
+		m.input.SetValue(v + after)
+		m.input.SetCursor(len([]rune(v)))
+		return
+	}
+	lcp := commonPrefix(c.cands)
+	v := before[:c.start] + lcp
+	m.input.SetValue(v + after)
+	m.input.SetCursor(len([]rune(v)))
+	m.info("%s", strings.Join(c.cands, "  "))
+	m.comp = compState{value: m.input.Value(), start: c.start, cands: c.cands, idx: -1}
+	if lcp == c.word {
+		// Nothing to add: this tab starts cycling.
+		m.complete()
+	}
+}
+
+func (m *Model) compSource() compSource {
+	m.reloadRegistryQuiet()
+	src := compSource{}
+	for _, c := range slashCommands() {
+		src.commands = append(src.commands, "/"+c.name)
+	}
+	for _, d := range m.reg.Devices() {
+		src.devices = append(src.devices, d.Name)
+	}
+	for _, g := range m.reg.Groups() {
+		src.groups = append(src.groups, g.Name)
+	}
+	infos, _ := themes.List(m.themeDir())
+	for _, i := range infos {
+		src.themes = append(src.themes, i.Name)
+	}
+	return src
+}
+
+// reloadRegistryQuiet picks up devices added elsewhere; an unreadable
+// file keeps the last good snapshot (the error shows on the next command
+// that needs it).
+func (m *Model) reloadRegistryQuiet() {
+	if m.opts.Store == nil {
+		return
+	}
+	if reg, err := m.opts.Store.Load(); err == nil {
+		m.reg = reg
+	}
+}
+
+// setTarget makes spec the current target after checking it resolves.
+func (m *Model) setTarget(spec string) error {
+	targets, err := m.resolve(spec)
+	if err != nil {
+		return err
+	}
+	if len(targets) == 0 {
+		return fmt.Errorf("%s names no targets; add devices to it first (/device group add)", spec)
+	}
+	m.target, m.targetCount = spec, len(targets)
+	return nil
+}
+
+// moveTarget steps the current target through the sidebar's entries.
+func (m *Model) moveTarget(d int) {
+	entries := m.sidebarEntries()
+	if len(entries) == 0 {
+		return
+	}
+	i := -1
+	for j, e := range entries {
+		if e.name == m.target {
+			i = j
+		}
+	}
+	for step := 0; step < len(entries); step++ {
+		i = (i + d + len(entries)) % len(entries)
+		if err := m.setTarget(entries[i].name); err == nil {
+			return
+		}
+	}
+}
+
+// sidebarEntry is one row of the sidebar's target list.
+type sidebarEntry struct {
+	name    string
+	kind    string // local, device, group, host
+	addr    string
+	members int
+}
+
+// sidebarEntries lists local, the devices, the groups and the ad-hoc
+// hosts that have been reached, in that order.
+func (m *Model) sidebarEntries() []sidebarEntry {
+	out := []sidebarEntry{{name: commands.LocalName, kind: "local", addr: "this machine"}}
+	known := map[string]bool{commands.LocalName: true}
+	for _, d := range m.reg.Devices() {
+		out = append(out, sidebarEntry{name: d.Name, kind: "device", addr: d.Addr()})
+		known[d.Name] = true
+	}
+	for _, g := range m.reg.Groups() {
+		out = append(out, sidebarEntry{name: g.Name, kind: "group", members: len(g.Members)})
+		known[g.Name] = true
+	}
+	hosts := m.states.names()
+	sort.Strings(hosts)
+	for _, h := range hosts {
+		if !known[h] {
+			out = append(out, sidebarEntry{name: h, kind: "host", addr: h})
+		}
+	}
+	return out
+}

@@ -1,0 +1,103 @@
+// Package tui is rex's console: a sidebar of devices and groups with
+// their connection states, split panes of live task output, and a command
+// line that runs shell commands on the current target and slash commands
+// that share their implementation with the rex command line.
+//
+// One root Model routes every message. Output from the fan-out goroutines
+// is appended to bounded pane buffers under their locks and drawn by a
+// frame tick that runs only while something changes, so a flood of output
+// never floods the program with messages and keys stay responsive.
+package tui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/rexconsole/rex/devices"
+	"github.com/rexconsole/rex/internal/commands"
+	"github.com/rexconsole/rex/internal/fanout"
+)
+
+// Options wire the console to the rest of rex.
+type Options struct {
+	// Store is the device registry for the sidebar, completion and the
+	// default /device implementation.
+	Store *devices.Store
+	// Connector reaches `local` and SSH targets.
+	Connector fanout.Connector
+	// Resolve turns a TARGETS expression into targets (local, devices,
+	// groups, globs, ranges, ad-hoc hosts).
+	Resolve func(spec string) ([]fanout.Target, error)
+	// ConfigDir holds config.toml and themes/ ($XDG_CONFIG_HOME/rex).
+	ConfigDir string
+	// StateDir holds the command-line history ($XDG_STATE_HOME/rex).
+	StateDir string
+	// DeviceVerb runs `rex device ARGS`, writing to io.Out and io.Err.
+	// When nil, the registry-only verbs of commands.Device serve.
+	DeviceVerb func(ctx context.Context, io commands.IO, args []string) error
+	// States, when set, carries connection progress only the connector
+	// knows (sshx's "bootstrapping") to the sidebar; give its Report
+	// method to the connector.
+	States *ConnStates
+}
+
+// shutdownWait bounds how long Run waits, after the console closed, for
+// cancelled tasks to stop their remote processes (fanout waits up to 5 s
+// for each).
+const shutdownWait = 6 * time.Second
+
+// Run opens the console on the terminal and returns when the operator
+// quits or ctx ends. Running tasks are cancelled on the way out.
+func Run(ctx context.Context, opts Options) error {
+	if opts.Connector == nil {
+		return errors.New("the console needs a connector to reach targets")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var m *Model
+	pool := fanout.NewPool(opts.Connector, fanout.PoolOptions{
+		OnState: func(target, state string, err error) { m.states.set(target, state, err) },
+	})
+	defer pool.Close()
+	run := func(ctx context.Context, targets []fanout.Target, t fanout.Task, o fanout.Options) *fanout.Summary {
+		return fanout.Run(ctx, pool, targets, t, o)
+	}
+	m = newModel(ctx, opts, run, time.Now)
+	opts.States.attach(m.states.set)
+	defer opts.States.attach(func(string, string, error) {})
+
+	p := tea.NewProgram(m, tea.WithContext(ctx))
+	send := p.Send
+	m.signal.send.Store(&send)
+	_, err := p.Run()
+	m.signal.send.Store(nil)
+
+	// Stop whatever still runs and give remote processes a moment to end.
+	for _, t := range m.tasks {
+		t.stop()
+	}
+	deadline := time.NewTimer(shutdownWait)
+	defer deadline.Stop()
+	for _, t := range m.tasks {
+		select {
+		case <-t.exited:
+		case <-deadline.C:
+			return closeErr(ctx, err)
+		}
+	}
+	return closeErr(ctx, err)
+}
+
+// closeErr maps how the program ended to Run's error: an ended context is
+// a normal way out.
+func closeErr(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() != nil && errors.Is(err, tea.ErrProgramKilled) {
+		return nil
+	}
+	return fmt.Errorf("console: %w", err)
+}

@@ -1,0 +1,413 @@
+package tui
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/rexconsole/rex/internal/commands"
+	"github.com/rexconsole/rex/themes"
+)
+
+// slashCmd is one slash command: its name, its arguments and what it
+// does, for /help and completion, and its implementation.
+type slashCmd struct {
+	name    string
+	args    string
+	summary string
+	run     func(m *Model, args []string) tea.Cmd
+}
+
+// slashCommands is the table of slash commands, in /help order.
+func slashCommands() []slashCmd {
+	return []slashCmd{
+		{"device", "VERB ...", "manage devices and groups, as rex device does (/device help)", (*Model).cmdDevice},
+		{"target", "NAME|GROUP|local", "set the target of plain command lines; any TARGETS list works", (*Model).cmdTarget},
+		{"run", "TARGETS -- CMD", "run CMD on TARGETS, one pane per target (--gather, --timeout D)", (*Model).cmdRun},
+		{"kill", "", "cancel the focused pane's task on all its targets (ctrl+c)", (*Model).cmdKill},
+		{"close", "[all]", "close the focused pane, or every finished pane", (*Model).cmdClose},
+		{"clear", "[all]", "clear the focused pane's scrollback, or every pane's (ctrl+l)", (*Model).cmdClear},
+		{"layout", "grid|rows|columns", "arrange the panes", (*Model).cmdLayout},
+		{"theme", "[NAME]", "list the themes, or switch to one (kept in config.toml)", (*Model).cmdTheme},
+		{"gather", "", "toggle the gathered view of a task on several targets (ctrl+g)", (*Model).cmdGather},
+		{"zoom", "", "show the focused pane alone, or all panes again (ctrl+o)", (*Model).cmdZoom},
+		{"find", "TEXT", "search the focused pane; lower case ignores case (ctrl+f)", (*Model).cmdFind},
+		{"help", "", "show the commands and keys (f1)", (*Model).cmdHelp},
+		{"quit", "", "leave the console, stopping running tasks (ctrl+q)", (*Model).cmdQuit},
+	}
+}
+
+// slash runs a slash command line.
+func (m *Model) slash(line string) tea.Cmd {
+	name, rest, _ := strings.Cut(strings.TrimPrefix(line, "/"), " ")
+	args, err := splitWords(rest)
+	if err != nil {
+		m.fail(fmt.Errorf("/%s: %w", name, err))
+		return nil
+	}
+	for _, c := range slashCommands() {
+		if c.name == name {
+			return c.run(m, args)
+		}
+	}
+	names := make([]string, 0, 16)
+	for _, c := range slashCommands() {
+		names = append(names, c.name)
+	}
+	hint := ""
+	if s := closest(name, names); s != "" {
+		hint = " (did you mean /" + s + "?)"
+	}
+	m.fail(fmt.Errorf("unknown command /%s%s; /help lists the commands", name, hint))
+	return nil
+}
+
+// closest is the name nearest to word by edit distance, if near enough.
+func closest(word string, names []string) string {
+	best, bestD := "", 3
+	for _, n := range names {
+		if d := editDistance(word, n); d < bestD || (d == bestD && best == "" && strings.HasPrefix(n, word)) {
+			best, bestD = n, d
+		}
+	}
+	if best == "" {
+		for _, n := range names {
+			if word != "" && strings.HasPrefix(n, word) {
+				return n
+			}
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// cmdDevice runs `rex device ARGS` in the background; its output shows in
+// the message area, or in a pane when it is long.
+func (m *Model) cmdDevice(args []string) tea.Cmd {
+	if m.device != nil {
+		m.fail(fmt.Errorf("%s is still running; wait for it or press ctrl+c to stop it", m.device.line))
+		return nil
+	}
+	verb := m.opts.DeviceVerb
+	if verb == nil {
+		store := m.opts.Store
+		if store == nil {
+			m.fail(errors.New("/device needs the device registry, which this console was started without"))
+			return nil
+		}
+		verb = func(ctx context.Context, o commands.IO, args []string) error {
+			return commands.Device(ctx, store, o, args)
+		}
+	}
+	ctx, cancel := context.WithCancel(m.ctx)
+	line := strings.TrimSpace("/device " + strings.Join(args, " "))
+	m.device = &deviceRun{line: line, started: m.now(), cancel: cancel}
+	m.msg = message{}
+	run := func() tea.Msg {
+		defer cancel()
+		var out bytes.Buffer
+		o := commands.IO{In: strings.NewReader(""), Out: &out, Err: &out}
+		err := verb(ctx, o, args)
+		return deviceDoneMsg{args: args, out: out.String(), err: err}
+	}
+	return tea.Batch(run, m.ensureTick())
+}
+
+// deviceDone shows a /device verb's output and reloads the registry.
+func (m *Model) deviceDone(d deviceDoneMsg) tea.Cmd {
+	line := "/device"
+	if m.device != nil {
+		line = m.device.line
+	}
+	m.device = nil
+	m.reloadRegistry()
+	text := strings.TrimRight(ansi.Strip(d.out), "\n")
+	var lines []string
+	if text != "" {
+		for _, l := range strings.Split(text, "\n") {
+			lines = append(lines, sanitize([]byte(l)))
+		}
+	}
+	if d.err != nil {
+		msg := errorText(d.err)
+		if len(lines) == 0 || lines[len(lines)-1] != msg {
+			lines = append(lines, msg)
+		}
+	}
+	if len(lines) > m.messageRoom() {
+		m.openText(line, lines)
+		m.info("%s: %d lines, shown in a pane (/close closes it)", line, len(lines))
+		return nil
+	}
+	kind := msgOutput
+	if d.err != nil {
+		kind = msgError
+	}
+	m.msg = message{kind: kind, lines: lines}
+	return nil
+}
+
+// messageRoom is how many lines the message area may take.
+func (m *Model) messageRoom() int {
+	return max(3, m.height/3)
+}
+
+// openText shows lines in a new text pane and focuses it.
+func (m *Model) openText(title string, lines []string) {
+	m.nextID++
+	sb := newScrollback(max(m.cfg.Scrollback, len(lines)), m.seed, m.signal.mark)
+	for _, l := range lines {
+		sb.Note(lineOut, l)
+	}
+	p := newOutputPane(m.nextID, "", nil, &m.keys, sb)
+	p.title = title
+	p.follow = false
+	m.panes = append(m.panes, p)
+	m.focus = len(m.panes) - 1
+	m.zoom, m.gatherTask = false, nil
+}
+
+func (m *Model) cmdTarget(args []string) tea.Cmd {
+	if len(args) == 0 {
+		m.info("the target is %s (%s); /target NAME|GROUP|local changes it", m.target, plural(m.targetCount, "machine", "machines"))
+		return nil
+	}
+	spec := strings.Join(args, ",")
+	if err := m.setTarget(spec); err != nil {
+		m.fail(fmt.Errorf("/target %s: %w", spec, err))
+		return nil
+	}
+	targets, _ := m.resolve(spec)
+	names := make([]string, 0, len(targets))
+	for _, t := range targets {
+		names = append(names, t.Name)
+	}
+	if len(names) == 1 && names[0] == spec {
+		m.info("target %s: command lines now run there", spec)
+	} else {
+		m.info("target %s: command lines now run on %s (%s)", spec, plural(len(names), "machine", "machines"), cut(strings.Join(names, ", "), 120))
+	}
+	return nil
+}
+
+func (m *Model) cmdRun(args []string) tea.Cmd {
+	spec, err := commands.ParseRun(args)
+	if err != nil {
+		m.fail(fmt.Errorf("/run: %s", strings.Replace(errorText(err), "rex run", "/run", 1)))
+		return nil
+	}
+	if spec.JSON {
+		m.fail(errors.New("/run: --json is for scripts; the console shows each target in its own pane"))
+		return nil
+	}
+	targets, err := m.resolve(spec.Targets)
+	if err != nil {
+		m.fail(fmt.Errorf("/run %s: %w", spec.Targets, err))
+		return nil
+	}
+	display := spec.Task.Command
+	if display == "" {
+		display = strings.Join(spec.Task.Argv, " ")
+	}
+	conc := m.cfg.Concurrency
+	if spec.Concurrency > 0 {
+		conc = spec.Concurrency
+	}
+	cmd := m.startTask(spec.Targets, display, targets, spec.Task, conc)
+	if spec.Gather && len(targets) > 1 {
+		m.toggleGather()
+	}
+	return cmd
+}
+
+func (m *Model) cmdKill(args []string) tea.Cmd {
+	if len(args) > 0 {
+		m.fail(errors.New("/kill takes no arguments; it stops the focused pane's task (focus another with tab)"))
+		return nil
+	}
+	t := m.focusedTask()
+	if t == nil || !t.stop() {
+		m.fail(errors.New("nothing is running in the focused pane; focus a running one with tab"))
+		return nil
+	}
+	m.lastCancel = m.now()
+	m.info("cancelling %s on %s", cut(t.command, 40), plural(len(t.panes), "target", "targets"))
+	m.msg.transient = true
+	return m.ensureTick()
+}
+
+func (m *Model) cmdClose(args []string) tea.Cmd {
+	all, err := allArg("close", args)
+	if err != nil {
+		m.fail(err)
+		return nil
+	}
+	if len(m.panes) == 0 {
+		m.fail(errors.New("there is no pane to close"))
+		return nil
+	}
+	if !all {
+		if p, ok := m.panes[m.focus].(*outputPane); ok && p.running() {
+			m.fail(fmt.Errorf("the pane %s is still running; stop it with ctrl+c or /kill, then /close it", p.Title()))
+			return nil
+		}
+		title := m.panes[m.focus].Title()
+		m.closePane(m.focus)
+		m.info("closed %s", title)
+		return nil
+	}
+	closed, left := 0, 0
+	for i := len(m.panes) - 1; i >= 0; i-- {
+		if p, ok := m.panes[i].(*outputPane); ok && p.running() {
+			left++
+			continue
+		}
+		m.closePane(i)
+		closed++
+	}
+	if left > 0 {
+		m.info("closed %s; %s still running (ctrl+c stops the focused one)", plural(closed, "pane", "panes"), plural(left, "pane is", "panes are"))
+	} else {
+		m.info("closed %s", plural(closed, "pane", "panes"))
+	}
+	return nil
+}
+
+// allArg accepts no argument or "all".
+func allArg(cmd string, args []string) (bool, error) {
+	switch {
+	case len(args) == 0:
+		return false, nil
+	case len(args) == 1 && args[0] == "all":
+		return true, nil
+	}
+	return false, fmt.Errorf("/%s takes nothing or \"all\", not %q", cmd, strings.Join(args, " "))
+}
+
+func (m *Model) cmdClear(args []string) tea.Cmd {
+	all, err := allArg("clear", args)
+	if err != nil {
+		m.fail(err)
+		return nil
+	}
+	m.msg = message{}
+	m.clearPanes(all)
+	return nil
+}
+
+func (m *Model) cmdLayout(args []string) tea.Cmd {
+	if len(args) != 1 || !validLayout(args[0]) {
+		hint := ""
+		if len(args) == 1 {
+			if s := closest(args[0], []string{layoutGrid, layoutRows, layoutColumns}); s != "" {
+				hint = " (did you mean " + s + "?)"
+			}
+		}
+		m.fail(fmt.Errorf("/layout takes grid, rows or columns%s; the layout is %s", hint, m.layout))
+		return nil
+	}
+	m.layout = args[0]
+	m.info("layout %s", m.layout)
+	return nil
+}
+
+func (m *Model) cmdTheme(args []string) tea.Cmd {
+	if len(args) == 0 {
+		infos, err := themes.List(m.themeDir())
+		lines := []string{"themes (/theme NAME switches):"}
+		for _, i := range infos {
+			mark := "  "
+			if i.Name == m.st.Theme.Name {
+				mark = "* "
+			}
+			lines = append(lines, mark+i.Name+"  "+i.Description)
+		}
+		if err != nil {
+			lines = append(lines, err.Error())
+		}
+		m.msg = message{kind: msgOutput, lines: lines}
+		return nil
+	}
+	if len(args) > 1 {
+		m.fail(errors.New("/theme takes one theme name; /theme alone lists them"))
+		return nil
+	}
+	th, err := themes.Load(args[0], m.themeDir())
+	if err != nil {
+		m.fail(err)
+		return nil
+	}
+	m.setTheme(th)
+	m.cfg.Theme = th.Name
+	if m.opts.ConfigDir != "" {
+		if err := saveTheme(m.opts.ConfigDir, th.Name); err != nil {
+			m.fail(fmt.Errorf("theme %s is on for now, but %w", th.Name, err))
+			return nil
+		}
+	}
+	m.info("theme %s", th.Name)
+	return nil
+}
+
+func (m *Model) cmdGather(args []string) tea.Cmd {
+	if err := m.toggleGather(); err != nil {
+		m.fail(err)
+	}
+	return nil
+}
+
+func (m *Model) cmdZoom(args []string) tea.Cmd {
+	if !m.toggleZoom() {
+		m.fail(errors.New("there is no pane to zoom; run a command first"))
+	}
+	return nil
+}
+
+func (m *Model) cmdFind(args []string) tea.Cmd {
+	p, ok := m.activePane().(*outputPane)
+	if !ok {
+		m.fail(errors.New("there is no pane to search; run a command first"))
+		return nil
+	}
+	q := strings.Join(args, " ")
+	p.Search(q)
+	if q == "" {
+		m.info("search cleared")
+		return nil
+	}
+	m.info("%s: %s (ctrl+f, then ↑/↓, steps through matches)", q, p.SearchStatus())
+	return nil
+}
+
+func (m *Model) cmdHelp(args []string) tea.Cmd {
+	m.helpOpen, m.helpTop = true, 0
+	return nil
+}
+
+func (m *Model) cmdQuit(args []string) tea.Cmd {
+	return m.quit()
+}

@@ -1,0 +1,143 @@
+package tui
+
+import (
+	"image/color"
+
+	"charm.land/bubbles/v2/help"
+	"charm.land/lipgloss/v2"
+
+	"github.com/rexconsole/rex/themes"
+)
+
+// Styles are every style the console draws with, built from one theme's
+// colour tokens by NewStyles. Nothing else in the package picks colours.
+type Styles struct {
+	Theme themes.Theme
+	// gen changes with every NewStyles, so cached renderings made with
+	// older styles are redrawn.
+	gen int
+
+	Text    lipgloss.Style
+	Muted   lipgloss.Style
+	Accent  lipgloss.Style
+	Success lipgloss.Style
+	Warning lipgloss.Style
+	Error   lipgloss.Style
+
+	Pane struct {
+		Border        lipgloss.Style
+		BorderFocused lipgloss.Style
+		Title         lipgloss.Style
+		TitleFocused  lipgloss.Style
+		Command       lipgloss.Style
+		Stdout        lipgloss.Style
+		Stderr        lipgloss.Style
+		Heading       lipgloss.Style // a group heading in the gathered view
+		HeadingOdd    lipgloss.Style // a group that differs from the most common output
+		Info          lipgloss.Style
+		Match         lipgloss.Style
+		Running       lipgloss.Style
+		ExitOK        lipgloss.Style
+		ExitFail      lipgloss.Style
+	}
+
+	Sidebar struct {
+		Section  lipgloss.Style
+		Item     lipgloss.Style
+		Selected lipgloss.Style
+		Border   lipgloss.Style
+		Detail   lipgloss.Style
+		Error    lipgloss.Style
+		// States colour a connection state's glyph and word.
+		States map[string]lipgloss.Style
+	}
+
+	Prompt       lipgloss.Style
+	PromptTarget lipgloss.Style
+	Message      lipgloss.Style
+	MessageError lipgloss.Style
+	Status       lipgloss.Style
+	StatusRight  lipgloss.Style
+	Overlay      lipgloss.Style
+	OverlayTitle lipgloss.Style
+
+	Input       lipgloss.Style
+	Placeholder lipgloss.Style
+
+	Help help.Styles
+}
+
+// NewStyles builds the console's styles from t.
+func NewStyles(t themes.Theme, gen int) *Styles {
+	c := t.Colors
+	fg := func(col color.Color) lipgloss.Style {
+		if col == nil {
+			return lipgloss.NewStyle()
+		}
+		return lipgloss.NewStyle().Foreground(col)
+	}
+	bg := func(s lipgloss.Style, col color.Color) lipgloss.Style {
+		if col == nil {
+			return s
+		}
+		return s.Background(col)
+	}
+	s := &Styles{Theme: t, gen: gen}
+	s.Text = fg(c.Text)
+	s.Muted = fg(c.Muted)
+	s.Accent = fg(c.Accent)
+	s.Success = fg(c.Success)
+	s.Warning = fg(c.Warning)
+	s.Error = fg(c.Error)
+
+	s.Pane.Border = fg(c.Border)
+	s.Pane.BorderFocused = fg(c.Focus)
+	s.Pane.Title = fg(c.Text).Bold(true)
+	s.Pane.TitleFocused = fg(c.Focus).Bold(true)
+	s.Pane.Command = fg(c.Muted)
+	s.Pane.Stdout = fg(c.Text)
+	s.Pane.Stderr = fg(c.Stderr)
+	s.Pane.Heading = fg(c.Accent).Bold(true)
+	s.Pane.HeadingOdd = fg(c.Warning).Bold(true)
+	s.Pane.Info = fg(c.Muted).Italic(true)
+	s.Pane.Match = bg(fg(c.MatchText), c.MatchBg)
+	s.Pane.Running = fg(c.Warning)
+	s.Pane.ExitOK = fg(c.Success).Bold(true)
+	s.Pane.ExitFail = fg(c.Error).Bold(true)
+
+	s.Sidebar.Section = fg(c.Muted).Bold(true)
+	s.Sidebar.Item = fg(c.Text)
+	s.Sidebar.Selected = bg(fg(c.SelectionText), c.SelectionBg).Bold(true)
+	s.Sidebar.Border = fg(c.Border)
+	s.Sidebar.Detail = fg(c.Muted)
+	s.Sidebar.Error = fg(c.Error)
+	s.Sidebar.States = map[string]lipgloss.Style{
+		stateIdle:          fg(c.Muted),
+		stateConnecting:    fg(c.Warning),
+		stateBootstrapping: fg(c.Warning),
+		stateReady:         fg(c.Success),
+		stateError:         fg(c.Error),
+	}
+
+	s.Prompt = fg(c.Muted)
+	s.PromptTarget = fg(c.Accent).Bold(true)
+	s.Message = fg(c.Text)
+	s.MessageError = fg(c.Error)
+	s.Status = bg(fg(c.StatusText), c.StatusBg)
+	s.StatusRight = bg(fg(c.StatusText), c.StatusBg).Bold(true)
+	s.Overlay = fg(c.Text)
+	s.OverlayTitle = fg(c.Accent).Bold(true)
+
+	s.Help = help.DefaultStyles(t.Dark)
+	s.Help.ShortKey = bg(fg(c.StatusText), c.StatusBg).Bold(true)
+	s.Help.ShortDesc = bg(fg(c.StatusText), c.StatusBg)
+	s.Help.ShortSeparator = bg(fg(c.StatusText), c.StatusBg)
+	s.Help.Ellipsis = bg(fg(c.StatusText), c.StatusBg)
+	s.Help.FullKey = fg(c.Accent)
+	s.Help.FullDesc = fg(c.Text)
+	s.Help.FullSeparator = fg(c.Border)
+
+	s.Input = fg(c.Text)
+	s.Placeholder = fg(c.Muted).Italic(true)
+	return s
+}

@@ -1,0 +1,497 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+
+)
+
+// Smallest screen the console draws on.
+const (
+	minWidth  = 40
+	minHeight = 8
+)
+
+// placed is a visible pane and its box.
+type placed struct {
+	idx  int // in m.panes; -1 for a gathered view
+	pane Pane
+	r    rect
+}
+
+// geometry is where everything goes on the screen.
+type geometry struct {
+	sidebar rect
+	main    rect
+	msgY    int
+	msgH    int
+	prompt  int
+	status  int
+	panes   []placed
+	first   int // index of the first visible pane
+	shown   int // how many panes are visible
+}
+
+// sidebarWidth is the sidebar's width for a screen width; narrow screens
+// have none.
+func sidebarWidth(w int) int {
+	switch {
+	case w >= 100:
+		return min(30, max(24, w/5))
+	case w >= 70:
+		return 20
+	}
+	return 0
+}
+
+// geometry lays the screen out and sizes the visible panes.
+func (m *Model) geometry() geometry {
+	w, h := m.width, m.height
+	var g geometry
+	g.msgH = min(len(m.messageLines(w)), m.messageRoom())
+	g.status = h - 1
+	g.prompt = h - 2
+	g.msgY = g.prompt - g.msgH
+	sb := sidebarWidth(w)
+	g.sidebar = rect{0, 0, sb, g.msgY}
+	g.main = rect{sb, 0, w - sb, g.msgY}
+	switch {
+	case m.gatherTask != nil && m.gatherTask.gather != nil:
+		g.panes = []placed{{idx: -1, pane: m.gatherTask.gather, r: g.main}}
+	case len(m.panes) == 0:
+	case m.zoom:
+		g.panes = []placed{{idx: m.focus, pane: m.panes[m.focus], r: g.main}}
+		g.first, g.shown = m.focus, 1
+	default:
+		per := perPage(m.layout, len(m.panes), g.main)
+		g.first = m.focus / per * per
+		g.shown = min(per, len(m.panes)-g.first)
+		for i, r := range arrange(m.layout, g.shown, g.main) {
+			g.panes = append(g.panes, placed{idx: g.first + i, pane: m.panes[g.first+i], r: r})
+		}
+	}
+	for _, p := range g.panes {
+		p.pane.SetSize(p.r.w, p.r.h)
+	}
+	return g
+}
+
+// View draws the whole screen.
+func (m *Model) View() tea.View {
+	var v tea.View
+	if m.quitting {
+		return v
+	}
+	content, cursor := m.render()
+	v.SetContent(content)
+	v.AltScreen = true
+	if m.cfg.mouse() {
+		v.MouseMode = tea.MouseModeCellMotion
+	}
+	v.BackgroundColor = m.st.Theme.Colors.Background
+	v.ForegroundColor = m.st.Theme.Colors.Text
+	v.Cursor = cursor
+	v.WindowTitle = "rex · " + m.target
+	return v
+}
+
+// render builds the screen's lines and places the cursor.
+func (m *Model) render() (string, *tea.Cursor) {
+	w, h := m.width, m.height
+	if w <= 0 || h <= 0 {
+		return "", nil
+	}
+	if w < minWidth || h < minHeight {
+		lines := wrapText(fmt.Sprintf("rex needs at least %d×%d cells; this terminal is %d×%d", minWidth, minHeight, w, h), w)
+		return m.st.Warning.Render(strings.Join(lines[:min(len(lines), h)], "\n")), nil
+	}
+	g := m.geometry()
+	lines := make([]string, 0, h)
+	side := m.sidebarView(g.sidebar.w, g.sidebar.h)
+	main := m.mainView(g)
+	for y := 0; y < g.main.h; y++ {
+		line := main[y]
+		if g.sidebar.w > 0 {
+			line = side[y] + line
+		}
+		lines = append(lines, line)
+	}
+	msg := m.messageLines(w)
+	if len(msg) > g.msgH {
+		msg = msg[len(msg)-g.msgH:]
+	}
+	lines = append(lines, msg...)
+	prompt, pw := m.promptView()
+	fw := max(1, w-pw)
+	m.input.SetWidth(fw)
+	text, cx := m.input.View(func(s string) string { return m.st.Input.Render(s) })
+	if m.input.Value() == "" && m.search == nil {
+		text, cx = m.st.Placeholder.Render(fit("a shell command to run on "+m.target+", or /help", fw)), 0
+	}
+	lines = append(lines, prompt+text)
+	lines = append(lines, m.statusView(g, w))
+
+	var cursor *tea.Cursor
+	if !m.helpOpen {
+		cursor = tea.NewCursor(pw+cx, g.prompt)
+		cursor.Color = m.st.Theme.Colors.Focus
+	}
+	return strings.Join(lines, "\n"), cursor
+}
+
+// mainView draws the panes, the help, or a welcome, as g.main.h lines of
+// g.main.w cells.
+func (m *Model) mainView(g geometry) []string {
+	if m.helpOpen {
+		return m.helpView(g.main.w, g.main.h)
+	}
+	if len(g.panes) == 0 {
+		return m.welcomeView(g.main.w, g.main.h)
+	}
+	now := m.now()
+	views := make([][]string, len(g.panes))
+	for i, p := range g.panes {
+		c := &paneCtx{st: m.st, focused: p.idx == m.focus || p.idx < 0, now: now, states: m.states}
+		views[i] = p.pane.View(c)
+	}
+	out := make([]string, g.main.h)
+	for y := range out {
+		var b strings.Builder
+		for i, p := range g.panes {
+			if y >= p.r.y && y < p.r.y+p.r.h {
+				if row := y - p.r.y; row < len(views[i]) {
+					b.WriteString(views[i][row])
+				}
+			}
+		}
+		out[y] = b.String()
+	}
+	return out
+}
+
+// welcomeView is the main area before any command ran.
+func (m *Model) welcomeView(w, h int) []string {
+	st := m.st
+	text := []struct {
+		s    string
+		bold bool
+	}{
+		{"rex", true},
+		{"", false},
+		{"Type a shell command and press enter: it runs on the target", false},
+		{"shown in the prompt (" + m.target + "), one pane per machine.", false},
+		{"", false},
+		{"/target NAME       run on a device, a group, or local", false},
+		{"/run T -- CMD      run once on any TARGETS list", false},
+		{"/device add N H    register a machine reached over SSH", false},
+		{"/help or f1        every command and key", false},
+	}
+	out := blankLines(w, h)
+	top := max(0, (h-len(text))/2)
+	for i, t := range text {
+		y := top + i
+		if y >= h {
+			break
+		}
+		s := cut(t.s, w-2)
+		pad := max(0, (w-58)/2)
+		line := spaces(pad) + s
+		style := st.Muted
+		if t.bold {
+			style = st.Accent.Bold(true)
+		}
+		out[y] = style.Render(fit(line, w))
+	}
+	return out
+}
+
+// promptView is the prompt before the input: the current target, or the
+// search.
+func (m *Model) promptView() (string, int) {
+	st := m.st
+	label := m.target
+	if m.targetCount > 1 {
+		label = fmt.Sprintf("%s (%d)", m.target, m.targetCount)
+	}
+	if m.search != nil {
+		label = "find in " + m.search.pane.Title()
+	}
+	label = cut(label, max(8, m.width/3))
+	arrow := " ❯ "
+	return st.PromptTarget.Render(label) + st.Prompt.Render(arrow), ansi.StringWidth(label) + ansi.StringWidth(arrow)
+}
+
+// messageLines is the message area's content, wrapped to w, styled.
+func (m *Model) messageLines(w int) []string {
+	if w <= 0 || m.st == nil {
+		return nil
+	}
+	var out []string
+	if m.device != nil {
+		out = append(out, m.st.Warning.Render(fit(spinnerAt(m.now(), m.device.started)+" "+m.device.line+" "+fmtDuration(m.now().Sub(m.device.started)), w)))
+	}
+	style := m.st.Message
+	switch m.msg.kind {
+	case msgNone:
+		return out
+	case msgError:
+		style = m.st.MessageError
+	case msgInfo:
+		style = m.st.Muted
+	}
+	for _, l := range m.msg.lines {
+		if m.msg.kind == msgOutput {
+			// Command output keeps its columns: cut, not wrapped.
+			out = append(out, style.Render(fit(l, w)))
+			continue
+		}
+		for _, wl := range wrapText(l, w) {
+			out = append(out, style.Render(fit(wl, w)))
+		}
+	}
+	return out
+}
+
+// statusView is the bottom line: key help on the left, counts on the
+// right.
+func (m *Model) statusView(g geometry, w int) string {
+	st := m.st
+	var parts []string
+	if n := m.runningTasks(); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d running", n))
+	}
+	if n := len(m.panes); n > 0 {
+		if g.shown > 0 && g.shown < n {
+			parts = append(parts, fmt.Sprintf("panes %d-%d of %d", g.first+1, g.first+g.shown, n))
+		} else {
+			parts = append(parts, plural(n, "pane", "panes"))
+		}
+	}
+	switch {
+	case m.gatherTask != nil:
+		parts = append(parts, "gathered")
+	case m.zoom:
+		parts = append(parts, "zoomed")
+	}
+	parts = append(parts, m.layout)
+	right := " " + strings.Join(parts, " · ") + " "
+	rw := ansi.StringWidth(right)
+	if rw > w/2 {
+		right, rw = "", 0
+	}
+	m.help.SetWidth(max(0, w-rw-1))
+	left := st.Status.Render(" ") + m.help.ShortHelpView(m.keys.ShortHelp())
+	lw := ansi.StringWidth(left)
+	if lw > w-rw {
+		left = ansi.Truncate(left, w-rw, "")
+		lw = ansi.StringWidth(left)
+	}
+	return left + st.Status.Render(spaces(w-rw-lw)) + st.StatusRight.Render(right)
+}
+
+// sideRow is one row of the sidebar's list; name is "" for a heading.
+type sideRow struct {
+	text string
+	name string
+}
+
+// sidebarLayout builds the sidebar's list rows, the first one shown (the
+// list scrolls to keep the selected target in view), how many rows the
+// list may use, and the detail lines below it.
+func (m *Model) sidebarLayout(w, h int) (list []sideRow, start, listH int, detail []string) {
+	st := m.st
+	cw := w - 1 // the last column is the border
+	entries := m.sidebarEntries()
+	sel := -1
+	for i, e := range entries {
+		if e.name == m.target {
+			sel = i
+		}
+	}
+	detail = m.detailLines(entries, sel, cw)
+	detailH := min(len(detail)+1, max(0, h/2))
+	listH = h - detailH
+	detail = detail[:max(0, detailH-1)]
+
+	titles := map[string]string{"device": "DEVICES", "group": "GROUPS", "host": "HOSTS"}
+	counts := map[string]int{}
+	for _, e := range entries {
+		counts[e.kind]++
+	}
+	lastKind := ""
+	selRow := -1
+	for i, e := range entries {
+		if e.kind != lastKind {
+			if title := titles[e.kind]; title != "" {
+				list = append(list, sideRow{text: st.Sidebar.Section.Render(fit(fmt.Sprintf(" %s %d", title, counts[e.kind]), cw))})
+			}
+			lastKind = e.kind
+		}
+		if i == sel {
+			selRow = len(list)
+		}
+		list = append(list, sideRow{text: m.sidebarRow(e, cw, i == sel), name: e.name})
+	}
+	if len(m.reg.Devices()) == 0 {
+		list = append(list,
+			sideRow{text: st.Muted.Render(fit(" no devices yet:", cw))},
+			sideRow{text: st.Muted.Render(fit(" /device add NAME HOST", cw))})
+	}
+	if selRow >= listH {
+		start = selRow - listH + 1
+	}
+	return list, start, listH, detail
+}
+
+// sidebarView draws the target list and the selected target's details.
+func (m *Model) sidebarView(w, h int) []string {
+	if w <= 0 {
+		return nil
+	}
+	st := m.st
+	cw := w - 1
+	list, start, listH, detail := m.sidebarLayout(w, h)
+	rows := make([]string, 0, h)
+	for i := start; i < len(list) && len(rows) < listH; i++ {
+		rows = append(rows, list[i].text)
+	}
+	for len(rows) < listH {
+		rows = append(rows, spaces(cw))
+	}
+	if listH < h {
+		rows = append(rows, st.Sidebar.Border.Render(strings.Repeat("─", cw)))
+		for i := 0; len(rows) < h; i++ {
+			if i < len(detail) {
+				rows = append(rows, detail[i])
+			} else {
+				rows = append(rows, spaces(cw))
+			}
+		}
+	}
+	border := st.Sidebar.Border.Render("│")
+	for i := range rows {
+		rows[i] += border
+	}
+	return rows
+}
+
+// stateGlyph marks a connection state.
+func stateGlyph(s string) string {
+	switch s {
+	case stateConnecting:
+		return "◌"
+	case stateBootstrapping:
+		return "◍"
+	case stateReady:
+		return "●"
+	case stateError:
+		return "✗"
+	}
+	return "○"
+}
+
+// sidebarRow draws one target: glyph, name, state.
+func (m *Model) sidebarRow(e sidebarEntry, w int, selected bool) string {
+	st := m.st
+	if e.kind == "group" {
+		s := fmt.Sprintf(" ▸ %s (%d)", e.name, e.members)
+		if selected {
+			return st.Sidebar.Selected.Render(fit(s, w))
+		}
+		return st.Sidebar.Item.Render(fit(s, w))
+	}
+	cs := m.states.get(e.name)
+	word := cs.state
+	if word == stateBootstrapping && w < 26 {
+		word = "bootstrap"
+	}
+	nameW := max(1, w-4-ansi.StringWidth(word))
+	name := fit(cut(e.name, nameW), nameW)
+	if selected {
+		return st.Sidebar.Selected.Render(" " + stateGlyph(cs.state) + " " + name + word + " ")
+	}
+	ss := st.Sidebar.States[cs.state]
+	return ss.Render(" "+stateGlyph(cs.state)+" ") + st.Sidebar.Item.Render(name) + ss.Render(word+" ")
+}
+
+// detailLines describes the selected target, with its last error.
+func (m *Model) detailLines(entries []sidebarEntry, sel, w int) []string {
+	st := m.st
+	if sel < 0 {
+		return []string{st.Sidebar.Detail.Render(fit(" target: "+m.target, w)), st.Sidebar.Detail.Render(fit(fmt.Sprintf(" %s", plural(m.targetCount, "machine", "machines")), w))}
+	}
+	e := entries[sel]
+	out := []string{st.Sidebar.Item.Bold(true).Render(fit(" "+e.name, w))}
+	if e.kind == "group" {
+		g, _ := m.reg.Group(e.name)
+		out = append(out, st.Sidebar.Detail.Render(fit(" group of "+plural(len(g.Members), "device", "devices"), w)))
+		for _, l := range wrapText(strings.Join(g.Members, ", "), w-1) {
+			out = append(out, st.Sidebar.Detail.Render(fit(" "+l, w)))
+		}
+		return out
+	}
+	out = append(out, st.Sidebar.Detail.Render(fit(" "+e.addr, w)))
+	cs := m.states.get(e.name)
+	out = append(out, st.Sidebar.States[cs.state].Render(fit(" "+cs.state, w)))
+	if cs.err != "" {
+		for _, l := range wrapText(cs.err, w-1) {
+			out = append(out, st.Sidebar.Error.Render(fit(" "+l, w)))
+		}
+	}
+	return out
+}
+
+// helpView is the overlay of commands and keys.
+func (m *Model) helpView(w, h int) []string {
+	st := m.st
+	inner := w - 4
+	var lines []string
+	add := func(s string) { lines = append(lines, s) }
+	add(st.OverlayTitle.Render(fit("Commands", inner)))
+	heads := make([]string, 0, 16)
+	col := 0
+	for _, c := range slashCommands() {
+		head := "  /" + c.name
+		if c.args != "" {
+			head += " " + c.args
+		}
+		heads = append(heads, head)
+		col = max(col, ansi.StringWidth(head)+2)
+	}
+	col = min(col, inner/2)
+	for i, c := range slashCommands() {
+		add(st.Help.FullKey.Render(fit(heads[i], col)) + st.Overlay.Render(fit(c.summary, max(0, inner-col))))
+	}
+	add(st.Overlay.Render(fit("A line without a slash runs as a shell command on the target in the prompt", inner)))
+	add(st.Overlay.Render(fit("(on every member of a group at once). A leading space keeps it out of history.", inner)))
+	add(spaces(inner))
+	add(st.OverlayTitle.Render(fit("Keys", inner)))
+	hm := m.help
+	hm.SetWidth(inner)
+	for _, l := range strings.Split(hm.FullHelpView(m.keys.FullHelp()), "\n") {
+		add(fit2(l, inner))
+	}
+	add(spaces(inner))
+	add(st.Muted.Render(fit("esc closes this help · pgup/pgdn scroll · keys can be changed in config.toml [keys]", inner)))
+
+	body := h - 2
+	top := min(m.helpTop, max(0, len(lines)-body))
+	m.helpTop = top
+	view := lines[top:]
+	for i := range view {
+		view[i] = " " + view[i] + " "
+	}
+	return drawBox(st.Pane.BorderFocused, w, h, seg(st.OverlayTitle, "rex help"), boxSeg{}, boxSeg{}, view)
+}
+
+// fit2 pads an already styled line to w cells, cutting it if wider.
+func fit2(s string, w int) string {
+	sw := ansi.StringWidth(s)
+	if sw > w {
+		return ansi.Truncate(s, w, "")
+	}
+	return s + spaces(w-sw)
+}
