@@ -24,9 +24,9 @@ const tabWidth = 8
 
 // outLine is one line of task output, already made safe to draw.
 type outLine struct {
-	text   string // printable text only: escapes stripped, tabs expanded
-	width  int    // display width of text
-	kind   lineKind
+	text  string // printable text only: escapes stripped, tabs expanded
+	width int    // display width of text
+	kind  lineKind
 
 	// The line drawn (wrapped into rows) for one width and style
 	// generation; lines never change once stored, so a frame only renders
