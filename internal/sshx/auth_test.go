@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rexconsole/rex/internal/sshtest"
 )
@@ -29,10 +30,12 @@ func TestAgentAuth(t *testing.T) {
 	tests := []struct {
 		name    string
 		keyPath string
+		config  string // ssh_config for every host
 		wantErr error
 	}{
-		{"configured identity picks the agent key", good.Path, nil},
-		{"all agent keys exceed MaxAuthTries", "", ErrAuth},
+		{"configured identity picks the agent key", good.Path, "", nil},
+		{"IdentitiesOnly picks the default identity from the agent", "", "IdentitiesOnly yes\n", nil},
+		{"all agent keys exceed MaxAuthTries", "", "", ErrAuth},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -40,6 +43,12 @@ func TestAgentAuth(t *testing.T) {
 			s := sshtest.Start(t, sshtest.Options{Authorized: []*sshtest.Key{good}, Extra: []string{"MaxAuthTries 3"}})
 			o := e.opts()
 			o.AgentSocket = agent.Socket
+			if tc.config != "" {
+				o.ConfigFile = filepath.Join(e.home, "config")
+				writeFile(t, o.ConfigFile, tc.config)
+				// ~/.ssh/id_ed25519.pub names the key; its private half is in the agent only
+				writeFile(t, filepath.Join(e.home, ".ssh", "id_ed25519.pub"), good.AuthorizedLine())
+			}
 			tg := Target{Name: "h1", Host: s.Host, Port: s.Port, User: s.User, KeyPath: tc.keyPath}
 			if tc.wantErr == nil {
 				c := connect(t, NewDialer(o), tg)
@@ -97,6 +106,15 @@ func TestEncryptedKey(t *testing.T) {
 		if calls != passphraseTries {
 			t.Errorf("asked %d times, want %d", calls, passphraseTries)
 		}
+	})
+	t.Run("typing does not count against the connect timeout", func(t *testing.T) {
+		o := e.opts()
+		o.ConnectTimeout = 2 * time.Second
+		o.Passphrase = func(string) ([]byte, error) {
+			time.Sleep(3 * time.Second)
+			return []byte("open sesame"), nil
+		}
+		connect(t, NewDialer(o), tg)
 	})
 	t.Run("no prompt available", func(t *testing.T) {
 		err, _ := dialErr(t, NewDialer(e.opts()), tg)

@@ -276,7 +276,13 @@ func TestDamagedCacheIsReplaced(t *testing.T) {
 			if err := os.Chmod(path, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			c := connect(t, NewDialer(e.opts()), e.target("h1", s))
+			var stderr syncBuffer
+			o := e.opts()
+			o.Stderr = &stderr
+			c := connect(t, NewDialer(o), e.target("h1", s))
+			if tc.name == "does not start" && !strings.Contains(stderr.String(), "h1: broken\n") {
+				t.Errorf("remote stderr %q does not carry the broken rexd's line", stderr.String())
+			}
 			if !c.Info.Uploaded || c.Info.RemotePath != path {
 				t.Errorf("bootstrap %+v, want a fresh upload to %s", c.Info, path)
 			}
@@ -377,5 +383,37 @@ func TestChattyLoginShell(t *testing.T) {
 	}
 	if again := connect(t, d, e.target("h1", s)); !again.Info.Cached || again.Info.RemotePath != c.Info.RemotePath {
 		t.Errorf("second bootstrap %+v, want the cached %s", again.Info, c.Info.RemotePath)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestPrefixWriter(t *testing.T) {
+	var out strings.Builder
+	w := &prefixWriter{w: &out, prefix: "h1: "}
+	for _, chunk := range []string{"one\ntw", "o\n", "", "three\nfour"} {
+		w.Write([]byte(chunk))
+	}
+	if got, want := out.String(), "h1: one\nh1: two\nh1: three\n"; got != want {
+		t.Errorf("got %q, want %q (an unfinished line waits)", got, want)
+	}
+	w.Write([]byte(strings.Repeat("x", maxPartialLine+10)))
+	if !strings.HasSuffix(out.String(), "x\n") || strings.Count(out.String(), "\n") != 4 {
+		t.Errorf("a line that never ends was not flushed: %q", out.String()[len(out.String())-20:])
 	}
 }

@@ -106,14 +106,18 @@ func (d *Dialer) dial(ctx context.Context, e *endpoint, b *budget, depth int) (*
 // budget, holding a handshake slot, and retries a handshake the server
 // dropped before showing its host key (OpenSSH's MaxStartups).
 func (d *Dialer) handshake(ctx context.Context, e *endpoint, b *budget, via *ssh.Client) (*ssh.Client, *countingConn, error) {
+	// Waiting for a slot is queueing, not the target being slow: the
+	// budget runs only while a slot is held.
 	select {
 	case d.sem <- struct{}{}:
 	case <-ctx.Done():
 		return nil, nil, d.ctxError(ctx, e, b)
-	case <-time.After(b.remaining()):
-		return nil, nil, timeoutError(e, b)
 	}
-	defer func() { <-d.sem }()
+	b.resume()
+	defer func() {
+		b.pause()
+		<-d.sem
+	}()
 	for attempt := 1; ; attempt++ {
 		c, conn, retry, err := d.handshakeOnce(ctx, e, b, via)
 		if err == nil {
@@ -313,8 +317,9 @@ func keepalive(c *ssh.Client, interval time.Duration, max int) {
 	}
 }
 
-// budget is the time allowed for a whole handshake (all hops, TCP, SSH,
-// authentication). Waiting for a passphrase pauses it.
+// budget is the time allowed for a whole handshake (all hops: TCP, SSH,
+// authentication). Waiting for a handshake slot or a passphrase does not
+// count.
 type budget struct {
 	timeout time.Duration
 
@@ -326,8 +331,11 @@ type budget struct {
 	expiredC chan struct{}
 }
 
+// newBudget returns a budget that has not started: it runs between
+// resume and pause.
 func newBudget(timeout time.Duration) *budget {
-	return &budget{timeout: timeout, end: time.Now().Add(timeout), changed: make(chan struct{})}
+	now := time.Now()
+	return &budget{timeout: timeout, end: now.Add(timeout), paused: 1, pausedAt: now, changed: make(chan struct{})}
 }
 
 func (b *budget) deadline() time.Time {

@@ -271,3 +271,36 @@ func TestHandshakeRetry(t *testing.T) {
 		t.Errorf("the server dropped nothing, so the retry was not exercised:\n%s", s.Log())
 	}
 }
+
+// TestMaxHandshakes: with one handshake slot, a dial waits while another
+// holds it (here against a blackhole), and the wait does not eat its own
+// connect timeout.
+func TestMaxHandshakes(t *testing.T) {
+	e := newEnv(t)
+	s := e.server(sshtest.Options{})
+	o := e.opts()
+	o.MaxHandshakes = 1
+	o.ConnectTimeout = time.Second
+	d := NewDialer(o)
+	host, port, _ := net.SplitHostPort(sshtest.Blackhole(t))
+	p, _ := strconv.Atoi(port)
+	slow := make(chan error, 1)
+	go func() {
+		_, err := d.Dial(context.Background(), Target{Name: "hole", Host: host, Port: p, KeyPath: e.key.Path})
+		slow <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // the blackhole holds the slot
+	start := time.Now()
+	c, err := d.Dial(context.Background(), e.target("h1", s))
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("dial after waiting for the slot: %v", err)
+	}
+	c.Close()
+	if took < 500*time.Millisecond {
+		t.Errorf("dialled in %v while the only slot was taken", took)
+	}
+	if err := <-slow; !errors.Is(err, ErrTimeout) {
+		t.Errorf("blackhole: %v, want a timeout", err)
+	}
+}
