@@ -29,6 +29,7 @@ const usage = `usage:
   rex attach TARGET [-- CMD [ARG...]]   interactive terminal; ctrl+] detaches
   rex push LOCAL_DIR REMOTE_DIR TARGETS send a tree; only what a target lacks crosses the wire
   rex pull REMOTE_DIR LOCAL_DIR TARGET  bring a tree back, merged with local changes
+  rex tool list | show ID | run ID [--param K=V]... [--target TARGETS] [--trace]
   rex version
 `
 
@@ -54,7 +55,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			break
 		}
 		err = commands.Device(ctx, store, o, args)
-	case "run", "attach", "push", "pull":
+	case "run", "attach", "push", "pull", "tool":
 		app, cleanup, aerr := newApp()
 		if aerr != nil {
 			err = aerr
@@ -70,6 +71,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			err = commands.Push(ctx, app, o, args)
 		case "pull":
 			err = commands.Pull(ctx, app, o, args)
+		case "tool":
+			err = commands.Tool(ctx, app, o, args)
 		}
 	case "version", "--version":
 		fmt.Fprintf(stdout, "rex %s\n", version.Version)
@@ -117,9 +120,11 @@ func newApp() (*commands.App, func(), error) {
 	}
 	pool := fanout.NewPool(connectors, fanout.PoolOptions{})
 	app := &commands.App{
-		Pool:    pool,
-		Resolve: commands.Resolver(store),
-		CASDir:  filepath.Join(xdg.CacheHome, "rex", "cas"),
+		Pool:      pool,
+		Resolve:   commands.Resolver(store),
+		CASDir:    filepath.Join(xdg.CacheHome, "rex", "cas"),
+		ConfigDir: filepath.Join(xdg.ConfigHome, "rex"),
+		CacheDir:  filepath.Join(xdg.CacheHome, "rex"),
 	}
 	return app, func() { pool.Close() }, nil
 }

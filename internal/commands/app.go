@@ -16,6 +16,10 @@ type App struct {
 	ConnectTimeout time.Duration
 	// CASDir is the operator's object store ($XDG_CACHE_HOME/rex/cas).
 	CASDir string
+	// ConfigDir is $XDG_CONFIG_HOME/rex (the user space of tools lives in
+	// its .ai/); CacheDir is $XDG_CACHE_HOME/rex.
+	ConfigDir string
+	CacheDir  string
 }
 
 // defaultConnectTimeout bounds reaching one target when App says nothing.

@@ -1,0 +1,504 @@
+package commands
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+
+	"github.com/rexconsole/rex/internal/cas"
+	"github.com/rexconsole/rex/internal/chain"
+	"github.com/rexconsole/rex/internal/fanout"
+	"github.com/rexconsole/rex/internal/protocol"
+	"github.com/rexconsole/rex/internal/rexclient"
+)
+
+// ToolUsage is the synopsis of `rex tool`.
+const ToolUsage = `usage:
+  rex tool list
+  rex tool show ID [--trace]
+  rex tool run ID [--param K=V]... [--target TARGETS] [--trace]`
+
+// engine builds the executor chain engine for the working directory.
+func (app *App) engine() (*chain.Engine, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	project, err := chain.FindProjectRoot(wd)
+	if err != nil {
+		return nil, err
+	}
+	opts := chain.Options{ProjectRoot: project, UserRoot: app.ConfigDir}
+	if app.CacheDir != "" {
+		opts.SystemDir = path.Join(app.CacheDir, "chain")
+	}
+	return chain.New(opts)
+}
+
+// Tool is `rex tool`.
+func Tool(ctx context.Context, app *App, o IO, args []string) error {
+	if len(args) == 0 || args[0] == "help" || args[0] == "--help" {
+		fmt.Fprintln(o.Out, ToolUsage)
+		return nil
+	}
+	eng, err := app.engine()
+	if err != nil {
+		return err
+	}
+	switch args[0] {
+	case "list":
+		return toolList(eng, o)
+	case "show":
+		if len(args) < 2 {
+			return Usagef("which tool? usage: rex tool show ID [--trace]")
+		}
+		trace := len(args) > 2 && args[2] == "--trace"
+		return toolShow(eng, o, args[1], trace)
+	case "run":
+		return toolRun(ctx, app, eng, o, args[1:])
+	}
+	return Usagef("unknown tool verb %q\n%s", args[0], ToolUsage)
+}
+
+func toolList(eng *chain.Engine, o IO) error {
+	items, err := eng.List()
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSPACE\tKIND\tVERSION\tDESCRIPTION")
+	for _, it := range items {
+		if it.ShadowedBy != nil {
+			continue
+		}
+		desc := it.Description
+		if it.Problem != "" {
+			desc = "(unusable: " + it.Problem + ")"
+		} else if len(it.Shadows) > 0 {
+			desc += fmt.Sprintf(" [shadows %d]", len(it.Shadows))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", it.ID, it.Space, it.Kind, it.Version, desc)
+	}
+	return tw.Flush()
+}
+
+func toolShow(eng *chain.Engine, o IO, id string, trace bool) error {
+	res, err := eng.Show(id, trace)
+	if err != nil {
+		return err
+	}
+	for i, el := range res.Chain.Elements {
+		fmt.Fprintf(o.Out, "%d. %s %s (%s) %s\n", i+1, el.Kind, el.ID, el.Space, el.Path)
+		for _, sh := range el.Shadowed {
+			fmt.Fprintf(o.Out, "     shadows %s\n", sh.Path)
+		}
+	}
+	if res.Trace != nil {
+		res.Trace.WriteText(o.Out)
+	}
+	if len(res.Problems) > 0 {
+		for _, p := range res.Problems {
+			fmt.Fprintf(o.Err, "invalid: %s\n", p.Message)
+		}
+		return &ExitError{Code: 1, Err: fmt.Errorf("the chain of %s is invalid", id)}
+	}
+	fmt.Fprintln(o.Out, "valid")
+	return nil
+}
+
+// toolRunArgs are the flags of `rex tool run`.
+type toolRunArgs struct {
+	id      string
+	params  map[string]string
+	targets string
+	trace   bool
+}
+
+func parseToolRun(args []string) (toolRunArgs, error) {
+	r := toolRunArgs{params: map[string]string{}, targets: LocalName}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, val, hasVal := strings.Cut(a, "=")
+		if !strings.HasPrefix(a, "-") {
+			if r.id != "" {
+				return r, Usagef("unexpected %q\n%s", a, ToolUsage)
+			}
+			r.id = a
+			continue
+		}
+		next := func() (string, error) {
+			if hasVal {
+				return val, nil
+			}
+			if i+1 >= len(args) {
+				return "", Usagef("%s needs a value", name)
+			}
+			i++
+			return args[i], nil
+		}
+		switch name {
+		case "--param", "-p":
+			v, err := next()
+			if err != nil {
+				return r, err
+			}
+			k, pv, ok := strings.Cut(v, "=")
+			if !ok || k == "" {
+				return r, Usagef("--param %q: want KEY=VALUE", v)
+			}
+			r.params[k] = pv
+		case "--target", "-t":
+			v, err := next()
+			if err != nil {
+				return r, err
+			}
+			r.targets = v
+		case "--trace":
+			r.trace = true
+		default:
+			return r, Usagef("unknown flag %s\n%s", a, ToolUsage)
+		}
+	}
+	if r.id == "" {
+		return r, Usagef("which tool?\n%s", ToolUsage)
+	}
+	return r, nil
+}
+
+func toolRun(ctx context.Context, app *App, eng *chain.Engine, o IO, args []string) error {
+	ra, err := parseToolRun(args)
+	if err != nil {
+		return err
+	}
+	targets, err := app.Resolve(ra.targets)
+	if err != nil {
+		return err
+	}
+	sink := newPrefixSink(o.Out, o.Err, targets, o.Styled)
+	var traceMu sync.Mutex
+	var local []fanout.Target
+	var remote []fanout.Target
+	for _, t := range targets {
+		if _, ok := t.Spec.(LocalSpec); ok {
+			local = append(local, t)
+		} else {
+			remote = append(remote, t)
+		}
+	}
+	runOn := func(ctx context.Context, t fanout.Target, ct chain.Target, root string, ship func(*chain.Plan) error) error {
+		plan, err := eng.Plan(ctx, chain.PlanRequest{ID: ra.id, Params: ra.params, Target: ct, TargetRoot: root, Trace: ra.trace})
+		if err != nil {
+			return err
+		}
+		if ra.trace && plan.Trace != nil {
+			traceMu.Lock()
+			fmt.Fprintf(o.Err, "trace for %s:\n", t.Name)
+			plan.Trace.WriteText(o.Err)
+			traceMu.Unlock()
+		}
+		if ship != nil {
+			if err := ship(plan); err != nil {
+				return err
+			}
+		}
+		out := &eventWriter{sink: sink, target: t.Name, kind: fanout.EventStdout}
+		errw := &eventWriter{sink: sink, target: t.Name, kind: fanout.EventStderr}
+		code, err := chain.Run(ctx, plan, ct, out, errw)
+		c := code
+		r := &fanout.Result{Target: t.Name, ExitCode: &c, Err: err}
+		sink.event(fanout.Event{Target: t.Name, Kind: fanout.EventResult, Result: r})
+		if err != nil {
+			return err
+		}
+		if code != 0 {
+			return &ExitError{Code: code, Err: fmt.Errorf("exit %d", code)}
+		}
+		return nil
+	}
+	var results []fanout.EachResult
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, t := range local {
+		wg.Add(1)
+		go func(t fanout.Target) {
+			defer wg.Done()
+			err := runOn(ctx, t, &chain.LocalTarget{}, "", nil)
+			mu.Lock()
+			results = append(results, fanout.EachResult{Target: t.Name, Err: err})
+			mu.Unlock()
+		}(t)
+	}
+	if len(remote) > 0 {
+		st, err := app.openStore()
+		if err != nil {
+			return err
+		}
+		rr := fanout.Each(ctx, app.Pool, remote, fanout.Options{ConnectTimeout: app.ConnectTimeout},
+			func(ctx context.Context, t fanout.Target, s *rexclient.Session) error {
+				ct := &SessionTarget{TargetName: t.Name, S: s}
+				root := toolRoot(s, ra.id)
+				return runOn(ctx, t, ct, root, func(p *chain.Plan) error { return shipPlan(ctx, st, s, t.Name, p, root) })
+			})
+		mu.Lock()
+		results = append(results, rr...)
+		mu.Unlock()
+	}
+	wg.Wait()
+	sink.finish(nil)
+	code := 0
+	for _, r := range results {
+		var ee *ExitError
+		switch {
+		case r.Err == nil:
+		case errors.As(r.Err, &ee):
+			if ee.Code > code && code != 255 {
+				code = ee.Code
+			}
+		case r.Unreachable:
+			fmt.Fprintf(o.Err, "%s! %v\n", r.Target, r.Err)
+			code = 255
+		default:
+			fmt.Fprintf(o.Err, "%s! %v\n", r.Target, r.Err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
+	if code != 0 {
+		return &ExitError{Code: code}
+	}
+	return nil
+}
+
+// eventWriter turns a tool's output into run events for the prefix sink.
+type eventWriter struct {
+	sink   outputSink
+	target string
+	kind   fanout.EventKind
+}
+
+func (w *eventWriter) Write(p []byte) (int, error) {
+	w.sink.event(fanout.Event{Target: w.target, Kind: w.kind, Data: append([]byte(nil), p...)})
+	return len(p), nil
+}
+
+// toolRoot is where a tool's files live on a remote target: one directory
+// per tool id under the target user's cache.
+func toolRoot(s *rexclient.Session, id string) string {
+	home := s.Info.Cwd
+	if len(s.Info.WorkspaceRoots) > 0 {
+		home = s.Info.WorkspaceRoots[0]
+	}
+	sum := sha256.Sum256([]byte(id))
+	safe := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return '_'
+	}, id)
+	return path.Join(home, ".cache", "rex", "tools", safe+"-"+hex.EncodeToString(sum[:4]))
+}
+
+// shipPlan pushes the plan's files through the object store and writes them
+// at root on the target, so only what the target lacks crosses the wire.
+func shipPlan(ctx context.Context, st *cas.Store, s *rexclient.Session, target string, p *chain.Plan, root string) error {
+	if !s.HasCAS() {
+		return errNoCAS(target)
+	}
+	tree, err := treeOfFiles(st, p.Files)
+	if err != nil {
+		return err
+	}
+	if _, err := PushTree(ctx, st, s, target, tree, root); err != nil {
+		return fmt.Errorf("ship the tool's files: %w", err)
+	}
+	return nil
+}
+
+// treeOfFiles stores the files of a plan as a tree laid out by their Rel
+// paths, with an empty project/ directory at least (the plan's cwd).
+func treeOfFiles(st *cas.Store, files []chain.ShipFile) (cas.Digest, error) {
+	type dir struct {
+		entries map[string]cas.Entry
+		subdirs map[string]*dir
+	}
+	newDir := func() *dir { return &dir{entries: map[string]cas.Entry{}, subdirs: map[string]*dir{}} }
+	top := newDir()
+	top.subdirs["project"] = newDir()
+	for _, f := range files {
+		data, err := os.ReadFile(f.Local)
+		if err != nil {
+			return cas.Digest{}, fmt.Errorf("read %s: %w", f.Local, err)
+		}
+		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != f.SHA256 {
+			return cas.Digest{}, fmt.Errorf("%s changed while the tool was being planned; run it again", f.Local)
+		}
+		d, err := st.Add(data)
+		if err != nil {
+			return cas.Digest{}, err
+		}
+		parts := strings.Split(f.Rel, "/")
+		cur := top
+		for _, p := range parts[:len(parts)-1] {
+			if cur.subdirs[p] == nil {
+				cur.subdirs[p] = newDir()
+			}
+			cur = cur.subdirs[p]
+		}
+		name := parts[len(parts)-1]
+		cur.entries[name] = cas.Entry{Name: name, Type: cas.EntryFile, Digest: d, Executable: f.Mode&0o111 != 0}
+	}
+	var build func(d *dir) (cas.Digest, error)
+	build = func(d *dir) (cas.Digest, error) {
+		var t cas.Tree
+		for name, sub := range d.subdirs {
+			sd, err := build(sub)
+			if err != nil {
+				return cas.Digest{}, err
+			}
+			t.Entries = append(t.Entries, cas.Entry{Name: name, Type: cas.EntryDir, Digest: sd})
+		}
+		for _, e := range d.entries {
+			t.Entries = append(t.Entries, e)
+		}
+		sort.Slice(t.Entries, func(i, j int) bool { return t.Entries[i].Name < t.Entries[j].Name })
+		return st.PutTree(t)
+	}
+	return build(top)
+}
+
+// SessionTarget is a chain.Target on a rexd session: the executor chain's
+// probes and runs go through exec.start with argv, never a shell string
+// built from values.
+type SessionTarget struct {
+	TargetName string
+	S          *rexclient.Session
+
+	once sync.Once
+	env  map[string]string
+	err  error
+}
+
+var _ chain.Target = (*SessionTarget)(nil)
+
+// Name implements chain.Target.
+func (t *SessionTarget) Name() string { return t.TargetName }
+
+func (t *SessionTarget) capture(ctx context.Context, argv ...string) (string, int, error) {
+	var out bytes.Buffer
+	empty := ""
+	p, err := t.S.Exec(ctx, protocol.ExecStartParams{Argv: argv, Stdin: &empty}, rexclient.ExecOptions{Stdout: &out})
+	if err != nil {
+		return "", -1, err
+	}
+	exit, err := p.Wait(ctx)
+	if err != nil {
+		return "", -1, err
+	}
+	code := 1
+	if exit.ExitCode != nil {
+		code = *exit.ExitCode
+	}
+	return out.String(), code, nil
+}
+
+// Environ implements chain.Target.
+func (t *SessionTarget) Environ(ctx context.Context) (map[string]string, error) {
+	t.once.Do(func() {
+		out, code, err := t.capture(ctx, "env", "-0")
+		if err != nil || code != 0 {
+			t.err = fmt.Errorf("read the environment of %s: %v", t.TargetName, err)
+			return
+		}
+		t.env = map[string]string{}
+		for _, kv := range strings.Split(out, "\x00") {
+			if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+				t.env[k] = v
+			}
+		}
+	})
+	return t.env, t.err
+}
+
+// statScript reports a path's kind; the path comes in as $1, never inside
+// the script text.
+const statScript = `if [ -e "$1" ]; then t=f; [ -d "$1" ] && t=d; x=-; [ -x "$1" ] && x=x; echo "$t$x"; else echo none; fi`
+
+// Stat implements chain.Target.
+func (t *SessionTarget) Stat(ctx context.Context, p string) (chain.FileInfo, error) {
+	out, _, err := t.capture(ctx, "sh", "-c", statScript, "sh", p)
+	if err != nil {
+		return chain.FileInfo{}, err
+	}
+	s := strings.TrimSpace(out)
+	if s == "none" || len(s) != 2 {
+		return chain.FileInfo{}, nil
+	}
+	fi := chain.FileInfo{Exists: true, IsDir: s[0] == 'd', Mode: 0o644}
+	if s[1] == 'x' {
+		fi.Mode = 0o755
+	}
+	if fi.IsDir {
+		fi.Mode |= os.ModeDir
+	}
+	return fi, nil
+}
+
+// lookScript finds $1 in the colon-separated directories of $2.
+const lookScript = `IFS=:; for d in $2; do [ -n "$d" ] || d=.; if [ -f "$d/$1" ] && [ -x "$d/$1" ]; then echo "$d/$1"; exit 0; fi; done; exit 1`
+
+// LookPath implements chain.Target.
+func (t *SessionTarget) LookPath(ctx context.Context, name, pathList string) (string, error) {
+	out, code, err := t.capture(ctx, "sh", "-c", lookScript, "sh", name, pathList)
+	if err != nil {
+		return "", err
+	}
+	if code != 0 {
+		return "", fmt.Errorf("%s on %s: %w", name, t.TargetName, chain.ErrNotFound)
+	}
+	return strings.TrimSpace(out), nil
+}
+
+// Run implements chain.Target.
+func (t *SessionTarget) Run(ctx context.Context, req chain.RunRequest) (chain.RunResult, error) {
+	stdin := string(req.Stdin)
+	p := protocol.ExecStartParams{Argv: req.Argv, Env: req.Env, Cwd: req.Cwd}
+	d, enc := protocol.EncodeData(req.Stdin)
+	stdin, p.StdinEncoding = d, enc
+	p.Stdin = &stdin
+	if req.Timeout > 0 {
+		p.TimeoutMS = req.Timeout.Milliseconds()
+	}
+	proc, err := t.S.Exec(ctx, p, rexclient.ExecOptions{Stdout: req.Stdout, Stderr: req.Stderr})
+	if err != nil {
+		return chain.RunResult{}, err
+	}
+	exit, err := proc.Wait(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			proc.Kill(context.Background(), "TERM")
+		}
+		return chain.RunResult{}, err
+	}
+	if errs := proc.Errors(); len(errs) > 0 && exit.ExitCode != nil && (*exit.ExitCode == 127 || *exit.ExitCode == 126) {
+		return chain.RunResult{}, errors.New(errs[0].Message)
+	}
+	res := chain.RunResult{TimedOut: exit.TimedOut}
+	switch {
+	case exit.ExitCode != nil:
+		res.ExitCode = *exit.ExitCode
+	case exit.Signal != nil:
+		res.Signal = *exit.Signal
+		res.ExitCode = exitStatus(exit)
+	}
+	return res, nil
+}
