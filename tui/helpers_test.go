@@ -102,7 +102,7 @@ func (f *fakeFleet) one(ctx context.Context, target, cmd string, emit func(fanou
 	code := func(n int) *int { return &n }
 	if f.unreachable[target] {
 		return &fanout.Result{Target: target, Unreachable: true,
-			Err: fmt.Errorf("connect %s: dial tcp 10.0.0.9:22: connect: connection refused; is the host up and reachable?", target)}
+			Err: fmt.Errorf("connect %s: dial tcp 10.0.0.9:2222: connect: connection refused; is the host up and reachable?", target)}
 	}
 	emit(fanout.Event{Target: target, Kind: fanout.EventStart})
 	out := func(s string) { emit(fanout.Event{Target: target, Kind: fanout.EventStdout, Data: []byte(s)}) }

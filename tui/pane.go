@@ -144,10 +144,13 @@ func (p *outputPane) Update(msg tea.Msg) tea.Cmd {
 
 // rowCount is how many screen rows line l takes at width w (lines wrap).
 func rowCount(l *outLine, w int) int {
-	if w <= 0 || l.width <= w {
+	switch {
+	case w <= 0 || l.width <= w:
 		return 1
+	case l.cacheW == w && l.cache != nil:
+		return len(l.cache)
 	}
-	return (l.width + w - 1) / w
+	return len(wrapCells(l.text, l.width, w))
 }
 
 // followStartLocked is the first line shown when following: as many of
@@ -491,14 +494,14 @@ func renderLine(st *Styles, l *outLine, w int) []string {
 	if l.cacheW == w && l.cacheGen == st.gen && l.cache != nil {
 		return l.cache
 	}
-	style := lineStyle(st, l.kind)
+	style := st.lines[l.kind]
 	var rows []string
 	for _, r := range wrapCells(l.text, l.width, w) {
 		if r.text == "" {
 			rows = append(rows, spaces(w))
 			continue
 		}
-		rows = append(rows, style.Render(r.text)+spaces(w-r.width))
+		rows = append(rows, style.wrap(r.text)+spaces(w-r.width))
 	}
 	l.cache, l.cacheW, l.cacheGen = rows, w, st.gen
 	return rows
@@ -507,7 +510,8 @@ func renderLine(st *Styles, l *outLine, w int) []string {
 // renderMatch draws a line with every occurrence of q highlighted (a
 // match cut by the wrap is highlighted in neither row).
 func renderMatch(st *Styles, l *outLine, w int, q string, fold bool) []string {
-	base := lineStyle(st, l.kind)
+	base := st.lines[l.kind]
+	match := sgrOf(st.Pane.Match)
 	var rows []string
 	for _, r := range wrapCells(l.text, l.width, w) {
 		var b strings.Builder
@@ -515,13 +519,13 @@ func renderMatch(st *Styles, l *outLine, w int, q string, fold bool) []string {
 		for rest != "" {
 			i := matchIndex(rest, q, fold)
 			if i < 0 {
-				b.WriteString(base.Render(rest))
+				b.WriteString(base.wrap(rest))
 				break
 			}
 			if i > 0 {
-				b.WriteString(base.Render(rest[:i]))
+				b.WriteString(base.wrap(rest[:i]))
 			}
-			b.WriteString(st.Pane.Match.Render(rest[i : i+len(q)]))
+			b.WriteString(match.wrap(rest[i : i+len(q)]))
 			rest = rest[i+len(q):]
 		}
 		rows = append(rows, b.String()+spaces(w-r.width))
@@ -535,30 +539,35 @@ type cellRow struct {
 	width int
 }
 
-// wrapCells breaks text (tw cells wide) into rows of at most w cells; a
-// wide character never straddles two rows.
+// wrapCells breaks text (tw cells wide) into rows of at most w cells,
+// after a space when one is in the row's second half (so words stay
+// whole), else at the edge; a wide character never straddles two rows.
 func wrapCells(text string, tw, w int) []cellRow {
 	if tw <= w || w <= 0 {
 		return []cellRow{{text, tw}}
 	}
 	var rows []cellRow
-	ascii := len(text) == tw
 	for text != "" {
-		if ascii {
-			k := min(w, len(text))
-			rows = append(rows, cellRow{text[:k], k})
-			text = text[k:]
-			continue
-		}
+		// i is the byte length that fits in w cells, cw its width.
 		cw, i := 0, 0
 		for i < len(text) {
-			r, size := utf8.DecodeRuneInString(text[i:])
-			rw := ansi.StringWidth(string(r))
+			size, rw := 1, 1
+			if text[i] >= 0x80 {
+				var r rune
+				r, size = utf8.DecodeRuneInString(text[i:])
+				rw = ansi.StringWidth(string(r))
+			}
 			if cw+rw > w && cw > 0 {
 				break
 			}
 			cw += rw
 			i += size
+		}
+		if i < len(text) && text[i] != ' ' {
+			if sp := strings.LastIndexByte(text[:i], ' '); sp >= 0 && sp+1 > i/2 {
+				cw -= textWidth(text[sp+1 : i])
+				i = sp + 1
+			}
 		}
 		rows = append(rows, cellRow{text[:i], cw})
 		text = text[i:]

@@ -314,6 +314,9 @@ func TestWrapCells(t *testing.T) {
 		{"abc", 4, []string{"abc"}},
 		{"日本語です", 4, []string{"日本", "語で", "す"}},
 		{"a日本", 2, []string{"a", "日", "本"}},
+		{"load average: 2.11, 2.50", 16, []string{"load average: ", "2.11, 2.50"}},
+		{"a verylongword", 8, []string{"a verylo", "ngword"}}, // no space in the second half
+		{"connection refused", 12, []string{"connection ", "refused"}},
 	}
 	for _, tt := range tests {
 		rows := wrapCells(tt.text, ansi.StringWidth(tt.text), tt.w)

@@ -245,7 +245,7 @@ func (s *scrollback) lineLocked(i int, scratch *outLine) *outLine {
 			continue
 		}
 		if i == 0 {
-			*scratch = outLine{text: t, width: ansi.StringWidth(t), kind: streamKind(k), cacheW: -1}
+			*scratch = outLine{text: t, width: textWidth(t), kind: streamKind(k), cacheW: -1}
 			return scratch
 		}
 		i--
@@ -270,7 +270,18 @@ func (s *scrollback) Text() string {
 
 func makeLine(raw []byte, kind lineKind) outLine {
 	t := sanitize(raw)
-	return outLine{text: t, width: ansi.StringWidth(t), kind: kind, cacheW: -1}
+	return outLine{text: t, width: textWidth(t), kind: kind, cacheW: -1}
+}
+
+// textWidth is the display width of sanitised text: its length when it is
+// ASCII (the common case, and much cheaper than grapheme segmentation).
+func textWidth(s string) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return ansi.StringWidth(s)
+		}
+	}
+	return len(s)
 }
 
 // sanitize turns raw output into text that is safe to draw in a cell grid:

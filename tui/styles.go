@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"strings"
 	"image/color"
 
 	"charm.land/bubbles/v2/help"
@@ -65,6 +66,26 @@ type Styles struct {
 	Placeholder lipgloss.Style
 
 	Help help.Styles
+
+	// lines are the line kinds' styles as raw escape sequences, so that a
+	// line is drawn by concatenation: lipgloss's Render is general and
+	// costs more than the rest of a frame.
+	lines [lineHeadOdd + 1]sgr
+}
+
+// sgr is a style as the escape sequences before and after styled text.
+type sgr struct{ pre, post string }
+
+func (s sgr) wrap(text string) string { return s.pre + text + s.post }
+
+// sgrOf extracts a simple style's (colours, bold, italic) sequences.
+func sgrOf(st lipgloss.Style) sgr {
+	out := st.Render("x")
+	i := strings.IndexByte(out, 'x')
+	if i < 0 {
+		return sgr{}
+	}
+	return sgr{pre: out[:i], post: out[i+1:]}
 }
 
 // NewStyles builds the console's styles from t.
@@ -136,6 +157,10 @@ func NewStyles(t themes.Theme, gen int) *Styles {
 	s.Help.FullKey = fg(c.Accent)
 	s.Help.FullDesc = fg(c.Text)
 	s.Help.FullSeparator = fg(c.Border)
+
+	for k := lineOut; k <= lineHeadOdd; k++ {
+		s.lines[k] = sgrOf(lineStyle(s, k))
+	}
 
 	s.Input = fg(c.Text)
 	s.Placeholder = fg(c.Muted).Italic(true)

@@ -38,9 +38,13 @@ func run() error {
 		return fmt.Errorf("find rexd: %w", err)
 	}
 	rexd := filepath.Join(filepath.Dir(exe), "rexd")
-	connectors := commands.Connectors{Local: fanout.LocalConnector(rexd, fanout.OperatorLimits()...)}
-	connectors.SSH = sshConnector()
+	states := &tui.ConnStates{}
+	connectors := commands.Connectors{
+		Local: fanout.LocalConnector(rexd, fanout.OperatorLimits()...),
+		SSH:   sshConnector(states),
+	}
 	return tui.Run(ctx, tui.Options{
+		States:    states,
 		Store:     store,
 		Connector: connectors,
 		Resolve:   commands.Resolver(store),
