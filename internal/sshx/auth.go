@@ -390,7 +390,7 @@ func (unknownKey) Type() string                        { return "unknown" }
 func (unknownKey) Marshal() []byte                     { return []byte("unknown") }
 func (unknownKey) Verify([]byte, *ssh.Signature) error { return errors.New("unknown key") }
 
-// describeOffered summarises what was offered, for an auth error.
+// describe summarises what was offered, for an auth error.
 func (p *authPlan) describe() string {
 	var parts []string
 	agentKeys := 0

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/skeema/knownhosts"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/rexconsole/rex/internal/version"
@@ -274,7 +275,7 @@ func handshakeError(e *endpoint, plan *authPlan, err error) error {
 		}
 		return newError(e.name, ErrAuth, err, fmt.Sprintf("authenticate %s: the server accepted none of the keys offered (%s); check the user name and that one of these keys is in its authorized_keys", target, plan.describe()))
 	case strings.Contains(msg, "no common algorithm for host key"):
-		return newError(e.name, ErrHostKeyChanged, err, fmt.Sprintf("connect %s: the host no longer offers any host key type that known_hosts has for it; if it was reinstalled, run ssh-keygen -R %s and connect again", target, Quote(strings.TrimSuffix(strings.TrimPrefix(e.hostKeyName(), "["), "]:22"))))
+		return newError(e.name, ErrHostKeyChanged, err, fmt.Sprintf("connect %s: the host no longer offers any host key type that known_hosts has for it; if it was reinstalled, run ssh-keygen -R %s and connect again", target, Quote(knownhosts.Normalize(e.hostKeyName()))))
 	case strings.Contains(msg, "no common algorithm"):
 		return newError(e.name, ErrUnreachable, err, fmt.Sprintf("connect %s: %s; the server's SSH algorithms are too old for rex", target, strings.TrimPrefix(msg, "ssh: handshake failed: ")))
 	case isDropped(err):

@@ -304,3 +304,21 @@ func TestMaxHandshakes(t *testing.T) {
 		t.Errorf("blackhole: %v, want a timeout", err)
 	}
 }
+
+// TestDialCanceled: canceling the context ends a dial at once.
+func TestDialCanceled(t *testing.T) {
+	e := newEnv(t)
+	host, port, _ := net.SplitHostPort(sshtest.Blackhole(t))
+	p, _ := strconv.Atoi(port)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := NewDialer(e.opts()).Dial(ctx, Target{Name: "h1", Host: host, Port: p, KeyPath: e.key.Path})
+	if err == nil || !errors.Is(err, context.Canceled) {
+		t.Fatalf("error %v, want canceled", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("cancel took %v to end the dial", took)
+	}
+	assertOneSentence(t, err, "h1", "canceled")
+}
