@@ -3,6 +3,7 @@ package sshtest_test
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -112,6 +113,32 @@ func TestAgent(t *testing.T) {
 	for _, k := range []*sshtest.Key{k1, k2} {
 		if !strings.Contains(string(out), strings.Fields(k.AuthorizedLine())[1]) {
 			t.Errorf("the agent does not hold %s", k.Path)
+		}
+	}
+}
+
+// TestFleet: each server of a fleet has its own port, home and host keys,
+// and speaks SSH.
+func TestFleet(t *testing.T) {
+	fleet := sshtest.Fleet(t, 3, sshtest.Options{HostKeyTypes: []string{"ed25519"}})
+	seen := map[string]bool{}
+	for _, s := range fleet {
+		for _, v := range []string{s.Addr, s.Home, string(s.HostKeys[0].Marshal())} {
+			if seen[v] {
+				t.Errorf("two servers share %q", v)
+			}
+			seen[v] = true
+		}
+		c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		banner := make([]byte, 8)
+		_, err = io.ReadFull(c, banner)
+		c.Close()
+		if err != nil || string(banner) != "SSH-2.0-" {
+			t.Errorf("%s says %q, %v", s.Addr, banner, err)
 		}
 	}
 }
