@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"syscall"
 
 	"github.com/adrg/xdg"
@@ -19,6 +20,7 @@ import (
 	"github.com/rexconsole/rex/internal/commands"
 	"github.com/rexconsole/rex/internal/fanout"
 	"github.com/rexconsole/rex/internal/payload"
+	"github.com/rexconsole/rex/internal/sshx"
 	"github.com/rexconsole/rex/internal/version"
 )
 
@@ -54,7 +56,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			err = serr
 			break
 		}
-		err = commands.Device(ctx, store, o, args)
+		err = commands.DeviceWith(ctx, store, commands.SSHDeviceRemote{Dialer: newDialer(stderr)}, o, args)
 	case "run", "attach", "push", "pull", "tool":
 		app, cleanup, aerr := newApp()
 		if aerr != nil {
@@ -117,6 +119,7 @@ func newApp() (*commands.App, func(), error) {
 	}
 	connectors := commands.Connectors{
 		Local: fanout.LocalConnector(rexdPath, fanout.OperatorLimits()...),
+		SSH:   commands.SSHConnector{Dialer: newDialer(os.Stderr)},
 	}
 	pool := fanout.NewPool(connectors, fanout.PoolOptions{})
 	app := &commands.App{
@@ -127,4 +130,36 @@ func newApp() (*commands.App, func(), error) {
 		CacheDir:  filepath.Join(xdg.CacheHome, "rex"),
 	}
 	return app, func() { pool.Close() }, nil
+}
+
+// newDialer is SSH as the operator's own OpenSSH files configure it, with
+// the rexd builds this rex carries (or the rexd beside a development build)
+// and a terminal prompt for key passphrases.
+func newDialer(stderr io.Writer) *sshx.Dialer {
+	var sources []payload.Source
+	sources = append(sources, payload.Embedded())
+	if exe, err := os.Executable(); err == nil {
+		sources = append(sources, payload.File(runtime.GOOS, runtime.GOARCH, filepath.Join(filepath.Dir(exe), "rexd")))
+	}
+	return sshx.NewDialer(sshx.Options{
+		Payload:    payload.Chain(sources...),
+		RexdArgs:   fanout.OperatorLimits(),
+		Passphrase: askPassphrase(stderr),
+	})
+}
+
+// askPassphrase reads a key's passphrase from the controlling terminal,
+// echo off; without a terminal there is no way to ask.
+func askPassphrase(stderr io.Writer) func(string) ([]byte, error) {
+	return func(keyPath string) ([]byte, error) {
+		tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
+		if err != nil {
+			return nil, fmt.Errorf("%s is encrypted and there is no terminal to ask for its passphrase; add it to ssh-agent", keyPath)
+		}
+		defer tty.Close()
+		fmt.Fprintf(tty, "Enter passphrase for %s: ", keyPath)
+		pw, err := term.ReadPassword(int(tty.Fd()))
+		fmt.Fprintln(tty)
+		return pw, err
+	}
 }

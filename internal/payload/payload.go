@@ -151,3 +151,40 @@ func (c chain) Platforms() []string {
 	sort.Strings(out)
 	return out
 }
+
+// File is a source of one build read from path, for one platform: a rexd
+// beside a development rex, built for the machine it runs on.
+func File(goos, goarch, path string) Source {
+	return &fileSource{goos: goos, goarch: goarch, path: path}
+}
+
+type fileSource struct {
+	goos, goarch, path string
+	mu                 sync.Mutex
+	b                  *Binary
+}
+
+func (s *fileSource) Rexd(goos, goarch string) (Binary, error) {
+	if goos != s.goos || goarch != s.goarch {
+		return Binary{}, fmt.Errorf("%w: %s/%s (only %s/%s is at hand)", ErrUnsupported, goos, goarch, s.goos, s.goarch)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.b != nil {
+		return *s.b, nil
+	}
+	data, err := os.ReadFile(s.path)
+	if err != nil {
+		return Binary{}, fmt.Errorf("%w: %s/%s (%v)", ErrUnsupported, goos, goarch, err)
+	}
+	sum := sha256.Sum256(data)
+	s.b = &Binary{GOOS: goos, GOARCH: goarch, Data: data, SHA256: hex.EncodeToString(sum[:])}
+	return *s.b, nil
+}
+
+func (s *fileSource) Platforms() []string {
+	if _, err := os.Stat(s.path); err != nil {
+		return nil
+	}
+	return []string{s.goos + "/" + s.goarch}
+}

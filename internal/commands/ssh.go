@@ -1,0 +1,146 @@
+package commands
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rexconsole/rex/devices"
+	"github.com/rexconsole/rex/internal/fanout"
+	"github.com/rexconsole/rex/internal/sshx"
+)
+
+// SSHConnector reaches devices and ad-hoc hosts over in-process SSH,
+// bootstrapping rexd on them.
+type SSHConnector struct{ Dialer *sshx.Dialer }
+
+// Connect implements fanout.Connector.
+func (c SSHConnector) Connect(ctx context.Context, t fanout.Target) (*fanout.Conn, error) {
+	dt, ok := t.Spec.(devices.Target)
+	if !ok {
+		return nil, fmt.Errorf("connect %s: not an SSH target", t.Name)
+	}
+	conn, err := c.Dialer.Connect(ctx, SSHTarget(dt))
+	if err != nil {
+		return nil, err
+	}
+	return &fanout.Conn{Session: conn.Session, Closer: conn}, nil
+}
+
+// SSHTarget maps a resolved target to where sshx connects. A device's
+// optional "jump" field is its ProxyJump.
+func SSHTarget(t devices.Target) sshx.Target {
+	st := sshx.Target{Name: t.Name, User: t.User, Host: t.Host, Port: t.Port, KeyPath: t.KeyPath}
+	if t.Device != nil {
+		if raw, ok := t.Device.Extra()["jump"]; ok {
+			var jump string
+			if json.Unmarshal(raw, &jump) == nil {
+				st.Jump = jump
+			}
+		}
+	}
+	return st
+}
+
+// SSHDeviceRemote implements the device verbs that need SSH.
+type SSHDeviceRemote struct{ Dialer *sshx.Dialer }
+
+var _ DeviceRemote = SSHDeviceRemote{}
+
+// each runs fn on every SSH target at once and prints the lines in target
+// order; local is answered without SSH.
+func (r SSHDeviceRemote) each(ctx context.Context, o IO, targets []devices.Target,
+	local func() string, fn func(ctx context.Context, t devices.Target) (string, error)) error {
+	lines := make([]string, len(targets))
+	errs := make([]error, len(targets))
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		if t.Kind == devices.KindLocal {
+			lines[i] = local()
+			continue
+		}
+		wg.Add(1)
+		go func(i int, t devices.Target) {
+			defer wg.Done()
+			lines[i], errs[i] = fn(ctx, t)
+		}(i, t)
+	}
+	wg.Wait()
+	tw := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
+	failed := 0
+	for i, t := range targets {
+		if errs[i] != nil {
+			failed++
+			fmt.Fprintf(tw, "%s\tFAIL\t%v\n", t.Name, errs[i])
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", t.Name, lines[i])
+	}
+	tw.Flush()
+	if failed > 0 {
+		return &ExitError{Code: 1, Err: fmt.Errorf("%d of %d target(s) failed", failed, len(targets))}
+	}
+	return nil
+}
+
+// Check implements DeviceRemote.
+func (r SSHDeviceRemote) Check(ctx context.Context, o IO, targets []devices.Target) error {
+	return r.each(ctx, o, targets, func() string { return "ok\tthis machine" },
+		func(ctx context.Context, t devices.Target) (string, error) {
+			c, err := r.Dialer.Check(ctx, SSHTarget(t))
+			if err != nil {
+				return "", err
+			}
+			rexd := "no rexd cached (prepare uploads it)"
+			switch {
+			case c.Current:
+				rexd = "rexd " + strings.TrimPrefix(c.RexdVersion, "rexd ")
+			case c.RexdPath != "":
+				rexd = "rexd outdated (" + c.RexdVersion + ")"
+			}
+			if len(rexd) > 40 {
+				rexd = rexd[:40] + "…"
+			}
+			platform := c.Platform
+			if !c.Supported {
+				platform += " (unsupported: " + c.Uname + ")"
+			}
+			return fmt.Sprintf("ok\t%s@%s\t%s\t%s\thandshake %s\trtt %s", c.User, c.Addr, platform, rexd,
+				c.Handshake.Round(time.Millisecond), c.RTT.Round(100*time.Microsecond)), nil
+		})
+}
+
+// Prepare implements DeviceRemote.
+func (r SSHDeviceRemote) Prepare(ctx context.Context, o IO, targets []devices.Target) error {
+	return r.each(ctx, o, targets, func() string { return "ok\tlocal rexd ready" },
+		func(ctx context.Context, t devices.Target) (string, error) {
+			conn, err := r.Dialer.Connect(ctx, SSHTarget(t))
+			if err != nil {
+				return "", err
+			}
+			defer conn.Close()
+			if conn.Info.Uploaded {
+				return fmt.Sprintf("ok\tuploaded rexd (%s, %s) to %s", conn.Info.Platform, humanBytes(conn.Info.BytesUploaded), conn.Info.RemotePath), nil
+			}
+			return "ok\trexd already in place at " + conn.Info.RemotePath, nil
+		})
+}
+
+// Clean implements DeviceRemote.
+func (r SSHDeviceRemote) Clean(ctx context.Context, o IO, targets []devices.Target) error {
+	return r.each(ctx, o, targets, func() string { return "ok\tnothing to clean on this machine" },
+		func(ctx context.Context, t devices.Target) (string, error) {
+			removed, err := r.Dialer.Clean(ctx, SSHTarget(t))
+			if err != nil {
+				return "", err
+			}
+			if len(removed) == 0 {
+				return "ok\tno cached rexd", nil
+			}
+			return "ok\tremoved " + strings.Join(removed, ", "), nil
+		})
+}
