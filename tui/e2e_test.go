@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ const consoleMain = "github.com/rexconsole/rex/tui/internal/testmain"
 // buildConsole builds rex and rexd into one directory, as `make build`
 // lays them out: rex finds rexd next to itself for `local`, and the
 // rexd-GOOS-GOARCH copy is what it uploads to SSH targets.
-func buildConsole(t *testing.T) string {
+func buildConsole(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	builds := []struct {
@@ -31,6 +32,7 @@ func buildConsole(t *testing.T) string {
 	}{
 		{"rex", consoleMain, true},
 		{"rexd", "github.com/rexconsole/rex/cmd/rexd", false},
+		{"flood", "./testdata/flood", false},
 	}
 	for _, b := range builds {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), b.pkg)
@@ -54,7 +56,7 @@ func buildConsole(t *testing.T) string {
 
 // console is a shell in a private tmux server, in which rex runs.
 type console struct {
-	t      *testing.T
+	t      testing.TB
 	socket string
 	home   string
 }
@@ -69,7 +71,7 @@ const (
 // startConsole starts a tmux server of its own (its own socket, no
 // configuration) running sh in a w×h window, with HOME and the XDG
 // directories in a temporary directory, then starts rex in it.
-func startConsole(t *testing.T, bin string, w, h int) *console {
+func startConsole(t testing.TB, bin string, w, h int) *console {
 	t.Helper()
 	var rnd [6]byte
 	rand.Read(rnd[:])
@@ -274,3 +276,46 @@ func TestConsoleE2E(t *testing.T) {
 		c.quit()
 	})
 }
+
+// BenchmarkConsoleKeystrokeTmux measures, on the real binary under tmux,
+// how long a typed character takes to appear on the screen while 16
+// panes each receive 1 MB/s from local commands. One op is one keystroke;
+// the time includes tmux's own send-keys and capture-pane round trips,
+// which idle-key-ms measures with no output flowing.
+func BenchmarkConsoleKeystrokeTmux(b *testing.B) {
+	bin := buildConsole(b)
+	c := startConsole(b, bin, 200, 50)
+	measure := func(n int) []time.Duration {
+		var lat []time.Duration
+		for i := range n {
+			mark := fmt.Sprintf("K%dk", i)
+			start := time.Now()
+			c.keys("-l", mark)
+			for !strings.Contains(c.screen(), mark) {
+				if time.Since(start) > 10*time.Second {
+					b.Fatalf("keystroke %s never showed", mark)
+				}
+			}
+			lat = append(lat, time.Since(start))
+			c.keys("C-u")
+		}
+		return lat
+	}
+	idle := measure(10)
+	for range 16 {
+		c.sendLine(filepath.Join(bin, "flood") + " -rate 1048576")
+	}
+	c.waitFor("16 running")
+	time.Sleep(time.Second)
+	b.ResetTimer()
+	lat := measure(b.N)
+	b.StopTimer()
+	slices.Sort(idle)
+	slices.Sort(lat)
+	b.ReportMetric(ms(idle[len(idle)/2]), "idle-key-ms")
+	b.ReportMetric(ms(lat[len(lat)/2]), "p50-key-ms")
+	b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-key-ms")
+	c.quit()
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -125,6 +126,7 @@ type Model struct {
 	width, height int
 
 	reg    *devices.Registry
+	known  []sidebarEntry // local, devices and groups of reg, for the sidebar
 	states *stateBoard
 
 	target      string // a TARGETS expression; "local" at first
@@ -168,8 +170,8 @@ func newModel(ctx context.Context, opts Options, run runFunc, now func() time.Ti
 		help:   help.New(),
 		target: commands.LocalName,
 		layout: layoutGrid,
-		reg:    devices.New(),
 	}
+	m.setRegistry(devices.New())
 	m.states = newStateBoard(m.signal.mark)
 	var startup []string
 
@@ -232,7 +234,20 @@ func (m *Model) reloadRegistry() {
 		m.fail(err)
 		return
 	}
+	m.setRegistry(reg)
+}
+
+// setRegistry takes a new registry snapshot and lists its targets for
+// the sidebar once, not at every frame.
+func (m *Model) setRegistry(reg *devices.Registry) {
 	m.reg = reg
+	m.known = []sidebarEntry{{name: commands.LocalName, kind: "local", addr: "this machine"}}
+	for _, d := range reg.Devices() {
+		m.known = append(m.known, sidebarEntry{name: d.Name, kind: "device", addr: d.Addr()})
+	}
+	for _, g := range reg.Groups() {
+		m.known = append(m.known, sidebarEntry{name: g.Name, kind: "group", members: len(g.Members)})
+	}
 }
 
 func (m *Model) resolve(spec string) ([]fanout.Target, error) {
@@ -819,7 +834,7 @@ func (m *Model) reloadRegistryQuiet() {
 		return
 	}
 	if reg, err := m.opts.Store.Load(); err == nil {
-		m.reg = reg
+		m.setRegistry(reg)
 	}
 }
 
@@ -867,21 +882,19 @@ type sidebarEntry struct {
 // sidebarEntries lists local, the devices, the groups and the ad-hoc
 // hosts that have been reached, in that order.
 func (m *Model) sidebarEntries() []sidebarEntry {
-	out := []sidebarEntry{{name: commands.LocalName, kind: "local", addr: "this machine"}}
-	known := map[string]bool{commands.LocalName: true}
-	for _, d := range m.reg.Devices() {
-		out = append(out, sidebarEntry{name: d.Name, kind: "device", addr: d.Addr()})
-		known[d.Name] = true
-	}
-	for _, g := range m.reg.Groups() {
-		out = append(out, sidebarEntry{name: g.Name, kind: "group", members: len(g.Members)})
-		known[g.Name] = true
-	}
 	hosts := m.states.names()
-	sort.Strings(hosts)
-	for _, h := range hosts {
-		if !known[h] {
-			out = append(out, sidebarEntry{name: h, kind: "host", addr: h})
+	out := m.known
+	if len(hosts) > 0 {
+		known := make(map[string]bool, len(m.known))
+		for _, e := range m.known {
+			known[e.name] = true
+		}
+		sort.Strings(hosts)
+		out = slices.Clip(m.known)
+		for _, h := range hosts {
+			if !known[h] {
+				out = append(out, sidebarEntry{name: h, kind: "host", addr: h})
+			}
 		}
 	}
 	return out

@@ -96,7 +96,9 @@ func Run(ctx context.Context, opts Options) error {
 // closeErr maps how the program ended to Run's error: an ended context is
 // a normal way out.
 func closeErr(ctx context.Context, err error) error {
-	if err == nil || ctx.Err() != nil && errors.Is(err, tea.ErrProgramKilled) {
+	// An ended context or a SIGINT from outside (ctrl+c itself is a key)
+	// is a normal way out.
+	if err == nil || ctx.Err() != nil && errors.Is(err, tea.ErrProgramKilled) || errors.Is(err, tea.ErrInterrupted) {
 		return nil
 	}
 	return fmt.Errorf("console: %w", err)

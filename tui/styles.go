@@ -1,8 +1,8 @@
 package tui
 
 import (
-	"strings"
 	"image/color"
+	"strings"
 
 	"charm.land/bubbles/v2/help"
 	"charm.land/lipgloss/v2"

@@ -90,8 +90,13 @@ func (m *Model) View() tea.View {
 	if m.cfg.mouse() {
 		v.MouseMode = tea.MouseModeCellMotion
 	}
-	v.BackgroundColor = m.st.Theme.Colors.Background
-	v.ForegroundColor = m.st.Theme.Colors.Text
+	// A theme with its own background (light, high-contrast) also sets
+	// the default foreground, so unstyled cells read on it; others keep
+	// the terminal's colours.
+	if bg := m.st.Theme.Colors.Background; bg != nil {
+		v.BackgroundColor = bg
+		v.ForegroundColor = m.st.Theme.Colors.Text
+	}
 	v.Cursor = cursor
 	v.WindowTitle = "rex · " + m.target
 	return v
@@ -291,17 +296,23 @@ func (m *Model) statusView(g geometry, w int) string {
 	return left + st.Status.Render(spaces(w-rw-lw)) + st.StatusRight.Render(right)
 }
 
-// sideRow is one row of the sidebar's list; name is "" for a heading.
+// sideRow is one row of the sidebar's list: a target, a heading or a
+// note; name is the target's, "" for the others.
 type sideRow struct {
-	text string
-	name string
+	name    string
+	entry   *sidebarEntry
+	sel     bool
+	heading string // a kind of target
+	count   int
+	note    string
 }
 
-// sidebarLayout builds the sidebar's list rows, the first one shown (the
-// list scrolls to keep the selected target in view), how many rows the
-// list may use, and the detail lines below it.
+// sidebarLayout lays out the sidebar's list: a row per heading and
+// target (drawn only when visible, so a registry of thousands costs a
+// frame nothing), the first row shown (the list scrolls to keep the
+// selected target in view), how many rows the list may use, and the
+// detail lines below it.
 func (m *Model) sidebarLayout(w, h int) (list []sideRow, start, listH int, detail []string) {
-	st := m.st
 	cw := w - 1 // the last column is the border
 	entries := m.sidebarEntries()
 	sel := -1
@@ -315,34 +326,45 @@ func (m *Model) sidebarLayout(w, h int) (list []sideRow, start, listH int, detai
 	listH = h - detailH
 	detail = detail[:max(0, detailH-1)]
 
-	titles := map[string]string{"device": "DEVICES", "group": "GROUPS", "host": "HOSTS"}
 	counts := map[string]int{}
 	for _, e := range entries {
 		counts[e.kind]++
 	}
 	lastKind := ""
 	selRow := -1
-	for i, e := range entries {
+	for i := range entries {
+		e := &entries[i]
 		if e.kind != lastKind {
-			if title := titles[e.kind]; title != "" {
-				list = append(list, sideRow{text: st.Sidebar.Section.Render(fit(fmt.Sprintf(" %s %d", title, counts[e.kind]), cw))})
+			if e.kind != "local" {
+				list = append(list, sideRow{heading: e.kind, count: counts[e.kind]})
 			}
 			lastKind = e.kind
 		}
 		if i == sel {
 			selRow = len(list)
 		}
-		list = append(list, sideRow{text: m.sidebarRow(e, cw, i == sel), name: e.name})
+		list = append(list, sideRow{name: e.name, entry: e, sel: i == sel})
 	}
-	if len(m.reg.Devices()) == 0 {
-		list = append(list,
-			sideRow{text: st.Muted.Render(fit(" no devices yet:", cw))},
-			sideRow{text: st.Muted.Render(fit(" /device add NAME HOST", cw))})
+	if counts["device"] == 0 {
+		list = append(list, sideRow{note: " no devices yet:"}, sideRow{note: " /device add NAME HOST"})
 	}
 	if selRow >= listH {
 		start = selRow - listH + 1
 	}
 	return list, start, listH, detail
+}
+
+// draw renders a sidebar row cw cells wide.
+func (m *Model) drawSideRow(r sideRow, cw int) string {
+	st := m.st
+	switch {
+	case r.entry != nil:
+		return m.sidebarRow(*r.entry, cw, r.sel)
+	case r.heading != "":
+		titles := map[string]string{"device": "DEVICES", "group": "GROUPS", "host": "HOSTS"}
+		return st.Sidebar.Section.Render(fit(fmt.Sprintf(" %s %d", titles[r.heading], r.count), cw))
+	}
+	return st.Muted.Render(fit(r.note, cw))
 }
 
 // sidebarView draws the target list and the selected target's details.
@@ -355,7 +377,7 @@ func (m *Model) sidebarView(w, h int) []string {
 	list, start, listH, detail := m.sidebarLayout(w, h)
 	rows := make([]string, 0, h)
 	for i := start; i < len(list) && len(rows) < listH; i++ {
-		rows = append(rows, list[i].text)
+		rows = append(rows, m.drawSideRow(list[i], cw))
 	}
 	for len(rows) < listH {
 		rows = append(rows, spaces(cw))
