@@ -5,7 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -32,15 +34,72 @@ func newTmux(t *testing.T, cols, rows int) *tmuxSession {
 		"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "XDG_STATE_HOME=" + filepath.Join(home, ".local/state"),
 		"XDG_CACHE_HOME=" + filepath.Join(home, ".cache"), "LANG=C.UTF-8"}
 	rc := filepath.Join(home, ".testrc")
-	os.WriteFile(rc, []byte("PS1='LOCAL$ '\nunset PROMPT_COMMAND\n"), 0o644)
+	os.WriteFile(rc, []byte("PS1='LOCAL$ '\nunset PROMPT_COMMAND\nHISTFILE=/dev/null\n"), 0o644)
 	// The shell starts with exactly this environment, passed as words:
 	// no shell parses it.
 	args := []string{"-f", "/dev/null", "new-session", "-d", "-s", "main", "-x", fmt.Sprint(cols), "-y", fmt.Sprint(rows), "env", "-i"}
 	args = append(args, s.env...)
 	args = append(args, "bash", "--noprofile", "--rcfile", rc, "-i")
 	s.tmux(args...)
-	t.Cleanup(func() { exec.Command("tmux", "-L", s.socket, "kill-server").Run() })
+	t.Cleanup(s.kill)
 	return s
+}
+
+// kill stops the tmux server and waits for every process that ran under it
+// to go, so none still writes into the temp HOME when it is removed.
+func (s *tmuxSession) kill() {
+	var pids []int
+	if out, err := exec.Command("tmux", "-L", s.socket, "display", "-p", "-t", "main", "#{pid} #{pane_pid}").Output(); err == nil {
+		for _, f := range strings.Fields(string(out)) {
+			if p, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, p)
+			}
+		}
+	}
+	if len(pids) == 2 {
+		pids = append(pids, descendants(pids[1])...)
+	}
+	exec.Command("tmux", "-L", s.socket, "kill-server").Run()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, p := range pids {
+		for syscall.Kill(p, 0) == nil && !zombie(p) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// descendants lists the processes below pid, from /proc.
+func descendants(pid int) []int {
+	children := map[int][]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		st := string(b)
+		i := strings.LastIndexByte(st, ')')
+		if f := strings.Fields(st[i+1:]); len(f) > 2 {
+			if pp, err := strconv.Atoi(f[1]); err == nil {
+				children[pp] = append(children[pp], p)
+			}
+		}
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
 }
 
 func (s *tmuxSession) tmux(args ...string) string {
