@@ -343,3 +343,15 @@ func FuzzSplitWords(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseHistory(f *testing.F) {
+	f.Add([]byte("uptime\nls -l\n\n"))
+	f.Add([]byte(" secret\r\nx\x1b[2J\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, e := range parseHistory(data) {
+			if e == "" || strings.ContainsAny(e, "\n\r\x1b\x00") || e != strings.TrimSpace(e) {
+				t.Fatalf("parseHistory kept %q", e)
+			}
+		}
+	})
+}

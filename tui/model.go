@@ -649,6 +649,8 @@ func (m *Model) cycleFocus(d int) {
 	m.focus = (m.focus + d + len(m.panes)) % len(m.panes)
 }
 
+// toggleZoom shows the focused pane alone, or all of them again; it
+// reports false when there is no pane.
 func (m *Model) toggleZoom() bool {
 	if len(m.panes) == 0 {
 		return false

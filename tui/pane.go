@@ -127,7 +127,7 @@ func (p *outputPane) Update(msg tea.Msg) tea.Cmd {
 		case key.Matches(msg, p.keys.LineDown):
 			p.scroll(1)
 		case key.Matches(msg, p.keys.Top):
-			p.scrollTo(0, false)
+			p.scrollTo(0)
 		case key.Matches(msg, p.keys.Bottom):
 			p.follow = true
 		}
@@ -187,7 +187,7 @@ func (p *outputPane) scroll(delta int) {
 	p.scrollToLocked(p.startLocked() + delta)
 }
 
-func (p *outputPane) scrollTo(start int, _ bool) {
+func (p *outputPane) scrollTo(start int) {
 	p.sb.mu.Lock()
 	defer p.sb.mu.Unlock()
 	p.scrollToLocked(start)
@@ -223,8 +223,8 @@ func (p *outputPane) Search(q string) int {
 	return len(p.matches)
 }
 
-// SearchNext moves to the next older (or newer) match and reports the
-// position as "3/10", or "" when nothing matches.
+// SearchNext moves to the next older (or newer) match; SearchStatus
+// tells where that is.
 func (p *outputPane) SearchNext(older bool) {
 	if p.query == "" {
 		return

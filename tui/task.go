@@ -207,7 +207,7 @@ func (t *task) refreshGather(now time.Time, keys *KeyMap, limit int, seed maphas
 		old.sb.mu.Unlock()
 		old.sb = sb
 		old.matches = nil
-		old.scrollTo(start, false)
+		old.scrollTo(start)
 	}
 	t.gather.title = "gathered · " + t.command
 	t.gatherV, t.gatherAt = v, now

@@ -185,8 +185,8 @@ func (m *Model) welcomeView(w, h int) []string {
 	}{
 		{"rex", true},
 		{"", false},
-		{"Type a shell command and press enter: it runs on the target", false},
-		{"shown in the prompt (" + m.target + "), one pane per machine.", false},
+		{"Type a shell command and press enter: it runs on", false},
+		{"the target in the prompt (" + m.target + "), one pane per machine.", false},
 		{"", false},
 		{"/target NAME       run on a device, a group, or local", false},
 		{"/run T -- CMD      run once on any TARGETS list", false},
@@ -201,7 +201,7 @@ func (m *Model) welcomeView(w, h int) []string {
 			break
 		}
 		s := cut(t.s, w-2)
-		pad := max(0, (w-58)/2)
+		pad := max(1, (w-56)/2)
 		line := spaces(pad) + s
 		style := st.Muted
 		if t.bold {
@@ -346,7 +346,7 @@ func (m *Model) sidebarLayout(w, h int) (list []sideRow, start, listH int, detai
 		list = append(list, sideRow{name: e.name, entry: e, sel: i == sel})
 	}
 	if counts["device"] == 0 {
-		list = append(list, sideRow{note: " no devices yet:"}, sideRow{note: " /device add NAME HOST"})
+		list = append(list, sideRow{note: " no devices yet:"}, sideRow{note: " /device add N HOST"})
 	}
 	if selRow >= listH {
 		start = selRow - listH + 1
