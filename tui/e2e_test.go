@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -21,8 +20,8 @@ import (
 const consoleMain = "github.com/rexconsole/rex/tui/internal/testmain"
 
 // buildConsole builds rex and rexd into one directory, as `make build`
-// lays them out: rex finds rexd next to itself for `local`, and the
-// rexd-GOOS-GOARCH copy is what it uploads to SSH targets.
+// lays them out: rex finds rexd next to itself, for `local` and to upload
+// to SSH targets.
 func buildConsole(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -43,13 +42,6 @@ func buildConsole(t testing.TB) string {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("go build %s: %v\n%s", b.pkg, err, out)
 		}
-	}
-	rexd, err := os.ReadFile(filepath.Join(dir, "rexd"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "rexd-"+runtime.GOOS+"-"+runtime.GOARCH), rexd, 0o755); err != nil {
-		t.Fatal(err)
 	}
 	return dir
 }
@@ -235,10 +227,15 @@ func TestConsoleE2E(t *testing.T) {
 		c.run("/device add down1 "+down, "added device down1")
 		c.run("/device group create fleet", "created group fleet")
 		c.run("/device group add fleet h1 h2 h3", "added h1, h2, h3 to group fleet")
+		// The verbs that need SSH run too.
+		s := c.run("/device check fleet", fleet[0].Addr, fleet[1].Addr, fleet[2].Addr, "handshake")
+		if n := strings.Count(s, "ok "); n < 3 {
+			t.Errorf("/device check: %d hosts ok, want 3:\n%s", n, s)
+		}
 
 		// One host: its own output (each server has its own HOME).
 		c.run("/target h1", "target h1")
-		s := c.run("echo $HOME", fleet[0].Home, "exit 0")
+		s = c.run("echo $HOME", fleet[0].Home, "exit 0")
 		for _, other := range fleet[1:] {
 			if strings.Contains(s, other.Home) {
 				t.Errorf("h1's command showed %s's home:\n%s", other.Addr, s)

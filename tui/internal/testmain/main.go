@@ -1,6 +1,7 @@
 // Command testmain opens the console the way `rex` with no arguments does,
 // for the console's end-to-end tests: a local rexd found next to this
-// binary, the device registry and the XDG directories of the environment.
+// binary, SSH through sshx, the device registry and the XDG directories of
+// the environment.
 package main
 
 import (
@@ -37,21 +38,21 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("find rexd: %w", err)
 	}
-	rexd := filepath.Join(filepath.Dir(exe), "rexd")
 	states := &tui.ConnStates{}
+	dialer := newDialer(states)
 	connectors := commands.Connectors{
-		Local: fanout.LocalConnector(rexd, fanout.OperatorLimits()...),
-		SSH:   sshConnector(states),
+		Local: fanout.LocalConnector(filepath.Join(filepath.Dir(exe), "rexd"), fanout.OperatorLimits()...),
+		SSH:   commands.SSHConnector{Dialer: dialer},
 	}
 	return tui.Run(ctx, tui.Options{
-		States:    states,
 		Store:     store,
 		Connector: connectors,
 		Resolve:   commands.Resolver(store),
 		ConfigDir: filepath.Join(xdg.ConfigHome, "rex"),
 		StateDir:  filepath.Join(xdg.StateHome, "rex"),
 		DeviceVerb: func(ctx context.Context, o commands.IO, args []string) error {
-			return commands.Device(ctx, store, o, args)
+			return commands.DeviceWith(ctx, store, commands.SSHDeviceRemote{Dialer: dialer}, o, args)
 		},
+		States: states,
 	})
 }

@@ -1,36 +1,29 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 
-	"github.com/rexconsole/rex/devices"
 	"github.com/rexconsole/rex/internal/fanout"
 	"github.com/rexconsole/rex/internal/payload"
 	"github.com/rexconsole/rex/internal/sshx"
 	"github.com/rexconsole/rex/tui"
 )
 
-// sshConnector reaches devices and ad-hoc hosts over SSH, bootstrapping
-// the rexd builds found next to this binary (rexd-GOOS-GOARCH) or embedded
-// in it, and reports connection progress to the console's sidebar.
-func sshConnector(states *tui.ConnStates) fanout.Connector {
-	src := payload.Embedded()
+// newDialer is SSH for the console: the rexd beside this binary (a test
+// or development build) or the embedded builds, progress reported to the
+// sidebar, and no terminal prompts or stderr output, which would tear
+// through the console's screen (an encrypted key must be in ssh-agent).
+func newDialer(states *tui.ConnStates) *sshx.Dialer {
+	var sources []payload.Source
 	if exe, err := os.Executable(); err == nil {
-		src = payload.Chain(payload.Dir(filepath.Dir(exe)), src)
+		sources = append(sources, payload.File(runtime.GOOS, runtime.GOARCH, filepath.Join(filepath.Dir(exe), "rexd")))
 	}
-	d := sshx.NewDialer(sshx.Options{Payload: src, OnState: states.Report})
-	return fanout.ConnectorFunc(func(ctx context.Context, t fanout.Target) (*fanout.Conn, error) {
-		dt, ok := t.Spec.(devices.Target)
-		if !ok {
-			return nil, fmt.Errorf("connect %s: not an SSH target", t.Name)
-		}
-		c, err := d.Connect(ctx, sshx.Target{Name: t.Name, User: dt.User, Host: dt.Host, Port: dt.Port, KeyPath: dt.KeyPath})
-		if err != nil {
-			return nil, err
-		}
-		return &fanout.Conn{Session: c.Session, Closer: c}, nil
+	sources = append(sources, payload.Embedded())
+	return sshx.NewDialer(sshx.Options{
+		Payload:  payload.Chain(sources...),
+		RexdArgs: fanout.OperatorLimits(),
+		OnState:  states.Report,
 	})
 }
