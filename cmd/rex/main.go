@@ -10,17 +10,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"syscall"
 
 	"github.com/adrg/xdg"
 	"golang.org/x/term"
 
-	"github.com/rexconsole/rex/devices"
 	"github.com/rexconsole/rex/internal/commands"
 	"github.com/rexconsole/rex/internal/fanout"
-	"github.com/rexconsole/rex/internal/payload"
-	"github.com/rexconsole/rex/internal/sshx"
 	"github.com/rexconsole/rex/internal/version"
 )
 
@@ -48,22 +44,28 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		verb, args = args[0], args[1:]
 	}
+	paths := commands.Paths{
+		Config: filepath.Join(xdg.ConfigHome, "rex"),
+		Cache:  filepath.Join(xdg.CacheHome, "rex"),
+		State:  filepath.Join(xdg.StateHome, "rex"),
+	}
 	var err error
 	switch verb {
 	case "device", "devices":
-		store, serr := devices.OpenDefault()
+		setup, serr := commands.NewSetup(paths)
 		if serr != nil {
 			err = serr
 			break
 		}
-		err = commands.DeviceWith(ctx, store, commands.SSHDeviceRemote{Dialer: newDialer(stderr)}, o, args)
+		err = commands.DeviceWith(ctx, setup.Store, setup.DeviceRemote(), o, args)
 	case "run", "attach", "push", "pull", "tool":
-		app, cleanup, aerr := newApp()
-		if aerr != nil {
-			err = aerr
+		setup, serr := commands.NewSetup(paths)
+		if serr != nil {
+			err = serr
 			break
 		}
-		defer cleanup()
+		app := setup.App(fanout.PoolOptions{})
+		defer app.Pool.Close()
 		switch verb {
 		case "run":
 			err = commands.Run(ctx, app, o, args)
@@ -105,61 +107,4 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd())) && os.Getenv("NO_COLOR") == ""
-}
-
-// newApp wires the connection pool and target resolution.
-func newApp() (*commands.App, func(), error) {
-	store, err := devices.OpenDefault()
-	if err != nil {
-		return nil, nil, err
-	}
-	rexdPath, err := payload.LocalRexd(payload.Embedded(), filepath.Join(xdg.CacheHome, "rex"), version.Version)
-	if err != nil {
-		return nil, nil, err
-	}
-	connectors := commands.Connectors{
-		Local: fanout.LocalConnector(rexdPath, fanout.OperatorLimits()...),
-		SSH:   commands.SSHConnector{Dialer: newDialer(os.Stderr)},
-	}
-	pool := fanout.NewPool(connectors, fanout.PoolOptions{})
-	app := &commands.App{
-		Pool:      pool,
-		Resolve:   commands.Resolver(store),
-		CASDir:    filepath.Join(xdg.CacheHome, "rex", "cas"),
-		ConfigDir: filepath.Join(xdg.ConfigHome, "rex"),
-		CacheDir:  filepath.Join(xdg.CacheHome, "rex"),
-	}
-	return app, func() { pool.Close() }, nil
-}
-
-// newDialer is SSH as the operator's own OpenSSH files configure it, with
-// the rexd builds this rex carries (or the rexd beside a development build)
-// and a terminal prompt for key passphrases.
-func newDialer(stderr io.Writer) *sshx.Dialer {
-	var sources []payload.Source
-	sources = append(sources, payload.Embedded())
-	if exe, err := os.Executable(); err == nil {
-		sources = append(sources, payload.File(runtime.GOOS, runtime.GOARCH, filepath.Join(filepath.Dir(exe), "rexd")))
-	}
-	return sshx.NewDialer(sshx.Options{
-		Payload:    payload.Chain(sources...),
-		RexdArgs:   fanout.OperatorLimits(),
-		Passphrase: askPassphrase(stderr),
-	})
-}
-
-// askPassphrase reads a key's passphrase from the controlling terminal,
-// echo off; without a terminal there is no way to ask.
-func askPassphrase(stderr io.Writer) func(string) ([]byte, error) {
-	return func(keyPath string) ([]byte, error) {
-		tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
-		if err != nil {
-			return nil, fmt.Errorf("%s is encrypted and there is no terminal to ask for its passphrase; add it to ssh-agent", keyPath)
-		}
-		defer tty.Close()
-		fmt.Fprintf(tty, "Enter passphrase for %s: ", keyPath)
-		pw, err := term.ReadPassword(int(tty.Fd()))
-		fmt.Fprintln(tty)
-		return pw, err
-	}
 }

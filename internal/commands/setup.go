@@ -1,0 +1,102 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"golang.org/x/term"
+
+	"github.com/rexconsole/rex/devices"
+	"github.com/rexconsole/rex/internal/fanout"
+	"github.com/rexconsole/rex/internal/payload"
+	"github.com/rexconsole/rex/internal/sshx"
+	"github.com/rexconsole/rex/internal/version"
+)
+
+// Paths are rex's directories: $XDG_CONFIG_HOME/rex, $XDG_CACHE_HOME/rex
+// and $XDG_STATE_HOME/rex.
+type Paths struct {
+	Config string
+	Cache  string
+	State  string
+}
+
+// Setup is everything a front end needs to reach targets.
+type Setup struct {
+	Store      *devices.Store
+	Connectors Connectors
+	Dialer     *sshx.Dialer
+	Paths      Paths
+}
+
+// NewSetup opens the registry and prepares the local and SSH connectors.
+// Passphrases for encrypted keys are asked on the terminal.
+func NewSetup(p Paths) (*Setup, error) {
+	store, err := devices.OpenDefault()
+	if err != nil {
+		return nil, err
+	}
+	dialer := NewDialer()
+	s := &Setup{Store: store, Dialer: dialer, Paths: p}
+	s.Connectors = Connectors{
+		Local: fanout.ConnectorFunc(s.connectLocal),
+		SSH:   SSHConnector{Dialer: dialer},
+	}
+	return s, nil
+}
+
+// connectLocal finds (or installs) the local rexd on first use, so verbs
+// that never touch `local` never pay for it.
+func (s *Setup) connectLocal(ctx context.Context, t fanout.Target) (*fanout.Conn, error) {
+	path, err := payload.LocalRexd(payload.Embedded(), s.Paths.Cache, version.Version)
+	if err != nil {
+		return nil, err
+	}
+	return fanout.LocalConnector(path, fanout.OperatorLimits()...).Connect(ctx, t)
+}
+
+// App returns an App with a fresh pool; close the pool when done.
+func (s *Setup) App(opts fanout.PoolOptions) *App {
+	return &App{
+		Pool:      fanout.NewPool(s.Connectors, opts),
+		Resolve:   Resolver(s.Store),
+		CASDir:    filepath.Join(s.Paths.Cache, "cas"),
+		ConfigDir: s.Paths.Config,
+		CacheDir:  s.Paths.Cache,
+	}
+}
+
+// DeviceRemote is the SSH half of `rex device`.
+func (s *Setup) DeviceRemote() DeviceRemote { return SSHDeviceRemote{Dialer: s.Dialer} }
+
+// NewDialer is SSH as the operator's own OpenSSH files configure it, with
+// the rexd builds this rex carries (or the rexd beside a development build)
+// and a terminal prompt for key passphrases.
+func NewDialer() *sshx.Dialer {
+	sources := []payload.Source{payload.Embedded()}
+	if exe, err := os.Executable(); err == nil {
+		sources = append(sources, payload.File(runtime.GOOS, runtime.GOARCH, filepath.Join(filepath.Dir(exe), "rexd")))
+	}
+	return sshx.NewDialer(sshx.Options{
+		Payload:    payload.Chain(sources...),
+		RexdArgs:   fanout.OperatorLimits(),
+		Passphrase: AskPassphrase,
+	})
+}
+
+// AskPassphrase reads a key's passphrase from the controlling terminal,
+// echo off; without a terminal there is no way to ask.
+func AskPassphrase(keyPath string) ([]byte, error) {
+	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%s is encrypted and there is no terminal to ask for its passphrase; add it to ssh-agent", keyPath)
+	}
+	defer tty.Close()
+	fmt.Fprintf(tty, "Enter passphrase for %s: ", keyPath)
+	pw, err := term.ReadPassword(int(tty.Fd()))
+	fmt.Fprintln(tty)
+	return pw, err
+}
