@@ -15,9 +15,8 @@ import (
 	"github.com/rexconsole/rex/internal/sshtest"
 )
 
-// consoleMain is the package built as `rex` for these tests. Until
-// cmd/rex opens the console itself, a test main does it the same way.
-const consoleMain = "github.com/rexconsole/rex/tui/internal/testmain"
+// consoleMain is the package built as `rex` for these tests: the real one.
+const consoleMain = "github.com/rexconsole/rex/cmd/rex"
 
 // buildConsole builds rex and rexd into one directory, as `make build`
 // lays them out: rex finds rexd next to itself, for `local` and to upload

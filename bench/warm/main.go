@@ -29,7 +29,7 @@ func main() {
 		Config: filepath.Join(xdg.ConfigHome, "rex"),
 		Cache:  filepath.Join(xdg.CacheHome, "rex"),
 		State:  filepath.Join(xdg.StateHome, "rex"),
-	})
+	}, commands.SetupOptions{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "warm:", err)
 		os.Exit(1)

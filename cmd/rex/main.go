@@ -18,6 +18,7 @@ import (
 	"github.com/rexconsole/rex/internal/commands"
 	"github.com/rexconsole/rex/internal/fanout"
 	"github.com/rexconsole/rex/internal/version"
+	"github.com/rexconsole/rex/tui"
 )
 
 const usage = `usage:
@@ -52,14 +53,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var err error
 	switch verb {
 	case "device", "devices":
-		setup, serr := commands.NewSetup(paths)
+		setup, serr := commands.NewSetup(paths, commands.SetupOptions{})
 		if serr != nil {
 			err = serr
 			break
 		}
 		err = commands.DeviceWith(ctx, setup.Store, setup.DeviceRemote(), o, args)
 	case "run", "attach", "push", "pull", "tool":
-		setup, serr := commands.NewSetup(paths)
+		setup, serr := commands.NewSetup(paths, commands.SetupOptions{})
 		if serr != nil {
 			err = serr
 			break
@@ -83,8 +84,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	case "":
-		fmt.Fprint(stderr, usage)
-		return 2
+		err = console(ctx, paths)
 	default:
 		fmt.Fprintf(stderr, "rex: unknown command %q\n%s", verb, usage)
 		return 2
@@ -107,4 +107,24 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd())) && os.Getenv("NO_COLOR") == ""
+}
+
+// console opens the full-screen console.
+func console(ctx context.Context, paths commands.Paths) error {
+	states := &tui.ConnStates{}
+	setup, err := commands.NewSetup(paths, commands.SetupOptions{Console: true, OnState: states.Report})
+	if err != nil {
+		return err
+	}
+	return tui.Run(ctx, tui.Options{
+		Store:     setup.Store,
+		Connector: setup.Connectors,
+		Resolve:   commands.Resolver(setup.Store),
+		ConfigDir: paths.Config,
+		StateDir:  paths.State,
+		DeviceVerb: func(ctx context.Context, o commands.IO, args []string) error {
+			return commands.DeviceWith(ctx, setup.Store, setup.DeviceRemote(), o, args)
+		},
+		States: states,
+	})
 }

@@ -32,14 +32,22 @@ type Setup struct {
 	Paths      Paths
 }
 
+// SetupOptions change how targets are reached for one front end.
+type SetupOptions struct {
+	// Console is set for the full-screen console: no passphrase prompt on
+	// the terminal (it would tear the screen; keys must be in ssh-agent).
+	Console bool
+	// OnState reports SSH progress (connecting, bootstrapping, ready).
+	OnState func(target, state string)
+}
+
 // NewSetup opens the registry and prepares the local and SSH connectors.
-// Passphrases for encrypted keys are asked on the terminal.
-func NewSetup(p Paths) (*Setup, error) {
+func NewSetup(p Paths, opts SetupOptions) (*Setup, error) {
 	store, err := devices.OpenDefault()
 	if err != nil {
 		return nil, err
 	}
-	dialer := NewDialer()
+	dialer := NewDialer(opts)
 	s := &Setup{Store: store, Dialer: dialer, Paths: p}
 	s.Connectors = Connectors{
 		Local: fanout.ConnectorFunc(s.connectLocal),
@@ -74,17 +82,21 @@ func (s *Setup) DeviceRemote() DeviceRemote { return SSHDeviceRemote{Dialer: s.D
 
 // NewDialer is SSH as the operator's own OpenSSH files configure it, with
 // the rexd builds this rex carries (or the rexd beside a development build)
-// and a terminal prompt for key passphrases.
-func NewDialer() *sshx.Dialer {
+// and, outside the console, a terminal prompt for key passphrases.
+func NewDialer(opts SetupOptions) *sshx.Dialer {
 	sources := []payload.Source{payload.Embedded()}
 	if exe, err := os.Executable(); err == nil {
 		sources = append(sources, payload.File(runtime.GOOS, runtime.GOARCH, filepath.Join(filepath.Dir(exe), "rexd")))
 	}
-	return sshx.NewDialer(sshx.Options{
-		Payload:    payload.Chain(sources...),
-		RexdArgs:   fanout.OperatorLimits(),
-		Passphrase: AskPassphrase,
-	})
+	o := sshx.Options{
+		Payload:  payload.Chain(sources...),
+		RexdArgs: fanout.OperatorLimits(),
+		OnState:  opts.OnState,
+	}
+	if !opts.Console {
+		o.Passphrase = AskPassphrase
+	}
+	return sshx.NewDialer(o)
 }
 
 // AskPassphrase reads a key's passphrase from the controlling terminal,
