@@ -327,7 +327,12 @@ func (s *Store) commit(staged []stagedObject) error {
 	if len(staged) == 0 {
 		return nil
 	}
-	if err := syncFiles(staged); err != nil {
+	bulk := haveSyncFS && len(staged) >= syncfsThreshold
+	if bulk {
+		if err := syncFS(s.tmp); err != nil {
+			return fmt.Errorf("store objects: %w", err)
+		}
+	} else if err := syncFiles(staged); err != nil {
 		return fmt.Errorf("store objects: %w", err)
 	}
 	dirs := map[string]bool{}
@@ -348,6 +353,14 @@ func (s *Store) commit(staged []stagedObject) error {
 	}
 	if newShard {
 		dirs[s.objects] = true
+	}
+	if bulk {
+		// The renames are durable once the directories are: one syncfs
+		// covers them all.
+		if err := syncFS(s.objects); err != nil {
+			return fmt.Errorf("store objects: %w", err)
+		}
+		return nil
 	}
 	return syncDirs(slices.Sorted(maps.Keys(dirs)))
 }

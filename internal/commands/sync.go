@@ -24,6 +24,9 @@ const (
 type PushStats struct {
 	cas.Stats
 	Path string // where the tree landed on the target
+	// WireOut and WireIn are the bytes the push put on the connection,
+	// requests and answers included.
+	WireOut, WireIn int64
 }
 
 // openStore opens the operator's object store.
@@ -123,7 +126,8 @@ func Push(ctx context.Context, app *App, o IO, args []string) error {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(o.Out, "%s: %s → %s\n", t.Name, describeStats(ps.Stats), ps.Path)
+			fmt.Fprintf(o.Out, "%s: %s → %s (%d %s, %s out, %s in)\n", t.Name, describeStats(ps.Stats), ps.Path,
+				ps.Queries, plural(ps.Queries, "query", "queries"), humanBytes(ps.WireOut), humanBytes(ps.WireIn))
 			return nil
 		})
 	return reportEach(o, results)
@@ -140,6 +144,7 @@ func PushTree(ctx context.Context, st *cas.Store, s *rexclient.Session, target s
 		return PushStats{}, errNoCAS(target)
 	}
 	remote := s.CAS()
+	out0, in0 := s.Client().BytesOut(), s.Client().BytesIn()
 	stats, err := cas.Push(ctx, st, remote, tree)
 	if err != nil {
 		return PushStats{}, fmt.Errorf("send: %w", err)
@@ -151,7 +156,7 @@ func PushTree(ctx context.Context, st *cas.Store, s *rexclient.Session, target s
 	if err := recordSnapshot(ctx, st, refKey(target, path), tree, "push"); err != nil {
 		return PushStats{}, err
 	}
-	return PushStats{Stats: stats, Path: path}, nil
+	return PushStats{Stats: stats, Path: path, WireOut: s.Client().BytesOut() - out0, WireIn: s.Client().BytesIn() - in0}, nil
 }
 
 func describeStats(s cas.Stats) string {
