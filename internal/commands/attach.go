@@ -79,41 +79,83 @@ func Attach(ctx context.Context, app *App, o IO, args []string) error {
 	return nil
 }
 
-// ErrDetached is returned by AttachTerminal when the operator pressed the
-// detach key.
+// ErrDetached is returned by AttachTerminal and HandOver when the operator
+// pressed the detach key.
 var ErrDetached = errors.New("detached")
 
+// Terminal is an open remote terminal that a real one can be handed to:
+// a *rexclient.PTY, or a console pane that keeps its own copy of the screen.
+type Terminal interface {
+	// Write sends keystrokes (any bytes).
+	Write(ctx context.Context, data []byte) error
+	// Resize changes the remote terminal's size.
+	Resize(ctx context.Context, cols, rows int) error
+	// Done is closed once the remote program has ended or its connection
+	// was lost.
+	Done() <-chan struct{}
+}
+
+// PTYParams are pty.open's parameters for cmd on a cols×rows terminal of
+// type termName: the login shell when cmd is empty, one word with shell
+// syntax through sh -c, else the argv as given (no shell parses it).
+func PTYParams(cmd []string, cols, rows int, termName string) protocol.PTYOpenParams {
+	p := protocol.PTYOpenParams{Cols: cols, Rows: rows, Term: termName}
+	if len(cmd) == 1 {
+		if t := TaskFor(cmd); t.Command != "" {
+			p.Shell, p.Command = true, t.Command
+			return p
+		}
+	}
+	if len(cmd) > 0 {
+		p.Argv = cmd
+	}
+	return p
+}
+
 // AttachTerminal opens a PTY running cmd (the login shell when empty) on
-// sess, sized like the terminal, puts the terminal in raw mode and forwards
-// bytes both ways until the program ends or ctrl+] is pressed; the
-// terminal is restored on every way out. It returns the program's exit
-// status (128+n for a signal); on detach it returns 0 and ErrDetached is
-// not an error for the caller of the CLI.
+// sess, sized like the terminal, and hands the terminal to it (HandOver)
+// until the program ends or ctrl+] is pressed; the terminal is restored on
+// every way out. It returns the program's exit status (128+n for a
+// signal); on detach it closes the PTY and returns 0 and ErrDetached,
+// which is not an error for the caller of the CLI.
 func AttachTerminal(ctx context.Context, sess *rexclient.Session, in, out *os.File, cmd []string) (int, error) {
-	fd := int(in.Fd())
 	cols, rows, err := term.GetSize(int(out.Fd()))
 	if err != nil {
 		cols, rows = protocol.DefaultCols, protocol.DefaultRows
 	}
-	p := protocol.PTYOpenParams{Cols: cols, Rows: rows, Term: os.Getenv("TERM")}
-	if len(cmd) == 1 {
-		t := TaskFor(cmd)
-		if t.Command != "" {
-			p.Shell, p.Command = true, t.Command
-		} else {
-			p.Argv = cmd
-		}
-	} else {
-		p.Argv = cmd
-	}
-	pty, err := sess.OpenPTY(ctx, p, rexclient.ExecOptions{Stdout: out})
+	pty, err := sess.OpenPTY(ctx, PTYParams(cmd, cols, rows, os.Getenv("TERM")), rexclient.ExecOptions{Stdout: out})
 	if err != nil {
 		return 0, err
 	}
+	if err := HandOver(ctx, pty, in, out, []byte{DetachKey}); err != nil {
+		pty.Close(context.Background())
+		return 0, err
+	}
+	exit, err := pty.Wait(context.Background())
+	if err != nil {
+		return 0, fmt.Errorf("connection lost: %w", err)
+	}
+	return exitStatus(exit), nil
+}
+
+// HandOver gives the real terminal to t: it sizes t like the terminal,
+// puts the terminal in raw mode and forwards keystrokes to t, in order and
+// without a round trip per key, until t's program ends (nil), the operator
+// types detach (ErrDetached; the bytes before it are still sent) or ctx
+// ends (its error). A window size change resizes t. t's output must
+// already go to out. The terminal mode is restored on every way out; t is
+// left open.
+func HandOver(ctx context.Context, t Terminal, in, out *os.File, detach []byte) error {
+	if len(detach) == 0 {
+		detach = []byte{DetachKey}
+	}
+	fd := int(in.Fd())
+	if c, r, err := term.GetSize(int(out.Fd())); err == nil {
+		t.Resize(ctx, c, r)
+	}
 	state, err := term.MakeRaw(fd)
 	if err != nil {
-		pty.Close(context.Background())
-		return 0, fmt.Errorf("put the terminal in raw mode: %w", err)
+		return fmt.Errorf("put the terminal in raw mode: %w", err)
 	}
 	defer term.Restore(fd, state)
 
@@ -123,14 +165,13 @@ func AttachTerminal(ctx context.Context, sess *rexclient.Session, in, out *os.Fi
 
 	cr, err := cancelreader.NewReader(in)
 	if err != nil {
-		pty.Close(context.Background())
-		return 0, fmt.Errorf("read the terminal: %w", err)
+		return fmt.Errorf("read the terminal: %w", err)
 	}
 	defer cr.Close()
 
 	detached := make(chan struct{})
 	inputDone := make(chan struct{})
-	sender := newInputSender(pty)
+	sender := NewInputSender(t)
 	go func() {
 		defer close(inputDone)
 		buf := make([]byte, 4096)
@@ -138,40 +179,40 @@ func AttachTerminal(ctx context.Context, sess *rexclient.Session, in, out *os.Fi
 			n, err := cr.Read(buf)
 			if n > 0 {
 				chunk := buf[:n]
-				if i := bytes.IndexByte(chunk, DetachKey); i >= 0 {
-					sender.send(chunk[:i])
+				if i := bytes.Index(chunk, detach); i >= 0 {
+					sender.Send(chunk[:i])
 					close(detached)
 					return
 				}
-				sender.send(chunk)
+				sender.Send(chunk)
 			}
 			if err != nil {
 				return
 			}
 		}
 	}()
+	// The reader goroutine must be gone before the terminal is restored
+	// and handed back, or it would eat the next owner's first keystrokes.
+	stopInput := func() {
+		cr.Cancel()
+		<-inputDone
+	}
 
 	for {
 		select {
-		case <-pty.Done():
-			cr.Cancel()
-			<-inputDone
-			exit, err := pty.Wait(context.Background())
-			if err != nil {
-				return 0, fmt.Errorf("connection lost: %w", err)
-			}
-			return exitStatus(exit), nil
+		case <-t.Done():
+			stopInput()
+			return nil
 		case <-detached:
-			pty.Close(context.Background())
-			return 0, ErrDetached
+			<-inputDone
+			return ErrDetached
 		case <-winch:
 			if c, r, err := term.GetSize(int(out.Fd())); err == nil {
-				pty.Resize(ctx, c, r)
+				t.Resize(ctx, c, r)
 			}
 		case <-ctx.Done():
-			cr.Cancel()
-			pty.Close(context.Background())
-			return 0, ctx.Err()
+			stopInput()
+			return ctx.Err()
 		}
 	}
 }
@@ -190,23 +231,37 @@ func exitStatus(e *protocol.ExitEvent) int {
 	return 1
 }
 
-// inputSender forwards keystrokes in order without waiting a round trip
-// per key: while one pty.input is in flight, later input is collected and
-// sent as the next call.
-type inputSender struct {
-	pty     *rexclient.PTY
+// InputSender forwards keystrokes in order without waiting a round trip
+// per key: while one write is in flight, later input is collected and sent
+// as the next write. After a write fails, input is dropped.
+type InputSender struct {
+	w       InputWriter
 	mu      sync.Mutex
 	pending []byte
 	busy    bool
+	failed  bool
 }
 
-func newInputSender(p *rexclient.PTY) *inputSender { return &inputSender{pty: p} }
+// InputWriter takes keystrokes: a PTY.
+type InputWriter interface {
+	Write(ctx context.Context, data []byte) error
+}
 
-func (s *inputSender) send(b []byte) {
+// NewInputSender returns a sender writing to w.
+func NewInputSender(w InputWriter) *InputSender {
+	return &InputSender{w: w}
+}
+
+// Send queues b; it never blocks on the network.
+func (s *InputSender) Send(b []byte) {
 	if len(b) == 0 {
 		return
 	}
 	s.mu.Lock()
+	if s.failed {
+		s.mu.Unlock()
+		return
+	}
 	s.pending = append(s.pending, b...)
 	if s.busy {
 		s.mu.Unlock()
@@ -217,7 +272,7 @@ func (s *inputSender) send(b []byte) {
 	go s.loop()
 }
 
-func (s *inputSender) loop() {
+func (s *InputSender) loop() {
 	for {
 		s.mu.Lock()
 		if len(s.pending) == 0 {
@@ -228,9 +283,9 @@ func (s *inputSender) loop() {
 		b := s.pending
 		s.pending = nil
 		s.mu.Unlock()
-		if err := s.pty.Write(context.Background(), b); err != nil {
+		if err := s.w.Write(context.Background(), b); err != nil {
 			s.mu.Lock()
-			s.pending, s.busy = nil, false
+			s.pending, s.busy, s.failed = nil, false, true
 			s.mu.Unlock()
 			return
 		}
