@@ -21,6 +21,7 @@ CMDS=${CMDS:-true uname out10mb}
 PEERS=${PEERS:-pdsh pssh clush ssh-par}
 export SSH_EXTRA="-o KexAlgorithms=curve25519-sha256 -o Ciphers=aes128-gcm@openssh.com"
 WORK=$(mktemp -d /tmp/rexfanout.XXXXXX)
+chmod 755 "$WORK" # the fleet's sshd run as another user
 FLEET=$WORK/fleet
 OUT=$ROOT/bench/results
 mkdir -p "$OUT"

@@ -34,7 +34,7 @@ type Event struct {
 // routeQueue bounds events buffered for one process. When a consumer falls
 // behind, the connection's reader waits, which slows rexd down through the
 // transport's flow control instead of growing memory.
-const routeQueue = 256
+const routeQueue = 32
 
 type route struct {
 	ch      chan Event
