@@ -397,7 +397,7 @@ func suggest(name string, candidates []string) []string {
 		case abs(len(lc)-len(lname)) > maxD:
 			continue
 		default:
-			d = editDistance(lname, lc)
+			d = EditDistance(lname, lc)
 		}
 		if d <= maxD {
 			best = append(best, scored{c, d})
@@ -426,9 +426,9 @@ func abs(n int) int {
 	return n
 }
 
-// editDistance is the optimal string alignment distance: insertions,
+// EditDistance is the optimal string alignment distance: insertions,
 // deletions, substitutions and adjacent transpositions, on bytes.
-func editDistance(a, b string) int {
+func EditDistance(a, b string) int {
 	prev2 := make([]int, len(b)+1)
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)

@@ -173,7 +173,7 @@ func parseArgs(verb string, args []string, defs ...flagDef) (parsedArgs, error) 
 func didYouMean(word string, choices ...string) string {
 	best, bestD := "", 3
 	for _, c := range choices {
-		if d := levenshtein(strings.TrimLeft(word, "-"), strings.TrimLeft(c, "-")); d < bestD {
+		if d := devices.EditDistance(strings.TrimLeft(word, "-"), strings.TrimLeft(c, "-")); d < bestD {
 			best, bestD = c, d
 		}
 	}
@@ -181,26 +181,6 @@ func didYouMean(word string, choices ...string) string {
 		return ""
 	}
 	return "; did you mean " + best + "?"
-}
-
-func levenshtein(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 func deviceAdd(ctx context.Context, store *devices.Store, stdio IO, args []string) error {

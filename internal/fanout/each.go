@@ -24,12 +24,7 @@ type EachResult struct {
 // back in the order of targets.
 func Each(ctx context.Context, pool *Pool, targets []Target, opts Options,
 	fn func(ctx context.Context, t Target, s *rexclient.Session) error) []EachResult {
-	if opts.Concurrency <= 0 {
-		opts.Concurrency = DefaultConcurrency
-	}
-	if opts.ConnectTimeout <= 0 {
-		opts.ConnectTimeout = 15 * time.Second
-	}
+	opts = opts.withDefaults()
 	results := make([]EachResult, len(targets))
 	sem := make(chan struct{}, opts.Concurrency)
 	var wg sync.WaitGroup
@@ -47,13 +42,8 @@ func Each(ctx context.Context, pool *Pool, targets []Target, opts Options,
 			}
 			defer func() { <-sem }()
 			start := time.Now()
-			cctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
-			sess, err := pool.Acquire(cctx, t)
-			cancel()
+			sess, err := acquire(ctx, pool, t, opts.ConnectTimeout)
 			if err != nil {
-				if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-					err = fmt.Errorf("connect %s: no answer within %s; is the host up and reachable?", t.Name, opts.ConnectTimeout)
-				}
 				r.Err, r.Unreachable = err, true
 				return
 			}

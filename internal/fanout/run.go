@@ -114,12 +114,7 @@ func (s *Summary) ExitStatus() int {
 // Run runs task on every target through pool and returns when all are done
 // or ctx is cancelled, in which case every remote process is stopped.
 func Run(ctx context.Context, pool *Pool, targets []Target, task Task, opts Options) *Summary {
-	if opts.Concurrency <= 0 {
-		opts.Concurrency = DefaultConcurrency
-	}
-	if opts.ConnectTimeout <= 0 {
-		opts.ConnectTimeout = 15 * time.Second
-	}
+	opts = opts.withDefaults()
 	emit := opts.OnEvent
 	if emit == nil {
 		emit = func(Event) {}
@@ -165,13 +160,8 @@ func Run(ctx context.Context, pool *Pool, targets []Target, task Task, opts Opti
 
 func runOne(ctx context.Context, pool *Pool, t Target, task Task, opts Options, emit func(Event)) *Result {
 	r := &Result{Target: t.Name}
-	cctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
-	sess, err := pool.Acquire(cctx, t)
-	cancel()
+	sess, err := acquire(ctx, pool, t, opts.ConnectTimeout)
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			err = fmt.Errorf("connect %s: no answer within %s; is the host up and reachable?", t.Name, opts.ConnectTimeout)
-		}
 		r.Err, r.Unreachable = err, true
 		return r
 	}
@@ -243,4 +233,27 @@ func runOne(ctx context.Context, pool *Pool, t Target, task Task, opts Options, 
 		r.Err = fmt.Errorf("%s: cancelled", t.Name)
 	}
 	return r
+}
+
+// acquire gets t's session within the connect timeout, with the error an
+// operator can act on when the time runs out.
+func acquire(ctx context.Context, pool *Pool, t Target, timeout time.Duration) (*rexclient.Session, error) {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	sess, err := pool.Acquire(cctx, t)
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		err = fmt.Errorf("connect %s: no answer within %s; is the host up and reachable?", t.Name, timeout)
+	}
+	return sess, err
+}
+
+// withDefaults fills the zero fields of opts.
+func (opts Options) withDefaults() Options {
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = DefaultConcurrency
+	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = 15 * time.Second
+	}
+	return opts
 }

@@ -79,6 +79,18 @@ func casError(op string, err error) *protocol.Error {
 	return protocol.Errorf(protocol.CodeInternalError, nil, "%s: %v", op, err)
 }
 
+// casBegin decodes a cas.* request's params, finds its session and opens
+// the store. sessionID points into params and is read after decoding.
+func (c *conn) casBegin(req *request, params any, sessionID *string) (*cas.Store, *protocol.Error) {
+	if e := decode(req.msg.Params, params); e != nil {
+		return nil, e
+	}
+	if e := c.session(req, *sessionID); e != nil {
+		return nil, e
+	}
+	return c.srv.casStore()
+}
+
 func parseDigests(in []string, max int) ([]cas.Digest, *protocol.Error) {
 	if len(in) > max {
 		return nil, protocol.Errorf(protocol.CodeResourceLimit, map[string]int{"max_digests": max},
@@ -98,13 +110,7 @@ func parseDigests(in []string, max int) ([]cas.Digest, *protocol.Error) {
 
 func (c *conn) casHas(ctx context.Context, req *request) (any, *protocol.Error) {
 	var p protocol.CASDigests
-	if e := decode(req.msg.Params, &p); e != nil {
-		return nil, e
-	}
-	if e := c.session(req, p.SessionID); e != nil {
-		return nil, e
-	}
-	st, perr := c.srv.casStore()
+	st, perr := c.casBegin(req, &p, &p.SessionID)
 	if perr != nil {
 		return nil, perr
 	}
@@ -125,13 +131,7 @@ func (c *conn) casHas(ctx context.Context, req *request) (any, *protocol.Error) 
 
 func (c *conn) casPut(ctx context.Context, req *request) (any, *protocol.Error) {
 	var p protocol.CASPutParams
-	if e := decode(req.msg.Params, &p); e != nil {
-		return nil, e
-	}
-	if e := c.session(req, p.SessionID); e != nil {
-		return nil, e
-	}
-	st, perr := c.srv.casStore()
+	st, perr := c.casBegin(req, &p, &p.SessionID)
 	if perr != nil {
 		return nil, perr
 	}
@@ -160,13 +160,7 @@ func (c *conn) casPut(ctx context.Context, req *request) (any, *protocol.Error) 
 
 func (c *conn) casGet(ctx context.Context, req *request) (any, *protocol.Error) {
 	var p protocol.CASDigests
-	if e := decode(req.msg.Params, &p); e != nil {
-		return nil, e
-	}
-	if e := c.session(req, p.SessionID); e != nil {
-		return nil, e
-	}
-	st, perr := c.srv.casStore()
+	st, perr := c.casBegin(req, &p, &p.SessionID)
 	if perr != nil {
 		return nil, perr
 	}
@@ -195,13 +189,7 @@ func (c *conn) casGet(ctx context.Context, req *request) (any, *protocol.Error) 
 
 func (c *conn) casPutChunk(ctx context.Context, req *request) (any, *protocol.Error) {
 	var p protocol.CASPutChunkParams
-	if e := decode(req.msg.Params, &p); e != nil {
-		return nil, e
-	}
-	if e := c.session(req, p.SessionID); e != nil {
-		return nil, e
-	}
-	st, perr := c.srv.casStore()
+	st, perr := c.casBegin(req, &p, &p.SessionID)
 	if perr != nil {
 		return nil, perr
 	}
@@ -255,13 +243,7 @@ func (c *conn) casPutChunk(ctx context.Context, req *request) (any, *protocol.Er
 
 func (c *conn) casGetChunk(ctx context.Context, req *request) (any, *protocol.Error) {
 	var p protocol.CASGetChunkParams
-	if e := decode(req.msg.Params, &p); e != nil {
-		return nil, e
-	}
-	if e := c.session(req, p.SessionID); e != nil {
-		return nil, e
-	}
-	st, perr := c.srv.casStore()
+	st, perr := c.casBegin(req, &p, &p.SessionID)
 	if perr != nil {
 		return nil, perr
 	}
@@ -282,13 +264,7 @@ func (c *conn) casGetChunk(ctx context.Context, req *request) (any, *protocol.Er
 
 func (c *conn) casMaterialize(ctx context.Context, req *request) (any, *protocol.Error) {
 	var p protocol.CASMaterializeParams
-	if e := decode(req.msg.Params, &p); e != nil {
-		return nil, e
-	}
-	if e := c.session(req, p.SessionID); e != nil {
-		return nil, e
-	}
-	st, perr := c.srv.casStore()
+	st, perr := c.casBegin(req, &p, &p.SessionID)
 	if perr != nil {
 		return nil, perr
 	}
@@ -320,13 +296,7 @@ func (c *conn) casMaterialize(ctx context.Context, req *request) (any, *protocol
 
 func (c *conn) casIngest(ctx context.Context, req *request) (any, *protocol.Error) {
 	var p protocol.CASIngestParams
-	if e := decode(req.msg.Params, &p); e != nil {
-		return nil, e
-	}
-	if e := c.session(req, p.SessionID); e != nil {
-		return nil, e
-	}
-	st, perr := c.srv.casStore()
+	st, perr := c.casBegin(req, &p, &p.SessionID)
 	if perr != nil {
 		return nil, perr
 	}
