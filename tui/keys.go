@@ -41,6 +41,16 @@ type KeyMap struct {
 	// Sidebar
 	TargetPrev key.Binding
 	TargetNext key.Binding
+
+	// Terminal panes (/attach). While a terminal pane has the keys, every
+	// key goes to its program except Detach (and TermScrollUp/Down
+	// outside full-screen programs, as in other terminals).
+	Detach         key.Binding
+	EnterPane      key.Binding
+	Broadcast      key.Binding
+	FullScreen     key.Binding
+	TermScrollUp   key.Binding
+	TermScrollDown key.Binding
 }
 
 // DefaultKeyMap is the key map without configuration.
@@ -74,6 +84,13 @@ func DefaultKeyMap() KeyMap {
 
 		TargetPrev: b("alt+↑", "previous target", "alt+up"),
 		TargetNext: b("alt+↓", "next target", "alt+down"),
+
+		Detach:         b("ctrl+]", "terminal → command line", "ctrl+]"),
+		EnterPane:      b("enter", "type in terminal / reconnect", "enter"),
+		Broadcast:      b("ctrl+x", "broadcast to terminals", "ctrl+x"),
+		FullScreen:     b("ctrl+t", "terminal full screen", "ctrl+t"),
+		TermScrollUp:   b("shift+pgup", "terminal history up", "shift+pgup"),
+		TermScrollDown: b("shift+pgdn", "terminal history down", "shift+pgdown"),
 	}
 }
 
@@ -90,6 +107,7 @@ func (k KeyMap) FullHelp() [][]key.Binding {
 		{k.Submit, k.Complete, k.HistoryPrev, k.HistoryNext, k.Cancel, k.Help, k.Escape, k.Quit},
 		{k.NextPane, k.PrevPane, k.Zoom, k.Gather, k.Search, k.Clear},
 		{k.PageUp, k.PageDown, k.LineUp, k.LineDown, k.Top, k.Bottom, k.TargetPrev, k.TargetNext},
+		{k.Detach, k.EnterPane, k.Broadcast, k.FullScreen, k.TermScrollUp, k.TermScrollDown},
 	}
 }
 
@@ -106,6 +124,8 @@ func (k *KeyMap) actions() map[string]*key.Binding {
 		"page_up": &k.PageUp, "page_down": &k.PageDown, "line_up": &k.LineUp,
 		"line_down": &k.LineDown, "top": &k.Top, "bottom": &k.Bottom,
 		"target_prev": &k.TargetPrev, "target_next": &k.TargetNext,
+		"detach": &k.Detach, "enter_pane": &k.EnterPane, "broadcast": &k.Broadcast,
+		"fullscreen": &k.FullScreen, "term_scroll_up": &k.TermScrollUp, "term_scroll_down": &k.TermScrollDown,
 	}
 }
 

@@ -110,12 +110,13 @@ type deviceDoneMsg struct {
 // every message. Panes, sidebar and command line are plain values drawn
 // by it, not nested programs.
 type Model struct {
-	ctx    context.Context
-	opts   Options
-	run    runFunc
-	now    func() time.Time
-	seed   maphash.Seed
-	signal *frameSignal
+	ctx      context.Context
+	opts     Options
+	run      runFunc
+	openTerm openTermFunc // opens remote terminals; nil without connections
+	now      func() time.Time
+	seed     maphash.Seed
+	signal   *frameSignal
 
 	cfg      Config
 	keys     KeyMap
@@ -141,7 +142,8 @@ type Model struct {
 	layout     string
 	tasks      []*task
 	nextID     int
-	gatherTask *task // the task whose gathered view fills the main area
+	gatherTask *task     // the task whose gathered view fills the main area
+	broadcast  *termTask // the terminals every keystroke goes to, or nil
 
 	msg      message
 	helpOpen bool
@@ -278,13 +280,31 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.deviceDone(msg)
 	case tea.KeyPressMsg:
 		return m, m.onKey(msg)
+	case fullscreenDoneMsg:
+		return m, m.fullscreenDone(msg)
 	case tea.MouseClickMsg:
-		m.onClick(msg)
+		if !m.terminalMouse(mousePress, tea.Mouse(msg)) {
+			m.onClick(msg)
+		}
+		return m, nil
+	case tea.MouseReleaseMsg:
+		m.terminalMouse(mouseRelease, tea.Mouse(msg))
+		return m, nil
+	case tea.MouseMotionMsg:
+		m.terminalMouse(mouseMotion, tea.Mouse(msg))
 		return m, nil
 	case tea.MouseWheelMsg:
-		m.onWheel(msg)
+		if !m.terminalMouse(mouseWheel, tea.Mouse(msg)) {
+			m.onWheel(msg)
+		}
 		return m, nil
 	case tea.PasteMsg:
+		if p := m.keyPane(); p != nil {
+			for _, tp := range m.keyTargets(p) {
+				tp.sendPaste(msg.Content)
+			}
+			return m, nil
+		}
 		// A pasted block is one line here: newlines would submit half of it.
 		msg.Content = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(msg.Content)
 		m.input.Update(msg)
@@ -325,6 +345,8 @@ func (m *Model) onFrame(time.Time) tea.Cmd {
 	if m.gatherTask != nil {
 		m.gatherTask.refreshGather(now, &m.keys, m.cfg.Scrollback, m.seed)
 	}
+	// A terminal that ended gives the keys back to the command line.
+	m.keyPane()
 	if m.signal.dirty.Swap(false) || m.busy() {
 		return tickCmd()
 	}
@@ -345,6 +367,11 @@ func (m *Model) busy() bool {
 	for _, t := range m.tasks {
 		if !t.isDone() {
 			return true
+		}
+	}
+	for _, p := range m.panes {
+		if tp, ok := p.(*ptyPane); ok && tp.phase() == termOpening {
+			return true // its spinner turns
 		}
 	}
 	return false
@@ -385,10 +412,15 @@ func (m *Model) onKey(msg tea.KeyPressMsg) tea.Cmd {
 	if m.helpOpen {
 		return m.helpKey(msg)
 	}
-	// A pane that takes every key (a remote terminal) gets them here,
-	// before any console binding but quit.
-	if p := m.focusedPane(); p != nil && p.CapturesKeys() && !key.Matches(msg, k.Quit) {
-		return p.Update(msg)
+	// A terminal pane with the keys gets every key but the one that
+	// gives them back.
+	if p := m.keyPane(); p != nil {
+		if key.Matches(msg, k.Detach) {
+			m.detach()
+			return nil
+		}
+		m.typeKey(p, msg)
+		return nil
 	}
 	switch {
 	case key.Matches(msg, k.Quit):
@@ -407,8 +439,16 @@ func (m *Model) onKey(msg tea.KeyPressMsg) tea.Cmd {
 		m.comp = compState{}
 	}
 	switch {
+	case key.Matches(msg, k.EnterPane) && m.input.Value() == "" && m.focusedTerm() != nil && m.gatherTask == nil:
+		return m.enterPane(m.focusedTerm())
 	case key.Matches(msg, k.Submit):
 		return m.submit()
+	case key.Matches(msg, k.Broadcast):
+		if err := m.toggleBroadcast(); err != nil {
+			m.fail(err)
+		}
+	case key.Matches(msg, k.FullScreen):
+		return m.fullscreen()
 	case key.Matches(msg, k.Complete) && (m.input.Value() != "" || completing):
 		m.complete()
 	case key.Matches(msg, k.NextPane):
@@ -433,7 +473,7 @@ func (m *Model) onKey(msg tea.KeyPressMsg) tea.Cmd {
 		m.startSearch()
 	case key.Matches(msg, k.Clear):
 		m.clearPanes(false)
-	case key.Matches(msg, k.PageUp, k.PageDown, k.LineUp, k.LineDown, k.Top, k.Bottom):
+	case key.Matches(msg, k.PageUp, k.PageDown, k.LineUp, k.LineDown, k.Top, k.Bottom, k.TermScrollUp, k.TermScrollDown):
 		if p := m.activePane(); p != nil {
 			return p.Update(msg)
 		}
@@ -494,6 +534,11 @@ func (m *Model) quit() tea.Cmd {
 	m.quitting = true
 	for _, t := range m.tasks {
 		t.stop()
+	}
+	for _, p := range m.panes {
+		if tp, ok := p.(*ptyPane); ok {
+			tp.shutdown()
+		}
 	}
 	if m.device != nil {
 		m.device.cancel()
@@ -646,7 +691,7 @@ func (m *Model) cycleFocus(d int) {
 		return
 	}
 	m.gatherTask = nil
-	m.focus = (m.focus + d + len(m.panes)) % len(m.panes)
+	m.setFocus((m.focus+d+len(m.panes))%len(m.panes), false)
 }
 
 // toggleZoom shows the focused pane alone, or all of them again; it
@@ -695,6 +740,9 @@ func (m *Model) closePane(i int) {
 	m.panes = append(m.panes[:i:i], m.panes[i+1:]...)
 	if m.focus > i || m.focus >= len(m.panes) {
 		m.focus = max(0, m.focus-1)
+	}
+	if tp, ok := p.(*ptyPane); ok {
+		m.forgetTerm(tp)
 	}
 	if op, ok := p.(*outputPane); ok && op.task != nil {
 		t := op.task

@@ -21,7 +21,8 @@ func (m *Model) onClick(msg tea.MouseClickMsg) {
 	}
 	for _, p := range g.panes {
 		if p.r.contains(msg.X, msg.Y) && p.idx >= 0 {
-			m.focus = p.idx
+			// A click on a terminal pane gives it the keys too.
+			m.setFocus(p.idx, true)
 			return
 		}
 	}

@@ -41,6 +41,9 @@ type paneCtx struct {
 	focused bool
 	now     time.Time
 	states  *stateBoard
+	// broadcast marks a terminal pane that keystrokes reach while
+	// broadcast is on.
+	broadcast bool
 }
 
 // Line kinds, which pick a line's style.

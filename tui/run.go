@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
@@ -20,6 +21,8 @@ import (
 	"github.com/rexconsole/rex/devices"
 	"github.com/rexconsole/rex/internal/commands"
 	"github.com/rexconsole/rex/internal/fanout"
+	"github.com/rexconsole/rex/internal/protocol"
+	"github.com/rexconsole/rex/internal/rexclient"
 )
 
 // Options wire the console to the rest of rex.
@@ -68,6 +71,7 @@ func Run(ctx context.Context, opts Options) error {
 		return fanout.Run(ctx, pool, targets, t, o)
 	}
 	m = newModel(ctx, opts, run, time.Now)
+	m.openTerm = poolTerminals(pool)
 	opts.States.attach(m.states.set)
 	defer opts.States.attach(func(string, string, error) {})
 
@@ -81,16 +85,49 @@ func Run(ctx context.Context, opts Options) error {
 	for _, t := range m.tasks {
 		t.stop()
 	}
+	var ended []<-chan struct{}
+	for _, p := range m.panes {
+		if tp, ok := p.(*ptyPane); ok {
+			ended = append(ended, tp.shutdown())
+		}
+	}
+	for _, t := range m.tasks {
+		ended = append(ended, t.exited)
+	}
 	deadline := time.NewTimer(shutdownWait)
 	defer deadline.Stop()
-	for _, t := range m.tasks {
+	for _, c := range ended {
 		select {
-		case <-t.exited:
+		case <-c:
 		case <-deadline.C:
 			return closeErr(ctx, err)
 		}
 	}
 	return closeErr(ctx, err)
+}
+
+// termConnectTimeout bounds reaching a target for a terminal (dial,
+// bootstrap, session).
+const termConnectTimeout = 30 * time.Second
+
+// poolTerminals opens terminals over the console's connection pool: the
+// pane holds one use of its target's connection while its terminal is
+// open. A connection that dropped is dialled again by the pool.
+func poolTerminals(pool *fanout.Pool) openTermFunc {
+	return func(ctx context.Context, t fanout.Target, p protocol.PTYOpenParams, out io.Writer) (remoteTerm, func(), error) {
+		actx, cancel := context.WithTimeout(ctx, termConnectTimeout)
+		sess, err := pool.Acquire(actx, t)
+		cancel()
+		if err != nil {
+			return nil, nil, err
+		}
+		pty, err := sess.OpenPTY(ctx, p, rexclient.ExecOptions{Stdout: out})
+		if err != nil {
+			pool.Release(t)
+			return nil, nil, fmt.Errorf("open a terminal on %s: %w", t.Name, err)
+		}
+		return pty, func() { pool.Release(t) }, nil
+	}
 }
 
 // closeErr maps how the program ended to Run's error: an ended context is

@@ -28,8 +28,12 @@ func slashCommands() []slashCmd {
 	return []slashCmd{
 		{"device", "VERB ...", "manage devices and groups, as rex device does (/device help)", (*Model).cmdDevice},
 		{"target", "NAME|GROUP|local", "set the target of plain command lines; any TARGETS list works", (*Model).cmdTarget},
-		{"run", "TARGETS -- CMD", "run CMD on TARGETS, one pane per target (--gather, --timeout D)", (*Model).cmdRun},
-		{"kill", "", "cancel the focused pane's task on all its targets (ctrl+c)", (*Model).cmdKill},
+		{"run", "TARGETS -- CMD", "run CMD on TARGETS, a pane per target (--gather, --timeout D)", (*Model).cmdRun},
+		{"attach", "[TARGETS] [-- CMD]", "a terminal per target: the login shell or CMD (ctrl+] leaves)", (*Model).cmdAttach},
+		{"broadcast", "", "keys to all terminals of the focused /attach on/off (ctrl+x)", (*Model).cmdBroadcast},
+		{"fullscreen", "", "focused terminal on the whole screen, ctrl+] back (ctrl+t)", (*Model).cmdFullscreen},
+		{"reconnect", "[all]", "a new terminal in the focused pane, or in every ended one", (*Model).cmdReconnect},
+		{"kill", "", "cancel the focused pane's task (ctrl+c), or end its terminal", (*Model).cmdKill},
 		{"close", "[all]", "close the focused pane, or every finished pane", (*Model).cmdClose},
 		{"clear", "[all]", "clear the focused pane's scrollback, or every pane's (ctrl+l)", (*Model).cmdClear},
 		{"layout", "grid|rows|columns", "arrange the panes", (*Model).cmdLayout},
@@ -249,6 +253,14 @@ func (m *Model) cmdKill(args []string) tea.Cmd {
 		m.fail(errors.New("/kill takes no arguments; it stops the focused pane's task (focus another with tab)"))
 		return nil
 	}
+	if p := m.focusedTerm(); p != nil {
+		if !p.kill() {
+			m.fail(fmt.Errorf("the terminal on %s is not running; /close closes its pane", p.Title()))
+			return nil
+		}
+		m.info("ending %s on %s", p.task.command, p.Title())
+		return m.ensureTick()
+	}
 	t := m.focusedTask()
 	if t == nil || !t.stop() {
 		m.fail(errors.New("nothing is running in the focused pane; focus a running one with tab"))
@@ -275,6 +287,10 @@ func (m *Model) cmdClose(args []string) tea.Cmd {
 			m.fail(fmt.Errorf("the pane %s is still running; stop it with ctrl+c or /kill, then /close it", p.Title()))
 			return nil
 		}
+		if p, ok := m.panes[m.focus].(*ptyPane); ok && p.phase() == termLive {
+			m.fail(fmt.Errorf("the terminal on %s is still open; exit its program or /kill it, then /close it", p.Title()))
+			return nil
+		}
 		title := m.panes[m.focus].Title()
 		m.closePane(m.focus)
 		m.info("closed %s", title)
@@ -283,6 +299,10 @@ func (m *Model) cmdClose(args []string) tea.Cmd {
 	closed, left := 0, 0
 	for i := len(m.panes) - 1; i >= 0; i-- {
 		if p, ok := m.panes[i].(*outputPane); ok && p.running() {
+			left++
+			continue
+		}
+		if p, ok := m.panes[i].(*ptyPane); ok && p.phase() == termLive {
 			left++
 			continue
 		}

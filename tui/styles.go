@@ -40,6 +40,8 @@ type Styles struct {
 		Running       lipgloss.Style
 		ExitOK        lipgloss.Style
 		ExitFail      lipgloss.Style
+		// Broadcast marks the terminal panes that receive every keystroke.
+		Broadcast lipgloss.Style
 	}
 
 	Sidebar struct {
@@ -125,6 +127,7 @@ func NewStyles(t themes.Theme, gen int) *Styles {
 	s.Pane.Running = fg(c.Warning)
 	s.Pane.ExitOK = fg(c.Success).Bold(true)
 	s.Pane.ExitFail = fg(c.Error).Bold(true)
+	s.Pane.Broadcast = fg(c.Warning).Bold(true)
 
 	s.Sidebar.Section = fg(c.Muted).Bold(true)
 	s.Sidebar.Item = fg(c.Text)

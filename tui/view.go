@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 )
@@ -89,6 +90,9 @@ func (m *Model) View() tea.View {
 	v.AltScreen = true
 	if m.cfg.mouse() {
 		v.MouseMode = tea.MouseModeCellMotion
+		if p := m.keyPane(); p != nil && p.wantsMouse() == mouseAny {
+			v.MouseMode = tea.MouseModeAllMotion
+		}
 	}
 	// A theme with its own background (light, high-contrast) also sets
 	// the default foreground, so unstyled cells read on it; others keep
@@ -139,7 +143,9 @@ func (m *Model) render() (string, *tea.Cursor) {
 	lines = append(lines, m.statusView(g, w))
 
 	var cursor *tea.Cursor
-	if !m.helpOpen {
+	if c, ok := m.paneCursor(g); ok && !m.helpOpen {
+		cursor = c // the program's, where it put it
+	} else if !m.helpOpen {
 		cursor = tea.NewCursor(pw+cx, g.prompt)
 		cursor.Color = m.st.Theme.Colors.Focus
 	}
@@ -158,7 +164,7 @@ func (m *Model) mainView(g geometry) []string {
 	now := m.now()
 	views := make([][]string, len(g.panes))
 	for i, p := range g.panes {
-		c := &paneCtx{st: m.st, focused: p.idx == m.focus || p.idx < 0, now: now, states: m.states}
+		c := &paneCtx{st: m.st, focused: p.idx == m.focus || p.idx < 0, now: now, states: m.states, broadcast: m.broadcastTo(p.pane)}
 		views[i] = p.pane.View(c)
 	}
 	out := make([]string, g.main.h)
@@ -282,18 +288,37 @@ func (m *Model) statusView(g geometry, w int) string {
 	}
 	parts = append(parts, m.layout)
 	right := " " + strings.Join(parts, " · ") + " "
-	rw := ansi.StringWidth(right)
+	cast := ""
+	if m.broadcast != nil {
+		cast = fmt.Sprintf(" ⇶ broadcast to %s ", plural(len(m.broadcast.live()), "terminal", "terminals"))
+	}
+	rw := ansi.StringWidth(right) + ansi.StringWidth(cast)
 	if rw > w/2 {
-		right, rw = "", 0
+		right, rw = "", ansi.StringWidth(cast)
+	}
+	if rw > w/2 {
+		cast, rw = "", 0
 	}
 	m.help.SetWidth(max(0, w-rw-1))
 	left := st.Status.Render(" ") + m.help.ShortHelpView(m.keys.ShortHelp())
+	if p := m.keyPane(); p != nil {
+		left = st.StatusRight.Render(fit(m.attachedHelp(p), max(0, w-rw)))
+	} else if p := m.focusedTerm(); p != nil && m.search == nil && m.gatherTask == nil {
+		left = st.Status.Render(fit(m.termHelp(p), max(0, w-rw)))
+	}
 	lw := ansi.StringWidth(left)
 	if lw > w-rw {
 		left = ansi.Truncate(left, w-rw, "")
 		lw = ansi.StringWidth(left)
 	}
-	return left + st.Status.Render(spaces(w-rw-lw)) + st.StatusRight.Render(right)
+	out := left + st.Status.Render(spaces(w-rw-lw))
+	if cast != "" {
+		out += st.Pane.Broadcast.Reverse(true).Render(cast)
+	}
+	if right != "" {
+		out += st.StatusRight.Render(right)
+	}
+	return out
 }
 
 // sideRow is one row of the sidebar's list: a target, a heading or a
@@ -492,9 +517,18 @@ func (m *Model) helpView(w, h int) []string {
 	add(st.OverlayTitle.Render(fit("Keys", inner)))
 	hm := m.help
 	hm.SetWidth(inner)
-	for _, l := range strings.Split(hm.FullHelpView(m.keys.FullHelp()), "\n") {
+	groups := m.keys.FullHelp()
+	for _, l := range strings.Split(hm.FullHelpView(groups[:3]), "\n") {
 		add(fit2(l, inner))
 	}
+	add(spaces(inner))
+	add(st.OverlayTitle.Render(fit("Terminal panes (/attach)", inner)))
+	term := groups[3]
+	half := (len(term) + 1) / 2
+	for _, l := range strings.Split(hm.FullHelpView([][]key.Binding{term[:half], term[half:]}), "\n") {
+		add(fit2(l, inner))
+	}
+	add(st.Overlay.Render(fit("While a terminal pane has the keys, every key goes to its program but "+bindingHelp(m.keys.Detach)+".", inner)))
 	add(spaces(inner))
 	add(st.Muted.Render(fit("esc closes this help · pgup/pgdn scroll · keys can be changed in config.toml [keys]", inner)))
 
