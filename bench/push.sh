@@ -54,9 +54,10 @@ clean_remote() {
 }
 rsync_all() {
 	local pids=() rc=0
-	while read -r h; do
-		rsync -a -e "ssh -F $FLEET/ssh_config $SSH_EXTRA" "$SRC/" "$h:rsynced/" & pids+=($!)
-	done <"$FLEET/hosts"
+	# Each host's own HOME (an exec's cwd is the shared account's real home).
+	for k in $(seq 1 "$N"); do
+		rsync -a -e "ssh -F $FLEET/ssh_config $SSH_EXTRA" "$SRC/" "h$k:$FLEET/h$k/home/rsynced/" & pids+=($!)
+	done
 	for p in "${pids[@]}"; do wait "$p" || rc=$?; done
 	return $rc
 }

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"sync"
 )
@@ -40,6 +41,7 @@ type ingestNode struct {
 type ingestJob struct {
 	rel    string
 	name   string
+	info   fs.FileInfo // from the directory walk (lstat), for the stat cache
 	node   *ingestNode
 	d      Digest
 	exec   bool
@@ -60,7 +62,7 @@ func (s *Store) Ingest(ctx context.Context, dir string) (root Digest, problems [
 		return Digest{}, nil, fmt.Errorf("ingest %s: %w", dir, err)
 	}
 	defer r.Close()
-	return s.ingest(ctx, r, dir)
+	return s.ingest(ctx, r, dir, s.openStatCache(dir))
 }
 
 // IngestIn is Ingest of the directory name inside root (a daemon's allowed
@@ -71,16 +73,16 @@ func (s *Store) IngestIn(ctx context.Context, root *os.Root, name string) (Diges
 		return Digest{}, nil, fmt.Errorf("ingest %s: %w", name, err)
 	}
 	defer r.Close()
-	return s.ingest(ctx, r, name)
+	return s.ingest(ctx, r, name, s.openStatCache(filepath.Join(root.Name(), name)))
 }
 
-func (s *Store) ingest(ctx context.Context, r *os.Root, dir string) (root Digest, problems []IngestProblem, err error) {
+func (s *Store) ingest(ctx context.Context, r *os.Root, dir string, cache *statCache) (root Digest, problems []IngestProblem, err error) {
 	var jobs []*ingestJob
 	top, err := s.ingestWalk(ctx, r, ".", 0, &jobs, &problems)
 	if err != nil {
 		return Digest{}, nil, fmt.Errorf("ingest %s: %w", dir, err)
 	}
-	err = s.ingestFiles(ctx, r, jobs)
+	err = s.ingestFiles(ctx, r, jobs, cache)
 	var staged []stagedObject
 	for _, j := range jobs {
 		if j.staged != "" {
@@ -106,6 +108,7 @@ func (s *Store) ingest(ctx context.Context, r *os.Root, dir string) (root Digest
 	if err != nil {
 		return Digest{}, nil, fmt.Errorf("ingest %s: %w", dir, err)
 	}
+	cache.save()
 	slices.SortFunc(problems, func(a, b IngestProblem) int { return cmp.Compare(a.Path, b.Path) })
 	return root, problems, nil
 }
@@ -154,8 +157,9 @@ func (s *Store) ingestWalk(ctx context.Context, r *os.Root, rel string, depth in
 			}
 			node.entries = append(node.entries, Entry{Name: name, Type: EntrySymlink, Target: target})
 		case t.IsRegular():
+			info, _ := de.Info()
 			node.files = append(node.files, len(*jobs))
-			*jobs = append(*jobs, &ingestJob{rel: p, name: name, node: node})
+			*jobs = append(*jobs, &ingestJob{rel: p, name: name, info: info, node: node})
 		default:
 			*problems = append(*problems, IngestProblem{Path: p, Err: fmt.Errorf("skipped: a %s is not a file, directory or symlink", describeMode(t))})
 		}
@@ -177,8 +181,9 @@ func describeMode(m fs.FileMode) string {
 }
 
 // ingestFiles hashes files in parallel and stages those the store lacks:
-// the work is dominated by read latency, which overlaps well.
-func (s *Store) ingestFiles(ctx context.Context, r *os.Root, jobs []*ingestJob) error {
+// the work is dominated by read latency, which overlaps well. Files the stat
+// cache vouches for are not read at all.
+func (s *Store) ingestFiles(ctx context.Context, r *os.Root, jobs []*ingestJob, cache *statCache) error {
 	var mu sync.Mutex
 	var fatal error
 	err := parallel(len(jobs), func(i int) error {
@@ -186,7 +191,17 @@ func (s *Store) ingestFiles(ctx context.Context, r *os.Root, jobs []*ingestJob) 
 			return ctx.Err()
 		}
 		j := jobs[i]
+		if d, ok := cache.lookup(j.rel, j.info); ok {
+			if present, err := s.present(d); err == nil && present {
+				j.d, j.exec = d, j.info.Mode().Perm()&0o100 != 0
+				cache.record(j.rel, j.info, d)
+				return nil
+			}
+		}
 		j.d, j.exec, j.staged, j.err = s.ingestFile(ctx, r, j.rel)
+		if j.err == nil {
+			cache.record(j.rel, j.info, j.d)
+		}
 		var se *storeError
 		if errors.As(j.err, &se) {
 			mu.Lock()

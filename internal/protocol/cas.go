@@ -91,9 +91,11 @@ type CASMaterializeParams struct {
 	Path      string `json:"path"`
 }
 
-// CASMaterializeResult is the result of cas.materialize.
+// CASMaterializeResult is the result of cas.materialize. Unchanged says
+// the directory already held the tree and was not rewritten.
 type CASMaterializeResult struct {
-	Path string `json:"path"`
+	Path      string `json:"path"`
+	Unchanged bool   `json:"unchanged,omitempty"`
 }
 
 // CASIngestParams take a directory inside the allowed roots into the

@@ -285,6 +285,13 @@ func (c *conn) casMaterialize(ctx context.Context, req *request) (any, *protocol
 			return nil, s.roots.fsError("cas.materialize", rp, err)
 		}
 	}
+	// A destination that already holds the tree is left alone: checking
+	// costs a stat per file (the store's stat cache), rewriting it a write.
+	if fi, err := rp.root.dir.Lstat(rp.rel); err == nil && fi.IsDir() {
+		if have, problems, err := st.IngestIn(ctx, rp.root.dir, rp.rel); err == nil && len(problems) == 0 && have == tree {
+			return protocol.CASMaterializeResult{Path: rp.abs, Unchanged: true}, nil
+		}
+	}
 	if err := st.MaterializeIn(ctx, rp.root.dir, rp.rel, tree); err != nil {
 		if isEscape(err) {
 			return nil, s.roots.forbidden(rp.abs, "a symbolic link leads outside the allowed roots")
