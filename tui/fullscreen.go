@@ -184,7 +184,7 @@ func (m *Model) fullscreenDone(msg fullscreenDoneMsg) tea.Cmd {
 	if msg.err != nil {
 		m.fail(msg.err)
 	}
-	m.geometry() // the pane gets its size back
+	m.geometry()              // the pane gets its size back
 	go msg.pane.flushResize() // and its remote terminal at once, undebounced
 	return m.ensureTick()
 }

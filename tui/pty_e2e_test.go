@@ -296,7 +296,7 @@ func TestTerminalPaneSSHE2E(t *testing.T) {
 		for _, h := range []string{"h1", "h2", "h3"} {
 			body := c.waitPane(h, "its own identity", bodyLine("id="+h))
 			for _, other := range []string{"h1", "h2", "h3"} {
-				if other != h && bodyLine("id=" + other)(body) {
+				if other != h && bodyLine("id="+other)(body) {
 					t.Errorf("the pane of %s shows %s's identity:\n%s", h, other, strings.Join(body, "\n"))
 				}
 			}
