@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 )
 
 // Limits that stop a hostile tree (a small DAG can name an exponential
@@ -299,13 +300,46 @@ func (s *Store) writePlan(ctx context.Context, root *os.Root, stage string, p *p
 			return fmt.Errorf("create directory %s: %w", pe.rel, err)
 		}
 	}
-	for _, pe := range p.files {
+	// Files are written several at a time, each through a handle on its own
+	// directory opened once: a create is then one lookup, not one per path
+	// component, and file-system latency overlaps.
+	var mu sync.Mutex
+	dirs := map[string]*os.Root{}
+	defer func() {
+		for _, d := range dirs {
+			d.Close()
+		}
+	}()
+	dirOf := func(rel string) (*os.Root, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if d, ok := dirs[rel]; ok {
+			return d, nil
+		}
+		d, err := root.OpenRoot(at(rel))
+		if err != nil {
+			return nil, err
+		}
+		dirs[rel] = d
+		return d, nil
+	}
+	err := parallel(len(p.files), func(i int) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := s.writeFile(root, at(pe.rel), pe.e); err != nil {
+		pe := p.files[i]
+		dir, name := path.Split(pe.rel)
+		d, err := dirOf(path.Clean(dir))
+		if err == nil {
+			err = s.writeFile(d, name, pe.e)
+		}
+		if err != nil {
 			return fmt.Errorf("write %s: %w", pe.rel, err)
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	for _, pe := range p.links {
 		if err := root.Symlink(pe.e.Target, at(pe.rel)); err != nil {
