@@ -16,6 +16,10 @@ import (
 	"github.com/rexconsole/rex/themes"
 )
 
+// DefaultTermScrollback is how many lines of history a terminal pane
+// keeps unless config.toml says otherwise.
+const DefaultTermScrollback = 2000
+
 // ConfigFile is the console's settings file in the config dir.
 const ConfigFile = "config.toml"
 
@@ -25,32 +29,38 @@ const ConfigFile = "config.toml"
 //	layout = "grid"         # grid, rows or columns
 //	concurrency = 64        # targets a command runs on at once
 //	scrollback = 10000      # lines kept per pane
+//	terminal_scrollback = 2000  # lines of history per terminal pane (/attach)
 //	mouse = true            # wheel scrolling and click to focus
 //	[keys]                  # action = [keys...]; see the help overlay
 //	zoom = ["ctrl+o", "f2"]
 type Config struct {
-	Theme       string              `toml:"theme"`
-	Layout      string              `toml:"layout"`
-	Concurrency int                 `toml:"concurrency"`
-	Scrollback  int                 `toml:"scrollback"`
-	Mouse       *bool               `toml:"mouse"`
-	Keys        map[string][]string `toml:"keys"`
+	Theme       string `toml:"theme"`
+	Layout      string `toml:"layout"`
+	Concurrency int    `toml:"concurrency"`
+	Scrollback  int    `toml:"scrollback"`
+	// TermScrollback is the history of a terminal pane: kept as styled
+	// cells, a line costs the emulator far more than a task pane's line.
+	TermScrollback int                 `toml:"terminal_scrollback"`
+	Mouse          *bool               `toml:"mouse"`
+	Keys           map[string][]string `toml:"keys"`
 }
 
 // Limits of the numeric settings.
 const (
 	minScrollback  = 100
 	maxScrollback  = 1000000
+	maxTermHistory = 100000
 	maxConcurrency = 4096
 )
 
 // defaultConfig is the configuration without a file.
 func defaultConfig() Config {
 	return Config{
-		Theme:       themes.Default,
-		Layout:      layoutGrid,
-		Concurrency: fanout.DefaultConcurrency,
-		Scrollback:  DefaultScrollback,
+		Theme:          themes.Default,
+		Layout:         layoutGrid,
+		Concurrency:    fanout.DefaultConcurrency,
+		Scrollback:     DefaultScrollback,
+		TermScrollback: DefaultTermScrollback,
 	}
 }
 
@@ -92,7 +102,7 @@ func parseConfig(data []byte) (Config, error) {
 		return defaultConfig(), fmt.Errorf("%v; fix it, rex uses the defaults until then", err)
 	}
 	if und := md.Undecoded(); len(und) > 0 {
-		return defaultConfig(), fmt.Errorf("unknown setting %q; the settings are theme, layout, concurrency, scrollback, mouse and [keys]", und[0].String())
+		return defaultConfig(), fmt.Errorf("unknown setting %q; the settings are theme, layout, concurrency, scrollback, terminal_scrollback, mouse and [keys]", und[0].String())
 	}
 	if err := themes.ValidateName(cfg.Theme); err != nil {
 		return defaultConfig(), fmt.Errorf("theme: %w", err)
@@ -105,6 +115,9 @@ func parseConfig(data []byte) (Config, error) {
 	}
 	if cfg.Scrollback < minScrollback || cfg.Scrollback > maxScrollback {
 		return defaultConfig(), fmt.Errorf("scrollback %d: use a number of lines from %d to %d", cfg.Scrollback, minScrollback, maxScrollback)
+	}
+	if cfg.TermScrollback < minScrollback || cfg.TermScrollback > maxTermHistory {
+		return defaultConfig(), fmt.Errorf("terminal_scrollback %d: use a number of lines from %d to %d", cfg.TermScrollback, minScrollback, maxTermHistory)
 	}
 	keys := DefaultKeyMap()
 	if err := keys.apply(cfg.Keys); err != nil {

@@ -26,6 +26,8 @@ func TestParseConfig(t *testing.T) {
 		{"bad layout", "layout = \"tiles\"\n", nil, "grid, rows or columns"},
 		{"bad scrollback", "scrollback = 5\n", nil, "scrollback 5"},
 		{"huge scrollback", "scrollback = 99999999\n", nil, "from 100 to 1000000"},
+		{"terminal scrollback", "terminal_scrollback = 500\n", func(c Config) bool { return c.TermScrollback == 500 && c.Scrollback == DefaultScrollback }, ""},
+		{"bad terminal scrollback", "terminal_scrollback = 1\n", nil, "terminal_scrollback 1: use a number of lines from 100 to 100000"},
 		{"bad concurrency", "concurrency = 0\n", nil, "concurrency 0"},
 		{"bad theme name", "theme = \"../x\"\n", nil, "invalid theme name"},
 		{"bad action", "[keys]\nzoomm = [\"f2\"]\n", nil, `unknown action "zoomm"`},

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -34,6 +35,10 @@ const resizeDebounce = 120 * time.Millisecond
 // maxEarlyInput bounds what is kept of keys typed before a terminal is
 // open.
 const maxEarlyInput = 64 << 10
+
+// historySlack is the room a terminal's history may grow past its limit
+// before it is cut back.
+func historySlack(limit int) int { return max(limit/4, 64) }
 
 // closeWait bounds how long closing a terminal waits for rexd.
 const closeWait = 5 * time.Second
@@ -95,15 +100,16 @@ const (
 // under mu; the UI reads the emulator under mu on the frame tick. Memory
 // is bounded by the screen and the scrollback limit.
 type ptyPane struct {
-	id       int
-	target   fanout.Target
-	task     *termTask
-	keys     *KeyMap
-	onChange func()
-	ctx      context.Context // ends when the pane is closed
-	cancel   context.CancelFunc
-	w, h     int
-	attached bool // it has the keys (UI goroutine only)
+	id        int
+	target    fanout.Target
+	task      *termTask
+	keys      *KeyMap
+	onChange  func()
+	ctx       context.Context // ends when the pane is closed
+	cancel    context.CancelFunc
+	w, h      int
+	attached  bool // it has the keys (UI goroutine only)
+	histLimit int  // lines of history kept
 
 	// replyTo takes what the emulator answers the program's queries
 	// (cursor position, device attributes); read by the reply goroutine,
@@ -151,7 +157,8 @@ func newPTYPane(ctx context.Context, id int, t fanout.Target, task *termTask, ke
 		emu: vt.NewEmulator(protocol.DefaultCols, protocol.DefaultRows), done: make(chan struct{})}
 	close(p.done) // no terminal yet
 	p.ctx, p.cancel = context.WithCancel(ctx)
-	p.emu.SetScrollbackSize(max(scrollback, 1))
+	p.histLimit = max(scrollback, 1)
+	p.emu.SetScrollbackSize(p.histLimit + historySlack(p.histLimit))
 	// The callbacks run inside emu.Write, under mu.
 	p.emu.SetCallbacks(vt.Callbacks{
 		EnableMode:  func(m ansi.Mode) { p.modes.setMode(m, true) },
@@ -385,17 +392,52 @@ type termOutput struct {
 }
 
 func (o *termOutput) Write(b []byte) (int, error) {
+	n := len(b)
+	for len(b) > 0 {
+		piece := b[:min(len(b), outputPiece)]
+		if len(piece) < len(b) {
+			if i := bytes.LastIndexByte(piece, '\n'); i >= 0 {
+				piece = piece[:i+1]
+			}
+		}
+		if !o.write(piece) {
+			break
+		}
+		b = b[len(piece):]
+	}
+	o.p.onChange()
+	return n, nil
+}
+
+// outputPiece bounds what is parsed under the pane's lock at once, so
+// that a frame never waits long for a big chunk of output: pieces end
+// after a newline when they can, where nothing is split.
+const outputPiece = 4 << 10
+
+// write parses one piece of output into the emulator; it reports false
+// when the terminal has been replaced.
+func (o *termOutput) write(b []byte) bool {
 	p := o.p
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if o.gen != p.gen {
-		p.mu.Unlock()
-		return len(b), nil
+		return false
 	}
-	before := p.emu.ScrollbackLen()
+	sb := p.emu.Scrollback()
+	before := sb.Len()
 	p.emu.Write(b)
+	pushed := sb.Len() - before
+	if sb.Len() > p.histLimit {
+		// Once full, the emulator's history drops its oldest line by
+		// moving all the others, for every new line; given some room
+		// above the limit and cut back here in one step (a reslice), it
+		// rarely has to.
+		sb.SetMaxLines(p.histLimit)
+		sb.SetMaxLines(p.histLimit + historySlack(p.histLimit))
+	}
 	if p.scroll > 0 {
 		// Stay on the same lines while new ones arrive below.
-		p.scroll = min(p.scroll+p.emu.ScrollbackLen()-before, p.emu.ScrollbackLen())
+		p.scroll = min(p.scroll+max(pushed, 0), sb.Len())
 	}
 	p.version++
 	if p.tee != nil {
@@ -403,9 +445,7 @@ func (o *termOutput) Write(b []byte) (int, error) {
 		// the real terminal.
 		p.tee.Write(b)
 	}
-	p.mu.Unlock()
-	p.onChange()
-	return len(b), nil
+	return true
 }
 
 // send queues bytes for the program and shows the live screen again.

@@ -72,7 +72,7 @@ func (m *Model) cmdAttach(args []string) tea.Cmd {
 	first := len(m.panes)
 	for _, tg := range targets {
 		m.nextID++
-		p := newPTYPane(m.ctx, m.nextID, tg, t, &m.keys, m.cfg.Scrollback, m.signal.mark)
+		p := newPTYPane(m.ctx, m.nextID, tg, t, &m.keys, m.cfg.TermScrollback, m.signal.mark)
 		t.panes = append(t.panes, p)
 		m.panes = append(m.panes, p)
 	}
