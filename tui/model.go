@@ -770,11 +770,19 @@ func (m *Model) closePane(i int) {
 	}
 }
 
+// errNoSearch says why pane p cannot be searched.
+func errNoSearch(p Pane) error {
+	if _, ok := p.(*ptyPane); ok {
+		return errors.New("search is for command output; a terminal pane's history scrolls with pgup/pgdn (shift+pgup while typing in it)")
+	}
+	return errors.New("there is no pane to search; run a command first")
+}
+
 // startSearch turns the command line into a search of the active pane.
 func (m *Model) startSearch() {
 	p, ok := m.activePane().(*outputPane)
 	if !ok {
-		m.fail(errors.New("there is no pane to search; run a command first"))
+		m.fail(errNoSearch(m.activePane()))
 		return
 	}
 	m.search = &searchState{pane: p, draft: m.input.Value()}

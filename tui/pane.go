@@ -17,8 +17,9 @@ import (
 	"github.com/rexconsole/rex/internal/fanout"
 )
 
-// Pane is one box of the main area. Task output panes implement it; so
-// will the PTY panes of remote shells, which take every key while focused.
+// Pane is one box of the main area: task output panes (outputPane) and
+// the terminal panes of /attach (ptyPane), which take every key while
+// they have the keys.
 type Pane interface {
 	// Title names the pane: its target, or what it shows.
 	Title() string

@@ -7,6 +7,13 @@
 // is appended to bounded pane buffers under their locks and drawn by a
 // frame tick that runs only while something changes, so a flood of output
 // never floods the program with messages and keys stay responsive.
+//
+// /attach opens terminal panes: remote PTYs whose output is interpreted by
+// a terminal emulator (github.com/charmbracelet/x/vt) on the connection's
+// goroutine and drawn from its screen on the same frame tick. While one
+// has the keys, every key but the detach key (ctrl+]) is encoded as an
+// xterm would send it and goes to the remote program, or to all terminals
+// of the /attach while broadcasting.
 package tui
 
 import (

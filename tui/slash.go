@@ -410,7 +410,7 @@ func (m *Model) cmdZoom(args []string) tea.Cmd {
 func (m *Model) cmdFind(args []string) tea.Cmd {
 	p, ok := m.activePane().(*outputPane)
 	if !ok {
-		m.fail(errors.New("there is no pane to search; run a command first"))
+		m.fail(errNoSearch(m.activePane()))
 		return nil
 	}
 	q := strings.Join(args, " ")
