@@ -729,3 +729,36 @@ func FuzzPTYPaneOutput(f *testing.F) {
 		}
 	})
 }
+
+// TestAttachRuns: what /attach asks rexd to run, and the size it asks
+// for.
+func TestAttachRuns(t *testing.T) {
+	tests := []struct {
+		line    string
+		argv    []string
+		command string
+		title   string
+	}{
+		{"/attach", nil, "", "login shell"},
+		{"/attach local -- vim notes.txt", []string{"vim", "notes.txt"}, "", "vim notes.txt"},
+		{"/attach -- 'top -d 1 | head'", nil, "top -d 1 | head", "top -d 1 | head"},
+		{"/attach local -- htop", []string{"htop"}, "", "htop"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.line, func(t *testing.T) {
+			e := newEnv(t, 120, 40, false)
+			f := e.withTerms()
+			p := e.attach(tt.line)[0]
+			got := f.term(t, "local", 0).params
+			if strings.Join(got.Argv, "|") != strings.Join(tt.argv, "|") || got.Command != tt.command || got.Shell != (tt.command != "") {
+				t.Errorf("pty.open with argv %q, shell %v, command %q; want argv %q, command %q", got.Argv, got.Shell, got.Command, tt.argv, tt.command)
+			}
+			if got.Term != "xterm-256color" || got.Cols != p.w-2 || got.Rows != p.h-2 {
+				t.Errorf("pty.open with term %q, %dx%d; want xterm-256color, the pane's %dx%d", got.Term, got.Cols, got.Rows, p.w-2, p.h-2)
+			}
+			if !strings.Contains(e.screen(), "╭─ local · "+tt.title+" ") {
+				t.Errorf("the header does not show %q:\n%s", tt.title, e.screen())
+			}
+		})
+	}
+}
