@@ -273,7 +273,7 @@ func (m *Model) forgetTerm(p *ptyPane) {
 // took the event.
 func (m *Model) terminalMouse(kind mouseKind, ev tea.Mouse) bool {
 	p := m.keyPane()
-	if p == nil || !m.cfg.mouse() {
+	if p == nil || !m.cfg.mouse() || m.helpOpen {
 		return false
 	}
 	g := m.geometry()
