@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // Limits that stop a hostile tree (a small DAG can name an exponential
@@ -121,67 +122,139 @@ func (s *Store) MaterializeWithin(ctx context.Context, tree Digest, dest string,
 // Materialized files are not fsynced: the tree stays in the store and can
 // be written again.
 func (s *Store) MaterializeIn(ctx context.Context, root *os.Root, name string, tree Digest) error {
+	_, err := s.Update(ctx, root, name, tree)
+	return err
+}
+
+// Update is MaterializeIn for a destination that may already hold most of
+// the tree: when name is a directory, it is read through the store's stat
+// cache first; if it already holds tree nothing is written and changed is
+// false; otherwise the files it holds unchanged (same path, content and
+// executable bit) are hard-linked into the staging directory rather than
+// copied, so a one-file change costs one write. Afterwards the stat cache
+// knows the new files, so the next check is a stat per file.
+func (s *Store) Update(ctx context.Context, root *os.Root, name string, tree Digest) (changed bool, err error) {
 	clean := filepath.Clean(name)
 	if !filepath.IsLocal(clean) || clean == "." {
-		return fmt.Errorf("materialize %q: the destination must be a directory below the root; name one", name)
+		return false, fmt.Errorf("materialize %q: the destination must be a directory below the root; name one", name)
 	}
 	if err := tree.Validate(); err != nil {
-		return fmt.Errorf("materialize %s: %w", clean, err)
+		return false, fmt.Errorf("materialize %s: %w", clean, err)
 	}
 	p, err := s.plan(ctx, tree)
 	if err != nil {
-		return err
+		return false, err
 	}
 
 	parent := filepath.Dir(clean)
 	if err := root.MkdirAll(parent, 0o755); err != nil {
-		return fmt.Errorf("materialize %s: create parent: %w", clean, err)
+		return false, fmt.Errorf("materialize %s: create parent: %w", clean, err)
 	}
 	exists := false
 	switch fi, err := root.Lstat(clean); {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
-		return fmt.Errorf("materialize %s: %w", clean, err)
+		return false, fmt.Errorf("materialize %s: %w", clean, err)
 	case fi.Mode()&fs.ModeSymlink != 0:
-		return fmt.Errorf("materialize %s: the destination is a symlink; remove it or materialize to where it points", clean)
+		return false, fmt.Errorf("materialize %s: the destination is a symlink; remove it or materialize to where it points", clean)
 	case !fi.IsDir():
-		return fmt.Errorf("materialize %s: the destination exists and is not a directory; remove it or choose another", clean)
+		return false, fmt.Errorf("materialize %s: the destination exists and is not a directory; remove it or choose another", clean)
 	default:
 		exists = true
+	}
+	reuse := map[string]Entry{}
+	if exists {
+		have, problems, err := s.IngestIn(ctx, root, clean)
+		if err == nil && len(problems) == 0 {
+			if have == tree {
+				return false, nil
+			}
+			if reuse, err = s.fileEntries(ctx, have); err != nil {
+				reuse = map[string]Entry{}
+			}
+		}
 	}
 
 	stage := filepath.Join(parent, ".rex-stage-"+randomSuffix())
 	if err := root.Mkdir(stage, 0o755); err != nil {
-		return fmt.Errorf("materialize %s: create staging directory: %w", clean, err)
+		return false, fmt.Errorf("materialize %s: create staging directory: %w", clean, err)
 	}
-	if err := s.writePlan(ctx, root, stage, p); err != nil {
+	if err := s.writePlan(ctx, root, stage, p, clean, reuse); err != nil {
 		root.RemoveAll(stage)
-		return fmt.Errorf("materialize %s: %w", clean, err)
+		return false, fmt.Errorf("materialize %s: %w", clean, err)
 	}
 
 	if !exists {
 		if err := root.Rename(stage, clean); err != nil {
 			root.RemoveAll(stage)
-			return fmt.Errorf("materialize %s: %w", clean, err)
+			return false, fmt.Errorf("materialize %s: %w", clean, err)
 		}
-		return nil
+		s.seedStatCache(root, clean, p)
+		return true, nil
 	}
 	old := filepath.Join(parent, ".rex-old-"+randomSuffix())
 	if err := root.Rename(clean, old); err != nil {
 		root.RemoveAll(stage)
-		return fmt.Errorf("materialize %s: move the old directory aside: %w", clean, err)
+		return false, fmt.Errorf("materialize %s: move the old directory aside: %w", clean, err)
 	}
 	if err := root.Rename(stage, clean); err != nil {
 		if rerr := root.Rename(old, clean); rerr != nil {
-			return fmt.Errorf("materialize %s: %w; the previous contents are at %s and the new at %s", clean, err, old, stage)
+			return false, fmt.Errorf("materialize %s: %w; the previous contents are at %s and the new at %s", clean, err, old, stage)
 		}
 		root.RemoveAll(stage)
-		return fmt.Errorf("materialize %s: %w", clean, err)
+		return false, fmt.Errorf("materialize %s: %w", clean, err)
 	}
+	s.seedStatCache(root, clean, p)
 	if err := root.RemoveAll(old); err != nil {
-		return fmt.Errorf("materialize %s: the tree is in place, but the previous contents remain at %s (%v); remove them", clean, old, err)
+		return true, fmt.Errorf("materialize %s: the tree is in place, but the previous contents remain at %s (%v); remove them", clean, old, err)
 	}
-	return nil
+	return true, nil
+}
+
+// fileEntries lists the files of tree by their slash path.
+func (s *Store) fileEntries(ctx context.Context, tree Digest) (map[string]Entry, error) {
+	out := map[string]Entry{}
+	var walk func(d Digest, rel string) error
+	walk = func(d Digest, rel string) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		t, err := s.ReadTree(d)
+		if err != nil {
+			return err
+		}
+		for _, e := range t.Entries {
+			child := path.Join(rel, e.Name)
+			switch e.Type {
+			case EntryDir:
+				if err := walk(e.Digest, child); err != nil {
+					return err
+				}
+			case EntryFile:
+				out[child] = e
+			}
+		}
+		return nil
+	}
+	return out, walk(tree, "")
+}
+
+// seedStatCache records the files just written at dest, so the next
+// Update or IngestIn of dest reads none of them (those written within the
+// racy window excepted).
+func (s *Store) seedStatCache(root *os.Root, dest string, p *plan) {
+	cache := s.openStatCache(filepath.Join(root.Name(), dest))
+	d, err := root.OpenRoot(dest)
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	for _, pe := range p.files {
+		if fi, err := d.Lstat(filepath.FromSlash(pe.rel)); err == nil {
+			cache.record(pe.rel, fi, pe.e.Digest)
+		}
+	}
+	cache.save()
 }
 
 // plannedEntry is one entry to write, at a path relative to the
@@ -290,7 +363,7 @@ func (s *Store) plan(ctx context.Context, root Digest) (*plan, error) {
 	return p, nil
 }
 
-func (s *Store) writePlan(ctx context.Context, root *os.Root, stage string, p *plan) error {
+func (s *Store) writePlan(ctx context.Context, root *os.Root, stage string, p *plan, dest string, reuse map[string]Entry) error {
 	at := func(rel string) string { return filepath.Join(stage, filepath.FromSlash(rel)) }
 	for _, pe := range p.dirs {
 		if err := ctx.Err(); err != nil {
@@ -328,6 +401,17 @@ func (s *Store) writePlan(ctx context.Context, root *os.Root, stage string, p *p
 			return err
 		}
 		pe := p.files[i]
+		if old, ok := reuse[pe.rel]; ok && old.Digest == pe.e.Digest && old.Executable == pe.e.Executable {
+			// Unchanged in the current destination: link, do not copy. Only
+			// a file with no other name is shared, so the new tree never
+			// holds a second name of some file elsewhere.
+			src := filepath.Join(dest, filepath.FromSlash(pe.rel))
+			if fi, err := root.Lstat(src); err == nil && fi.Mode().IsRegular() && soleLink(fi) {
+				if root.Link(src, at(pe.rel)) == nil {
+					return nil
+				}
+			}
+		}
 		dir, name := path.Split(pe.rel)
 		d, err := dirOf(path.Clean(dir))
 		if err == nil {
@@ -370,4 +454,10 @@ func (s *Store) writeFile(root *os.Root, name string, e Entry) error {
 		err = cerr
 	}
 	return err
+}
+
+// soleLink reports whether a file has exactly one name.
+func soleLink(fi fs.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && st.Nlink == 1
 }

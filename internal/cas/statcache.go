@@ -20,8 +20,11 @@ import (
 // so a file changed again within one tick of the file system's clock is
 // read again next time. The cache is advisory: losing it costs one re-read.
 
-// racyWindow is how old a file's times must be before its entry is cached.
-const racyWindow = 2 * time.Second
+// racyWindow is how old a file's times must be before its entry is cached:
+// longer than a tick of the kernel's coarse clock, which stamps file times
+// (a few ms), so a later write always moves them. File systems with coarser
+// timestamps (FAT's 2 s) are not a place rex syncs to.
+const racyWindow = 100 * time.Millisecond
 
 // statKey is what identifies an unchanged file.
 type statKey struct {

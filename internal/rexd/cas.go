@@ -285,20 +285,16 @@ func (c *conn) casMaterialize(ctx context.Context, req *request) (any, *protocol
 			return nil, s.roots.fsError("cas.materialize", rp, err)
 		}
 	}
-	// A destination that already holds the tree is left alone: checking
-	// costs a stat per file (the store's stat cache), rewriting it a write.
-	if fi, err := rp.root.dir.Lstat(rp.rel); err == nil && fi.IsDir() {
-		if have, problems, err := st.IngestIn(ctx, rp.root.dir, rp.rel); err == nil && len(problems) == 0 && have == tree {
-			return protocol.CASMaterializeResult{Path: rp.abs, Unchanged: true}, nil
-		}
-	}
-	if err := st.MaterializeIn(ctx, rp.root.dir, rp.rel, tree); err != nil {
+	// Update leaves a destination that already holds the tree alone and
+	// links the files it holds unchanged: a stat per file, a write per change.
+	changed, err := st.Update(ctx, rp.root.dir, rp.rel, tree)
+	if err != nil {
 		if isEscape(err) {
 			return nil, s.roots.forbidden(rp.abs, "a symbolic link leads outside the allowed roots")
 		}
 		return nil, casError("cas.materialize", err)
 	}
-	return protocol.CASMaterializeResult{Path: rp.abs}, nil
+	return protocol.CASMaterializeResult{Path: rp.abs, Unchanged: !changed}, nil
 }
 
 func (c *conn) casIngest(ctx context.Context, req *request) (any, *protocol.Error) {
