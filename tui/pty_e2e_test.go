@@ -107,24 +107,24 @@ func checkTerminal(t *testing.T, c *console, title, attach string) {
 	c.sendLine("echo $((6*7))")
 	c.waitPane(title, "42 on a line of its own", bodyLine("42"))
 
-	c.sendLine("vi")
-	c.waitPane(title, "vi's empty buffer", func(b []string) bool {
-		n := 0
-		for _, l := range b {
-			if strings.TrimSpace(l) == "~" {
-				n++
-			}
-		}
-		return n >= 5
-	})
-	c.keys("i")
-	c.keys("-l", "typed in vi")
-	c.waitPane(title, "the inserted text", bodyHas("typed in vi"))
-	c.keys("Escape")
-	c.sendLine(":q!")
-	c.waitPane(title, "the shell again after vi", func(b []string) bool {
-		return !bodyLine("~")(b) && bodyLine("42")(b) && bodyHas("PTY> vi")(b)
-	})
+	// A paste reaches the program whole, bracketed when it asked for
+	// bracketed paste (cat -v shows the brackets), and is not run before
+	// enter.
+	c.tmux(nil, "set-buffer", "-b", "rexpaste", "echo pasted-$((3*3))")
+	c.tmux(nil, "paste-buffer", "-p", "-b", "rexpaste", "-t", "rex")
+	c.waitPane(title, "the pasted line", bodyHas("PTY> echo pasted-$((3*3))"))
+	if c.tryPane(title, 300*time.Millisecond, bodyLine("pasted-9")) {
+		t.Fatalf("the paste ran before enter:\n%s", c.screen())
+	}
+	c.keys("Enter")
+	c.waitPane(title, "the pasted command's output", bodyLine("pasted-9"))
+	// head reads the 32 bytes of the bracketed paste and stops by itself.
+	c.sendLine(`printf '\033[?2004h'; echo ready-for-paste; head -c 32 | cat -v; echo`)
+	c.waitPane(title, "the reader ready", bodyLine("ready-for-paste"))
+	time.Sleep(200 * time.Millisecond)
+	c.tmux(nil, "paste-buffer", "-p", "-b", "rexpaste", "-t", "rex")
+	c.keys("Enter")
+	c.waitPane(title, "the paste in brackets", bodyLine("^[[200~echo pasted-$((3*3))^[[201~"))
 
 	// The pane's size, not the window's, is the terminal's size.
 	c.tmux(nil, "resize-window", "-t", "rex", "-x", "100", "-y", "30")
@@ -301,6 +301,39 @@ func TestTerminalPaneSSHE2E(t *testing.T) {
 				}
 			}
 		}
+		// Zoomed, h1's terminal takes the whole main area, remote side too.
+		c.keys("C-]")
+		c.run("/broadcast", "broadcast off")
+		_, before, _ := paneBox(c.screen(), "h1")
+		c.keys("C-o")
+		var rows, cols int
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			body, w, ok := paneBox(c.screen(), "h1")
+			if ok && w > before {
+				rows, cols = len(body), w-2
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("h1 never zoomed:\n%s", c.screen())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		c.keys("Enter")
+		want := fmt.Sprintf("%d %d", rows, cols)
+		for try := 0; ; try++ {
+			c.sendLine("clear; stty size")
+			if c.tryPane("h1", time.Second, bodyLine(want)) {
+				break
+			}
+			if try == 10 {
+				t.Fatalf("zoomed, stty size in h1 never said %q:\n%s", want, c.screen())
+			}
+		}
+		c.keys("C-]")
+		c.keys("C-o")
+		c.run("/broadcast", "BROADCAST: keys go to 3 terminals")
+
 		// Every terminal ends at once.
 		c.sendLine("exit")
 		c.waitFor("enter reopens the terminal on h1")
