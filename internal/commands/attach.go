@@ -233,7 +233,9 @@ func exitStatus(e *protocol.ExitEvent) int {
 
 // InputSender forwards keystrokes in order without waiting a round trip
 // per key: while one write is in flight, later input is collected and sent
-// as the next write. After a write fails, input is dropped.
+// as the next write. After a write fails, input is dropped; so is input
+// past maxPendingInput while the remote side takes nothing (a stalled
+// connection must not grow memory without bound).
 type InputSender struct {
 	w       InputWriter
 	mu      sync.Mutex
@@ -241,6 +243,9 @@ type InputSender struct {
 	busy    bool
 	failed  bool
 }
+
+// maxPendingInput bounds the input an InputSender holds unsent.
+const maxPendingInput = 8 << 20
 
 // InputWriter takes keystrokes: a PTY.
 type InputWriter interface {
@@ -259,6 +264,10 @@ func (s *InputSender) Send(b []byte) {
 	}
 	s.mu.Lock()
 	if s.failed {
+		s.mu.Unlock()
+		return
+	}
+	if len(s.pending)+len(b) > maxPendingInput {
 		s.mu.Unlock()
 		return
 	}
