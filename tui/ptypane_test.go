@@ -762,3 +762,15 @@ func TestAttachRuns(t *testing.T) {
 		})
 	}
 }
+
+// TestPTYTitle: a program that names its window (OSC 0/2) is named in the
+// pane's header, the last name winning.
+func TestPTYTitle(t *testing.T) {
+	e := newEnv(t, 120, 40, false)
+	f := e.withTerms()
+	e.attach("/attach local")
+	f.term(t, "local", 0).print("\x1b]0;vim notes.txt\x07\x1b]2;htop - load\x1b\\")
+	if s := e.screen(); !strings.Contains(s, "╭─ local · htop - load ") {
+		t.Errorf("the header does not show the program's title:\n%s", s)
+	}
+}
