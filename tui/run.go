@@ -125,6 +125,9 @@ func poolTerminals(pool *fanout.Pool) openTermFunc {
 		actx, cancel := context.WithTimeout(ctx, termConnectTimeout)
 		sess, err := pool.Acquire(actx, t)
 		cancel()
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			err = fmt.Errorf("connect %s: no answer within %s; is the host up and reachable?", t.Name, termConnectTimeout)
+		}
 		if err != nil {
 			return nil, nil, err
 		}

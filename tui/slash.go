@@ -10,6 +10,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/rexconsole/rex/devices"
 	"github.com/rexconsole/rex/internal/commands"
 	"github.com/rexconsole/rex/themes"
 )
@@ -75,7 +76,7 @@ func (m *Model) slash(line string) tea.Cmd {
 func closest(word string, names []string) string {
 	best, bestD := "", 3
 	for _, n := range names {
-		if d := editDistance(word, n); d < bestD || (d == bestD && best == "" && strings.HasPrefix(n, word)) {
+		if d := devices.EditDistance(word, n); d < bestD || (d == bestD && best == "" && strings.HasPrefix(n, word)) {
 			best, bestD = n, d
 		}
 	}
@@ -87,26 +88,6 @@ func closest(word string, names []string) string {
 		}
 	}
 	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // cmdDevice runs `rex device ARGS` in the background; its output shows in
