@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -112,9 +111,14 @@ type ptyPane struct {
 	histLimit int  // lines of history kept
 
 	// replyTo takes what the emulator answers the program's queries
-	// (cursor position, device attributes); read by the reply goroutine,
-	// which must never wait for mu.
-	replyTo atomic.Pointer[commands.InputSender]
+	// (cursor position, device attributes); answers made while the
+	// terminal is still opening wait in replyEarly. replyMu guards both,
+	// taken after mu when both are held: the reply goroutine takes only
+	// replyMu, for it must never wait for mu, which the emulator holds
+	// while it writes an answer into the pipe the goroutine reads.
+	replyMu    sync.Mutex
+	replyTo    *commands.InputSender
+	replyEarly []byte
 
 	mu           sync.Mutex
 	emu          *vt.Emulator
@@ -187,13 +191,29 @@ func (p *ptyPane) forwardReplies() {
 	for {
 		n, err := p.emu.Read(buf)
 		if n > 0 {
-			if s := p.replyTo.Load(); s != nil {
-				s.Send(append([]byte(nil), buf[:n]...))
+			p.replyMu.Lock()
+			if p.replyTo != nil {
+				p.replyTo.Send(append([]byte(nil), buf[:n]...))
+			} else if len(p.replyEarly)+n <= maxEarlyInput {
+				p.replyEarly = append(p.replyEarly, buf[:n]...)
 			}
+			p.replyMu.Unlock()
 		}
 		if err != nil {
 			return
 		}
+	}
+}
+
+// setReplyTo sends the emulator's answers to s from now on, and those
+// made while there was none. The caller holds mu.
+func (p *ptyPane) setReplyTo(s *commands.InputSender) {
+	p.replyMu.Lock()
+	defer p.replyMu.Unlock()
+	p.replyTo = s
+	if s != nil {
+		s.Send(p.replyEarly)
+		p.replyEarly = nil
 	}
 }
 
@@ -276,7 +296,9 @@ func (p *ptyPane) start(open openTermFunc, now time.Time) {
 	gen := p.gen
 	p.state, p.since, p.exit, p.err = termOpening, now, nil, nil
 	p.term, p.sender, p.early = nil, nil, nil
-	p.replyTo.Store(nil)
+	p.replyMu.Lock()
+	p.replyTo, p.replyEarly = nil, nil
+	p.replyMu.Unlock()
 	cols, rows := p.emu.Width(), p.emu.Height()
 	done := make(chan struct{})
 	p.done = done
@@ -311,11 +333,11 @@ func (p *ptyPane) start(open openTermFunc, now time.Time) {
 		}
 		p.state, p.term = termLive, t
 		p.sender = commands.NewInputSender(t)
-		p.replyTo.Store(p.sender)
 		p.sender.Send(p.early)
 		p.early = nil
 		p.sent = [2]int{cols, rows}
 		p.version++
+		p.setReplyTo(p.sender)
 		p.mu.Unlock()
 		p.onChange()
 		p.flushResize() // the pane may have changed size meanwhile
@@ -339,7 +361,6 @@ func (p *ptyPane) start(open openTermFunc, now time.Time) {
 			if werr != nil {
 				p.state, p.err = termLost, werr
 			}
-			p.replyTo.Store(nil)
 			p.version++
 		}
 		p.mu.Unlock()

@@ -114,6 +114,9 @@ type fakeTerms struct {
 	terms map[string][]*fakeTerm
 	fail  map[string]error
 	hold  chan struct{}
+	// greet is printed before open returns, as a program's first output
+	// can arrive before the client has its terminal.
+	greet string
 }
 
 func (f *fakeTerms) open(ctx context.Context, t fanout.Target, p protocol.PTYOpenParams, out io.Writer) (remoteTerm, func(), error) {
@@ -128,6 +131,9 @@ func (f *fakeTerms) open(ctx context.Context, t fanout.Target, p protocol.PTYOpe
 		return nil, nil, err
 	}
 	ft := &fakeTerm{name: t.Name, params: p, out: out, done: make(chan struct{})}
+	if f.greet != "" {
+		out.Write([]byte(f.greet))
+	}
 	f.mu.Lock()
 	f.terms[t.Name] = append(f.terms[t.Name], ft)
 	f.mu.Unlock()
@@ -357,6 +363,23 @@ func TestPTYEmulatorAnswers(t *testing.T) {
 	for !regexp.MustCompile(`^\x1b\[1;4R$`).MatchString(ft.typed()) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the program received %q, want a cursor position report", ft.typed())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestPTYEarlyQueries: a program that asks before the console has its
+// terminal (vim asks at once) still gets its answer.
+func TestPTYEarlyQueries(t *testing.T) {
+	e := newEnv(t, 120, 40, false)
+	f := e.withTerms()
+	f.greet = "\x1b[c" // primary device attributes
+	e.attach("/attach local")
+	ft := f.term(t, "local", 0)
+	deadline := time.Now().Add(5 * time.Second)
+	for !regexp.MustCompile(`^\x1b\[\?[0-9;]+c$`).MatchString(ft.typed()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the program received %q, want the device attributes", ft.typed())
 		}
 		time.Sleep(time.Millisecond)
 	}
