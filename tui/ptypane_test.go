@@ -576,6 +576,8 @@ func TestPTYKillAndClose(t *testing.T) {
 	e.press("ctrl+]")
 	e.submit("/close")
 	e.wantError("still open", "/kill")
+	e.submit("/close all")
+	e.wantMessage("closed 0 panes; 1 terminal is still open")
 	e.submit("/kill")
 	e.waitPhase(p, termExited)
 	if s := e.screen(); !strings.Contains(s, "signal HUP") {

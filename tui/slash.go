@@ -277,21 +277,28 @@ func (m *Model) cmdClose(args []string) tea.Cmd {
 		m.info("closed %s", title)
 		return nil
 	}
-	closed, left := 0, 0
+	closed, left, open := 0, 0, 0
 	for i := len(m.panes) - 1; i >= 0; i-- {
 		if p, ok := m.panes[i].(*outputPane); ok && p.running() {
 			left++
 			continue
 		}
 		if p, ok := m.panes[i].(*ptyPane); ok && p.phase() == termLive {
-			left++
+			open++
 			continue
 		}
 		m.closePane(i)
 		closed++
 	}
+	var still []string
 	if left > 0 {
-		m.info("closed %s; %s still running (ctrl+c stops the focused one)", plural(closed, "pane", "panes"), plural(left, "pane is", "panes are"))
+		still = append(still, plural(left, "pane is", "panes are")+" still running (ctrl+c stops the focused one)")
+	}
+	if open > 0 {
+		still = append(still, plural(open, "terminal is", "terminals are")+" still open (exit their programs, or /kill the focused one)")
+	}
+	if len(still) > 0 {
+		m.info("closed %s; %s", plural(closed, "pane", "panes"), strings.Join(still, "; "))
 	} else {
 		m.info("closed %s", plural(closed, "pane", "panes"))
 	}
