@@ -62,10 +62,12 @@ func completeLine(line string, src compSource) completion {
 			if len(args) == 0 {
 				cands = src.themes
 			}
-		case "/close", "/clear":
+		case "/close", "/clear", "/reconnect":
 			if len(args) == 0 {
 				cands = []string{"all"}
 			}
+		case "/attach", "/focus":
+			targets = len(args) == 0
 		}
 	}
 	if targets {

@@ -429,6 +429,32 @@ func TestPTYBroadcast(t *testing.T) {
 	}
 }
 
+// TestPTYFocus: /focus gives a terminal the keys by its target's name
+// or its number; tab only moves the focus.
+func TestPTYFocus(t *testing.T) {
+	e := newEnv(t, 120, 40, true)
+	f := e.withTerms()
+	panes := e.attach("/attach web")
+	e.press("ctrl+]", "tab")
+	if e.m.focus != 1 || panes[1].CapturesKeys() {
+		t.Fatalf("tab: focus %d, web2 captures keys %v; want web2 focused, the command line typing", e.m.focus, panes[1].CapturesKeys())
+	}
+	e.submit("/focus web3")
+	if e.m.focus != 2 || !panes[2].CapturesKeys() {
+		t.Fatalf("/focus web3: focus %d, captures %v", e.m.focus, panes[2].CapturesKeys())
+	}
+	e.typeText("x")
+	f.term(t, "web3", 0).waitTyped(t, "x")
+	e.press("ctrl+]")
+	e.submit("/focus 1")
+	if e.m.focus != 0 || !panes[0].CapturesKeys() {
+		t.Fatalf("/focus 1: focus %d, captures %v", e.m.focus, panes[0].CapturesKeys())
+	}
+	e.press("ctrl+]")
+	e.submit("/focus 7")
+	e.wantError("/focus 7: no pane has that number or target; the panes are 1 to 3")
+}
+
 func TestPTYBroadcastNeedsATerminal(t *testing.T) {
 	e := newEnv(t, 120, 40, true)
 	e.withTerms()

@@ -34,6 +34,7 @@ func slashCommands() []slashCmd {
 		{"broadcast", "", "keys to all terminals of the focused /attach on/off (ctrl+x)", (*Model).cmdBroadcast},
 		{"fullscreen", "", "focused terminal on the whole screen, ctrl+] back (ctrl+t)", (*Model).cmdFullscreen},
 		{"reconnect", "[all]", "a new terminal in the focused pane, or in every ended one", (*Model).cmdReconnect},
+		{"focus", "N|NAME", "focus pane N or NAME's pane; a terminal pane takes the keys", (*Model).cmdFocus},
 		{"kill", "", "cancel the focused pane's task (ctrl+c), or end its terminal", (*Model).cmdKill},
 		{"close", "[all]", "close the focused pane, or every finished pane", (*Model).cmdClose},
 		{"clear", "[all]", "clear the focused pane's scrollback, or every pane's (ctrl+l)", (*Model).cmdClear},

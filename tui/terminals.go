@@ -3,6 +3,7 @@ package tui
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"charm.land/bubbles/v2/key"
@@ -342,4 +343,43 @@ func (m *Model) termHelp(p *ptyPane) string {
 		return fmt.Sprintf(" %s types in %s · %s full screen · %s broadcast · %s help", bindingHelp(k.EnterPane), p.Title(), bindingHelp(k.FullScreen), bindingHelp(k.Broadcast), bindingHelp(k.Help))
 	}
 	return fmt.Sprintf(" %s reopens the terminal on %s · /close closes it · %s help", bindingHelp(k.EnterPane), p.Title(), bindingHelp(k.Help))
+}
+
+// cmdFocus is /focus N|NAME: the focus moves to pane N, or to the pane of
+// target NAME (its terminal first); a terminal pane takes the keys.
+func (m *Model) cmdFocus(args []string) tea.Cmd {
+	if len(args) != 1 {
+		m.fail(errors.New("/focus takes one pane: its number (1 is the first) or its target's name"))
+		return nil
+	}
+	i := -1
+	if n, err := strconv.Atoi(args[0]); err == nil {
+		if n >= 1 && n <= len(m.panes) {
+			i = n - 1
+		}
+	} else {
+		for j, p := range m.panes {
+			if p.Title() != args[0] {
+				continue
+			}
+			if _, ok := p.(*ptyPane); ok {
+				i = j
+				break
+			}
+			if i < 0 {
+				i = j
+			}
+		}
+	}
+	switch {
+	case len(m.panes) == 0:
+		m.fail(errors.New("/focus: there is no pane yet; /attach opens a terminal"))
+		return nil
+	case i < 0:
+		m.fail(fmt.Errorf("/focus %s: no pane has that number or target; the panes are 1 to %d", args[0], len(m.panes)))
+		return nil
+	}
+	m.gatherTask = nil
+	m.setFocus(i, true)
+	return nil
 }
