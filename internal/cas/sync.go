@@ -43,6 +43,98 @@ type Stats struct {
 	Bytes          int64 // object bytes transferred (before any encoding)
 }
 
+// Progress is a Push or Fetch under way: what has crossed so far and, once
+// the walk has found it, how much crosses in all.
+type Progress struct {
+	Stats // so far; Bytes includes the part of a stream already sent
+	// Walking is set while the trees are still being compared, before
+	// the totals are known.
+	Walking bool
+	// TotalObjects and TotalBytes are what the sync moves in all, set
+	// once Walking ends.
+	TotalObjects int
+	TotalBytes   int64
+}
+
+// SyncOptions tune PushWith and FetchWith.
+type SyncOptions struct {
+	// Progress, when set, is called on the syncing goroutine after every
+	// query and batch and every MiB or so of a stream, and once when the
+	// walk has found the totals. It must not block for long: the sync
+	// waits for it.
+	Progress func(Progress)
+}
+
+// progressStep is how many streamed bytes pass between two reports.
+const progressStep = 1 << 20
+
+// tracker counts a sync and reports its progress.
+type tracker struct {
+	Stats
+	fn         func(Progress)
+	walking    bool
+	total      int
+	totalBytes int64
+	streamed   int64 // bytes of the stream in flight
+	reported   int64 // streamed at the last report
+}
+
+func newTracker(opts SyncOptions) *tracker {
+	return &tracker{fn: opts.Progress, walking: true}
+}
+
+func (t *tracker) report() {
+	if t.fn == nil {
+		return
+	}
+	p := Progress{Stats: t.Stats, Walking: t.walking, TotalObjects: t.total, TotalBytes: t.totalBytes}
+	p.Bytes += t.streamed
+	t.reported = t.streamed
+	t.fn(p)
+}
+
+// walked ends the walk: objects and bytes are what is left to move.
+func (t *tracker) walked(ds []Digest) {
+	t.walking = false
+	t.total = t.Blobs + t.Trees + len(ds)
+	t.totalBytes = t.Bytes
+	for _, d := range ds {
+		t.totalBytes += d.Size
+	}
+	t.report()
+}
+
+// streaming notes n more bytes of the stream in flight.
+func (t *tracker) streaming(n int) {
+	t.streamed += int64(n)
+	if t.streamed-t.reported >= progressStep {
+		t.report()
+	}
+}
+
+// progressReader and progressWriter count a stream's bytes for a tracker.
+type progressReader struct {
+	r io.Reader
+	t *tracker
+}
+
+func (p progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	p.t.streaming(n)
+	return n, err
+}
+
+type progressWriter struct {
+	w io.Writer
+	t *tracker
+}
+
+func (p progressWriter) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	p.t.streaming(n)
+	return n, err
+}
+
 // LocalRemote serves a Store in this process as a Remote: for the local
 // target, and for tests.
 type LocalRemote struct {
@@ -101,20 +193,26 @@ func (l LocalRemote) GetStream(ctx context.Context, d Digest, w io.Writer) error
 // blobs, then the missing trees children-first, so the remote never holds a
 // tree whose children it lacks.
 func Push(ctx context.Context, local *Store, remote Remote, root Digest) (Stats, error) {
-	var st Stats
+	return PushWith(ctx, local, remote, root, SyncOptions{})
+}
+
+// PushWith is Push reporting its progress through opts.
+func PushWith(ctx context.Context, local *Store, remote Remote, root Digest, opts SyncOptions) (Stats, error) {
+	st := newTracker(opts)
 	if err := root.Validate(); err != nil {
-		return st, fmt.Errorf("push: %w", err)
+		return st.Stats, fmt.Errorf("push: %w", err)
 	}
 	// Fail early and locally if the tree is not ours to push.
 	if _, err := local.ReadTree(root); err != nil {
-		return st, fmt.Errorf("push: %w", err)
+		return st.Stats, fmt.Errorf("push: %w", err)
 	}
-	missing, err := queryHas(ctx, remote, []Digest{root}, &st)
+	missing, err := queryHas(ctx, remote, []Digest{root}, st)
 	if err != nil {
-		return st, fmt.Errorf("push: %w", err)
+		return st.Stats, fmt.Errorf("push: %w", err)
 	}
 	if len(missing) == 0 {
-		return st, nil
+		st.walked(nil)
+		return st.Stats, nil
 	}
 
 	trees := map[Digest]Tree{} // trees the remote lacks
@@ -126,14 +224,14 @@ func Push(ctx context.Context, local *Store, remote Remote, root Digest) (Stats,
 		for _, d := range frontier {
 			t, err := local.ReadTree(d)
 			if err != nil {
-				return st, fmt.Errorf("push: %w", err)
+				return st.Stats, fmt.Errorf("push: %w", err)
 			}
 			trees[d] = t
 			children = appendChildren(children, t, seen)
 		}
-		lacking, err := queryHas(ctx, remote, digestsOf(children), &st)
+		lacking, err := queryHas(ctx, remote, digestsOf(children), st)
 		if err != nil {
-			return st, fmt.Errorf("push: %w", err)
+			return st.Stats, fmt.Errorf("push: %w", err)
 		}
 		frontier = frontier[:0]
 		for _, c := range pick(children, lacking) {
@@ -146,14 +244,16 @@ func Push(ctx context.Context, local *Store, remote Remote, root Digest) (Stats,
 	}
 	// A blob whose bytes happen to be a tree we send anyway goes once.
 	blobs = slices.DeleteFunc(blobs, func(d Digest) bool { _, ok := trees[d]; return ok })
+	order := childrenFirst(root, trees)
+	st.walked(append(slices.Clip(blobs), order...))
 
-	if err := sendObjects(ctx, local, remote, blobs, &st, false); err != nil {
-		return st, fmt.Errorf("push: %w", err)
+	if err := sendObjects(ctx, local, remote, blobs, st, false); err != nil {
+		return st.Stats, fmt.Errorf("push: %w", err)
 	}
-	if err := sendObjects(ctx, local, remote, childrenFirst(root, trees), &st, true); err != nil {
-		return st, fmt.Errorf("push: %w", err)
+	if err := sendObjects(ctx, local, remote, order, st, true); err != nil {
+		return st.Stats, fmt.Errorf("push: %w", err)
 	}
-	return st, nil
+	return st.Stats, nil
 }
 
 // Repair is Push without trusting the remote's trees: it asks about every
@@ -162,9 +262,9 @@ func Push(ctx context.Context, local *Store, remote Remote, root Digest) (Stats,
 // the remote reports a missing object under a tree Push considered
 // complete; it costs one query per MaxHasDigests objects.
 func Repair(ctx context.Context, local *Store, remote Remote, root Digest) (Stats, error) {
-	var st Stats
+	st := newTracker(SyncOptions{})
 	if err := root.Validate(); err != nil {
-		return st, fmt.Errorf("repair: %w", err)
+		return st.Stats, fmt.Errorf("repair: %w", err)
 	}
 	trees := map[Digest]Tree{}
 	seen := map[ref]bool{{root, true}: true}
@@ -174,7 +274,7 @@ func Repair(ctx context.Context, local *Store, remote Remote, root Digest) (Stat
 		for _, d := range frontier {
 			t, err := local.ReadTree(d)
 			if err != nil {
-				return st, fmt.Errorf("repair: %w", err)
+				return st.Stats, fmt.Errorf("repair: %w", err)
 			}
 			trees[d] = t
 			n := len(all)
@@ -187,9 +287,9 @@ func Repair(ctx context.Context, local *Store, remote Remote, root Digest) (Stat
 		}
 		frontier = next
 	}
-	lacking, err := queryHas(ctx, remote, digestsOf(all), &st)
+	lacking, err := queryHas(ctx, remote, digestsOf(all), st)
 	if err != nil {
-		return st, fmt.Errorf("repair: %w", err)
+		return st.Stats, fmt.Errorf("repair: %w", err)
 	}
 	missingTree := map[Digest]bool{}
 	var blobs []Digest
@@ -200,14 +300,14 @@ func Repair(ctx context.Context, local *Store, remote Remote, root Digest) (Stat
 			blobs = append(blobs, c.d)
 		}
 	}
-	if err := sendObjects(ctx, local, remote, blobs, &st, false); err != nil {
-		return st, fmt.Errorf("repair: %w", err)
+	if err := sendObjects(ctx, local, remote, blobs, st, false); err != nil {
+		return st.Stats, fmt.Errorf("repair: %w", err)
 	}
 	order := slices.DeleteFunc(childrenFirst(root, trees), func(d Digest) bool { return !missingTree[d] })
-	if err := sendObjects(ctx, local, remote, order, &st, true); err != nil {
-		return st, fmt.Errorf("repair: %w", err)
+	if err := sendObjects(ctx, local, remote, order, st, true); err != nil {
+		return st.Stats, fmt.Errorf("repair: %w", err)
 	}
-	return st, nil
+	return st.Stats, nil
 }
 
 // ref is a child reference: a digest and whether it names a tree. The same
@@ -257,7 +357,7 @@ func pick(rs []ref, ds []Digest) []ref {
 }
 
 // queryHas asks about digests in batches of MaxHasDigests.
-func queryHas(ctx context.Context, remote Remote, ds []Digest, st *Stats) ([]Digest, error) {
+func queryHas(ctx context.Context, remote Remote, ds []Digest, st *tracker) ([]Digest, error) {
 	var missing []Digest
 	for len(ds) > 0 {
 		n := min(len(ds), MaxHasDigests)
@@ -267,6 +367,7 @@ func queryHas(ctx context.Context, remote Remote, ds []Digest, st *Stats) ([]Dig
 		}
 		st.Queries++
 		st.QueriedDigests += n
+		st.report()
 		missing = append(missing, m...)
 		ds = ds[n:]
 	}
@@ -318,7 +419,7 @@ func treeLayers(root Digest, set map[Digest]Tree, data map[Digest][]byte) [][]Ob
 
 // sendObjects sends objects in order: small ones in batches within the
 // caps, large ones streamed.
-func sendObjects(ctx context.Context, local *Store, remote Remote, ds []Digest, st *Stats, trees bool) error {
+func sendObjects(ctx context.Context, local *Store, remote Remote, ds []Digest, st *tracker, trees bool) error {
 	var batch []Object
 	var size int64
 	flush := func() error {
@@ -332,6 +433,7 @@ func sendObjects(ctx context.Context, local *Store, remote Remote, ds []Digest, 
 		for _, o := range batch {
 			st.count(o.Digest, trees)
 		}
+		st.report()
 		batch, size = nil, 0
 		return nil
 	}
@@ -348,13 +450,15 @@ func sendObjects(ctx context.Context, local *Store, remote Remote, ds []Digest, 
 			if err != nil {
 				return err
 			}
-			err = remote.PutStream(ctx, d, r)
+			err = remote.PutStream(ctx, d, progressReader{r, st})
 			r.Close()
+			st.streamed = 0
 			if err != nil {
 				return fmt.Errorf("stream %s: %w", d, err)
 			}
 			st.Streams++
 			st.count(d, trees)
+			st.report()
 			continue
 		}
 		if len(batch) == MaxBatchEntries || size+d.Size > MaxBatchBytes {
@@ -386,12 +490,20 @@ func (st *Stats) count(d Digest, tree bool) {
 // received object is verified before it is stored. Stats.Queries stays 0:
 // the Has questions are asked of the local store.
 func Fetch(ctx context.Context, local *Store, remote Remote, root Digest) (Stats, error) {
-	var st Stats
+	return FetchWith(ctx, local, remote, root, SyncOptions{})
+}
+
+// FetchWith is Fetch reporting its progress through opts.
+func FetchWith(ctx context.Context, local *Store, remote Remote, root Digest, opts SyncOptions) (Stats, error) {
+	st := newTracker(opts)
 	if err := root.Validate(); err != nil {
-		return st, fmt.Errorf("fetch: %w", err)
+		return st.Stats, fmt.Errorf("fetch: %w", err)
 	}
 	if ok, err := local.present(root); err != nil || ok {
-		return st, err
+		if err == nil {
+			st.walked(nil)
+		}
+		return st.Stats, err
 	}
 	trees := map[Digest]Tree{}
 	treeData := map[Digest][]byte{}
@@ -399,15 +511,15 @@ func Fetch(ctx context.Context, local *Store, remote Remote, root Digest) (Stats
 	var blobs []Digest
 	frontier := []Digest{root}
 	for len(frontier) > 0 {
-		objs, err := receiveObjects(ctx, remote, frontier, &st, true, nil)
+		objs, err := receiveObjects(ctx, remote, frontier, st, true, nil)
 		if err != nil {
-			return st, fmt.Errorf("fetch: %w", err)
+			return st.Stats, fmt.Errorf("fetch: %w", err)
 		}
 		var children []ref
 		for _, o := range objs {
 			t, err := DecodeTree(o.Data)
 			if err != nil {
-				return st, fmt.Errorf("fetch: tree %s: %w", o.Digest, err)
+				return st.Stats, fmt.Errorf("fetch: tree %s: %w", o.Digest, err)
 			}
 			trees[o.Digest], treeData[o.Digest] = t, o.Data
 			children = appendChildren(children, t, seen)
@@ -417,7 +529,7 @@ func Fetch(ctx context.Context, local *Store, remote Remote, root Digest) (Stats
 			n := min(len(children), MaxHasDigests)
 			lacking, err := local.Has(ctx, digestsOf(children[:n]))
 			if err != nil {
-				return st, fmt.Errorf("fetch: %w", err)
+				return st.Stats, fmt.Errorf("fetch: %w", err)
 			}
 			for _, c := range pick(children[:n], lacking) {
 				if _, ok := trees[c.d]; ok && c.dir {
@@ -433,20 +545,21 @@ func Fetch(ctx context.Context, local *Store, remote Remote, root Digest) (Stats
 		}
 	}
 	blobs = slices.DeleteFunc(blobs, func(d Digest) bool { _, ok := trees[d]; return ok })
-	if _, err := receiveObjects(ctx, remote, blobs, &st, false, local); err != nil {
-		return st, fmt.Errorf("fetch: %w", err)
+	st.walked(blobs)
+	if _, err := receiveObjects(ctx, remote, blobs, st, false, local); err != nil {
+		return st.Stats, fmt.Errorf("fetch: %w", err)
 	}
 	// Stored children-first, layer by layer; each was verified on receipt.
 	if err := local.commitLayers(treeLayers(root, trees, treeData)); err != nil {
-		return st, fmt.Errorf("fetch: %w", err)
+		return st.Stats, fmt.Errorf("fetch: %w", err)
 	}
-	return st, nil
+	return st.Stats, nil
 }
 
 // receiveObjects gets ds from remote within the caps. With a store (into
 // not nil) it stores each batch there, verified, and returns nothing;
 // without, it verifies and returns the objects.
-func receiveObjects(ctx context.Context, remote Remote, ds []Digest, st *Stats, trees bool, into *Store) ([]Object, error) {
+func receiveObjects(ctx context.Context, remote Remote, ds []Digest, st *tracker, trees bool, into *Store) ([]Object, error) {
 	var out []Object
 	handle := func(objs []Object) error {
 		for _, o := range objs {
@@ -455,6 +568,7 @@ func receiveObjects(ctx context.Context, remote Remote, ds []Digest, st *Stats, 
 			}
 			st.count(o.Digest, trees)
 		}
+		defer st.report()
 		if into != nil {
 			return into.PutBatch(ctx, objs)
 		}
@@ -487,10 +601,12 @@ func receiveObjects(ctx context.Context, remote Remote, ds []Digest, st *Stats, 
 				return nil, err
 			}
 			obj, err := receiveStream(ctx, remote, d, st, into)
+			st.streamed = 0
 			if err != nil {
 				return nil, err
 			}
 			st.count(d, trees)
+			st.report()
 			if obj != nil {
 				out = append(out, *obj)
 			}
@@ -537,11 +653,11 @@ func checkComplete(asked []Digest, got []Object) error {
 
 // receiveStream gets one large object: into the store through a verifying
 // Upload, or into memory (verified) when there is no store.
-func receiveStream(ctx context.Context, remote Remote, d Digest, st *Stats, into *Store) (*Object, error) {
+func receiveStream(ctx context.Context, remote Remote, d Digest, st *tracker, into *Store) (*Object, error) {
 	st.Streams++
 	if into == nil {
 		w := &cappedBuffer{limit: d.Size}
-		if err := remote.GetStream(ctx, d, w); err != nil {
+		if err := remote.GetStream(ctx, d, progressWriter{w, st}); err != nil {
 			return nil, fmt.Errorf("stream %s: %w", d, err)
 		}
 		o := Object{Digest: d, Data: w.buf}
@@ -554,7 +670,7 @@ func receiveStream(ctx context.Context, remote Remote, d Digest, st *Stats, into
 	if err != nil {
 		return nil, err
 	}
-	if err := remote.GetStream(ctx, d, u); err != nil {
+	if err := remote.GetStream(ctx, d, progressWriter{u, st}); err != nil {
 		u.Abort()
 		return nil, fmt.Errorf("stream %s: %w", d, err)
 	}
