@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/rexconsole/rex/internal/cas"
 	"github.com/rexconsole/rex/internal/fanout"
@@ -19,6 +20,70 @@ const (
 	PushUsage = "rex push LOCAL_DIR REMOTE_DIR TARGETS"
 	PullUsage = "rex pull REMOTE_DIR LOCAL_DIR TARGET"
 )
+
+// PushSpec is a parsed `rex push`.
+type PushSpec struct {
+	LocalDir, RemoteDir, Targets string
+}
+
+// ParsePush reads the arguments of `rex push`.
+func ParsePush(args []string) (PushSpec, error) {
+	if len(args) != 3 {
+		return PushSpec{}, Usagef("usage: %s", PushUsage)
+	}
+	return PushSpec{LocalDir: args[0], RemoteDir: args[1], Targets: args[2]}, nil
+}
+
+// PullSpec is a parsed `rex pull`.
+type PullSpec struct {
+	RemoteDir, LocalDir, Target string
+}
+
+// ParsePull reads the arguments of `rex pull`.
+func ParsePull(args []string) (PullSpec, error) {
+	if len(args) != 3 {
+		return PullSpec{}, Usagef("usage: %s", PullUsage)
+	}
+	return PullSpec{RemoteDir: args[0], LocalDir: args[1], Target: args[2]}, nil
+}
+
+// SyncPhase is where a push or a pull stands on one target.
+type SyncPhase int
+
+// The phases, in the order a sync goes through them. A push reads its
+// tree here before it reaches the targets; a pull reads it on the target.
+const (
+	SyncReading    SyncPhase = iota // reading the tree
+	SyncConnecting                  // reaching the target, or waiting for a turn
+	SyncAsking                      // comparing trees: which objects does the other side lack?
+	SyncMoving                      // objects crossing the wire; Progress says how many
+	SyncMerging                     // pull: merging with the local changes
+	SyncWriting                     // writing the tree: on the target (push) or here (pull)
+)
+
+// SyncProgress is a push's or a pull's state on one target: its phase and,
+// from SyncAsking on, what has crossed the wire and what will.
+type SyncProgress struct {
+	Phase SyncPhase
+	cas.Progress
+}
+
+// SyncOptions let a front end watch pushes and pulls; every field may be
+// nil. They are called from the goroutines doing the work, so they must
+// be safe for concurrent use and quick.
+type SyncOptions struct {
+	// Progress sees each target's progress.
+	Progress func(target string, p SyncProgress)
+	// Pushed sees each target's push end, as it ends.
+	Pushed func(PushOutcome)
+}
+
+func (o SyncOptions) report(target string) func(SyncProgress) {
+	if o.Progress == nil {
+		return nil
+	}
+	return func(p SyncProgress) { o.Progress(target, p) }
+}
 
 // PushStats is what one target's push cost.
 type PushStats struct {
@@ -101,36 +166,111 @@ func recordSnapshot(ctx context.Context, st *cas.Store, key cas.RefKey, tree cas
 // Push is `rex push`: one local tree to a directory on many targets, only
 // what each lacks crossing the wire.
 func Push(ctx context.Context, app *App, o IO, args []string) error {
-	if len(args) != 3 {
-		return Usagef("usage: %s", PushUsage)
-	}
-	localDir, remoteDir, spec := args[0], args[1], args[2]
-	st, err := app.openStore()
+	spec, err := ParsePush(args)
 	if err != nil {
 		return err
 	}
-	tree, err := ingestLocal(ctx, st, localDir)
-	if err != nil {
-		return err
-	}
-	targets, err := app.Resolve(spec)
+	targets, err := app.Resolve(spec.Targets)
 	if err != nil {
 		return err
 	}
 	var mu sync.Mutex
-	results := fanout.Each(ctx, app.Pool, targets, fanout.Options{ConnectTimeout: app.ConnectTimeout},
-		func(ctx context.Context, t fanout.Target, s *rexclient.Session) error {
-			ps, err := PushTree(ctx, st, s, t.Name, tree, remoteDir)
+	outcomes, err := PushTargets(ctx, app, spec.LocalDir, spec.RemoteDir, targets, SyncOptions{
+		Pushed: func(po PushOutcome) {
+			if po.Err != nil {
+				return // reported with the others at the end
+			}
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil {
-				return err
+			fmt.Fprintln(o.Out, po.Line())
+		},
+	})
+	if err != nil {
+		return err
+	}
+	return reportEach(o, EachResults(outcomes))
+}
+
+// PushOutcome is how a push ended on one target.
+type PushOutcome struct {
+	Target      string
+	Stats       PushStats
+	Err         error
+	Unreachable bool
+	Duration    time.Duration
+}
+
+// Line is what `rex push` prints for a target the push reached:
+// "h1: sent 3 file(s), 1 dir(s), 2.0 KiB → /srv/site (2 queries, 2.4 KiB out, 310 B in)".
+func (po PushOutcome) Line() string {
+	ps := po.Stats
+	return fmt.Sprintf("%s: %s → %s (%d %s, %s out, %s in)", po.Target, describeStats(ps.Stats), ps.Path,
+		ps.Queries, plural(ps.Queries, "query", "queries"), humanBytes(ps.WireOut), humanBytes(ps.WireIn))
+}
+
+// UpToDate reports whether the target already held the tree.
+func (po PushOutcome) UpToDate() bool {
+	return po.Err == nil && po.Stats.Blobs == 0 && po.Stats.Trees == 0
+}
+
+// EachResults turns push outcomes into the fan-out's per-target results.
+func EachResults(outcomes []PushOutcome) []fanout.EachResult {
+	out := make([]fanout.EachResult, len(outcomes))
+	for i, po := range outcomes {
+		out[i] = fanout.EachResult{Target: po.Target, Err: po.Err, Unreachable: po.Unreachable, Duration: po.Duration}
+	}
+	return out
+}
+
+// PushTargets is `rex push` after its arguments: it reads localDir into the
+// object store once, then pushes it to remoteDir on every target in
+// parallel through app's pool. The error is for what stops every target
+// (an unreadable local tree); each target's own end is in its outcome, in
+// the order of targets.
+func PushTargets(ctx context.Context, app *App, localDir, remoteDir string, targets []fanout.Target, opts SyncOptions) ([]PushOutcome, error) {
+	st, err := app.openStore()
+	if err != nil {
+		return nil, err
+	}
+	tell := func(phase SyncPhase) {
+		if opts.Progress != nil {
+			for _, t := range targets {
+				opts.Progress(t.Name, SyncProgress{Phase: phase})
 			}
-			fmt.Fprintf(o.Out, "%s: %s → %s (%d %s, %s out, %s in)\n", t.Name, describeStats(ps.Stats), ps.Path,
-				ps.Queries, plural(ps.Queries, "query", "queries"), humanBytes(ps.WireOut), humanBytes(ps.WireIn))
-			return nil
+		}
+	}
+	tell(SyncReading)
+	tree, err := ingestLocal(ctx, st, localDir)
+	if err != nil {
+		return nil, err
+	}
+	tell(SyncConnecting)
+	outcomes := make([]PushOutcome, len(targets))
+	index := make(map[string]int, len(targets))
+	for i, t := range targets {
+		index[t.Name] = i
+	}
+	results := fanout.Each(ctx, app.Pool, targets, fanout.Options{ConnectTimeout: app.ConnectTimeout},
+		func(ctx context.Context, t fanout.Target, s *rexclient.Session) error {
+			start := time.Now()
+			ps, err := PushTreeWith(ctx, st, s, t.Name, tree, remoteDir, opts.report(t.Name))
+			po := PushOutcome{Target: t.Name, Stats: ps, Err: err, Duration: time.Since(start)}
+			outcomes[index[t.Name]] = po
+			if opts.Pushed != nil {
+				opts.Pushed(po)
+			}
+			return err
 		})
-	return reportEach(o, results)
+	for i, r := range results {
+		if r.Unreachable {
+			// fn never ran: the outcome is the connection's.
+			outcomes[i] = PushOutcome{Target: r.Target, Err: r.Err, Unreachable: true, Duration: r.Duration}
+			if opts.Pushed != nil {
+				opts.Pushed(outcomes[i])
+			}
+		}
+	}
+	return outcomes, nil
 }
 
 func errNoCAS(target string) error {
@@ -140,15 +280,33 @@ func errNoCAS(target string) error {
 // PushTree sends tree to the target behind s and writes it at remoteDir,
 // recording the snapshot a later pull merges against.
 func PushTree(ctx context.Context, st *cas.Store, s *rexclient.Session, target string, tree cas.Digest, remoteDir string) (PushStats, error) {
+	return PushTreeWith(ctx, st, s, target, tree, remoteDir, nil)
+}
+
+// PushTreeWith is PushTree reporting its progress to report (nil: none).
+func PushTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, target string, tree cas.Digest, remoteDir string, report func(SyncProgress)) (PushStats, error) {
+	if report == nil {
+		report = func(SyncProgress) {}
+	}
 	if !s.HasCAS() {
 		return PushStats{}, errNoCAS(target)
 	}
 	remote := s.CAS()
 	out0, in0 := s.Client().BytesOut(), s.Client().BytesIn()
-	stats, err := cas.Push(ctx, st, remote, tree)
+	report(SyncProgress{Phase: SyncAsking, Progress: cas.Progress{Walking: true}})
+	var last cas.Progress
+	stats, err := cas.PushWith(ctx, st, remote, tree, cas.SyncOptions{Progress: func(p cas.Progress) {
+		last = p
+		phase := SyncMoving
+		if p.Walking {
+			phase = SyncAsking
+		}
+		report(SyncProgress{Phase: phase, Progress: p})
+	}})
 	if err != nil {
 		return PushStats{}, fmt.Errorf("send: %w", err)
 	}
+	report(SyncProgress{Phase: SyncWriting, Progress: last})
 	path, err := remote.Materialize(ctx, tree, remoteDir)
 	if err != nil {
 		return PushStats{}, fmt.Errorf("write %s: %w", remoteDir, err)
@@ -203,61 +361,105 @@ func reportEach(o IO, results []fanout.EachResult) error {
 // Pull is `rex pull`: a directory on one target back into a local one,
 // three-way merged with local changes against what was last synced.
 func Pull(ctx context.Context, app *App, o IO, args []string) error {
-	if len(args) != 3 {
-		return Usagef("usage: %s", PullUsage)
-	}
-	remoteDir, localDir, spec := args[0], args[1], args[2]
-	st, err := app.openStore()
+	spec, err := ParsePull(args)
 	if err != nil {
 		return err
 	}
-	targets, err := app.Resolve(spec)
+	targets, err := app.Resolve(spec.Target)
 	if err != nil {
 		return err
 	}
 	if len(targets) != 1 {
-		return Usagef("pull takes one target; %q names %d", spec, len(targets))
+		return Usagef("pull takes one target; %q names %d", spec.Target, len(targets))
 	}
-	var res PullResult
-	results := fanout.Each(ctx, app.Pool, targets, fanout.Options{ConnectTimeout: app.ConnectTimeout},
-		func(ctx context.Context, t fanout.Target, s *rexclient.Session) error {
-			var err error
-			res, err = PullTree(ctx, st, s, t.Name, remoteDir, localDir)
-			return err
-		})
-	if err := reportEach(o, results); err != nil {
+	res, r := PullFrom(ctx, app, targets[0], spec.RemoteDir, spec.LocalDir, SyncOptions{})
+	if err := reportEach(o, []fanout.EachResult{r}); err != nil {
 		return err
 	}
-	fmt.Fprintf(o.Out, "%s:%s → %s: %s\n", targets[0].Name, res.RemotePath, localDir, res.Outcome)
-	if len(res.Conflicts) > 0 {
-		for _, c := range res.Conflicts {
-			fmt.Fprintf(o.Out, "conflict (%s): %s%s\n", c.Kind, c.Path, c.note)
-		}
-		return &ExitError{Code: 1, Err: fmt.Errorf("%d conflict(s) in %s: resolve them (markers or .theirs files), then push again", len(res.Conflicts), localDir)}
+	fmt.Fprintln(o.Out, res.Line())
+	for _, l := range res.ConflictLines() {
+		fmt.Fprintln(o.Out, l)
 	}
-	return nil
+	return res.ConflictError()
+}
+
+// PullFrom is `rex pull` after its arguments: remoteDir on t merged into
+// localDir, through app's pool. The result says what the pull did; the
+// EachResult how reaching the target went (Err set when the pull failed).
+func PullFrom(ctx context.Context, app *App, t fanout.Target, remoteDir, localDir string, opts SyncOptions) (PullResult, fanout.EachResult) {
+	var res PullResult
+	st, err := app.openStore()
+	if err != nil {
+		return res, fanout.EachResult{Target: t.Name, Err: err}
+	}
+	if opts.Progress != nil {
+		opts.Progress(t.Name, SyncProgress{Phase: SyncConnecting})
+	}
+	results := fanout.Each(ctx, app.Pool, []fanout.Target{t}, fanout.Options{ConnectTimeout: app.ConnectTimeout},
+		func(ctx context.Context, t fanout.Target, s *rexclient.Session) error {
+			var err error
+			res, err = PullTreeWith(ctx, st, s, t.Name, remoteDir, localDir, opts.report(t.Name))
+			return err
+		})
+	return res, results[0]
 }
 
 // PullResult says what a pull did.
 type PullResult struct {
+	Target     string
 	RemotePath string
+	LocalDir   string
 	Outcome    string
-	Conflicts  []pullConflict
+	Conflicts  []PullConflict
 }
 
-type pullConflict struct {
+// PullConflict is a path the merge could not settle, and where the remote
+// side of it went.
+type PullConflict struct {
 	cas.Conflict
 	note string
+}
+
+// Line is what `rex pull` prints first: "h1:/srv/site → ./site: merged cleanly".
+func (r PullResult) Line() string {
+	return fmt.Sprintf("%s:%s → %s: %s", r.Target, r.RemotePath, r.LocalDir, r.Outcome)
+}
+
+// ConflictLines are what `rex pull` prints about the conflicts, one each.
+func (r PullResult) ConflictLines() []string {
+	var out []string
+	for _, c := range r.Conflicts {
+		out = append(out, fmt.Sprintf("conflict (%s): %s%s", c.Kind, c.Path, c.note))
+	}
+	return out
+}
+
+// ConflictError is the error a pull with conflicts ends in (exit status
+// 1), nil without conflicts.
+func (r PullResult) ConflictError() error {
+	if len(r.Conflicts) == 0 {
+		return nil
+	}
+	return &ExitError{Code: 1, Err: fmt.Errorf("%d conflict(s) in %s: resolve them (markers or .theirs files), then push again", len(r.Conflicts), r.LocalDir)}
 }
 
 // PullTree fetches remoteDir from the target behind s and merges it into
 // localDir.
 func PullTree(ctx context.Context, st *cas.Store, s *rexclient.Session, target, remoteDir, localDir string) (PullResult, error) {
-	var res PullResult
+	return PullTreeWith(ctx, st, s, target, remoteDir, localDir, nil)
+}
+
+// PullTreeWith is PullTree reporting its progress to report (nil: none).
+func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, target, remoteDir, localDir string, report func(SyncProgress)) (PullResult, error) {
+	if report == nil {
+		report = func(SyncProgress) {}
+	}
+	res := PullResult{Target: target, LocalDir: localDir}
 	if !s.HasCAS() {
 		return res, errNoCAS(target)
 	}
 	remote := s.CAS()
+	report(SyncProgress{Phase: SyncReading})
 	theirs, path, problems, err := remote.Ingest(ctx, remoteDir)
 	if err != nil {
 		return res, fmt.Errorf("read %s: %w", remoteDir, err)
@@ -267,9 +469,20 @@ func PullTree(ctx context.Context, st *cas.Store, s *rexclient.Session, target, 
 		return res, fmt.Errorf("%d file(s) in %s cannot be synced (first: %s: %s); nothing was changed here",
 			len(problems), path, problems[0].Path, problems[0].Error)
 	}
-	if _, err := cas.Fetch(ctx, st, remote, theirs); err != nil {
+	report(SyncProgress{Phase: SyncAsking, Progress: cas.Progress{Walking: true}})
+	var last cas.Progress
+	_, err = cas.FetchWith(ctx, st, remote, theirs, cas.SyncOptions{Progress: func(p cas.Progress) {
+		last = p
+		phase := SyncMoving
+		if p.Walking && p.Blobs+p.Trees == 0 {
+			phase = SyncAsking
+		}
+		report(SyncProgress{Phase: phase, Progress: p})
+	}})
+	if err != nil {
 		return res, fmt.Errorf("fetch %s: %w", path, err)
 	}
+	report(SyncProgress{Phase: SyncMerging, Progress: last})
 	key := refKey(target, path)
 	base := cas.EmptyTree()
 	ref, err := st.ReadRef(key)
@@ -314,6 +527,7 @@ func PullTree(ctx context.Context, st *cas.Store, s *rexclient.Session, target, 
 		}
 	}
 	if !result.IsZero() {
+		report(SyncProgress{Phase: SyncWriting, Progress: last})
 		abs, err := filepath.Abs(localDir)
 		if err != nil {
 			return res, err
@@ -322,7 +536,7 @@ func PullTree(ctx context.Context, st *cas.Store, s *rexclient.Session, target, 
 			return res, fmt.Errorf("write %s: %w", localDir, err)
 		}
 		for _, c := range merge.Conflicts {
-			pc := pullConflict{Conflict: c}
+			pc := PullConflict{Conflict: c}
 			if !c.Markers && c.Theirs != nil {
 				side, err := writeTheirs(ctx, st, abs, c)
 				if err != nil {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"text/tabwriter"
+	"time"
 
 	"github.com/rexconsole/rex/internal/cas"
 	"github.com/rexconsole/rex/internal/chain"
@@ -64,7 +65,7 @@ func Tool(ctx context.Context, app *App, o IO, args []string) error {
 		trace := len(args) > 2 && args[2] == "--trace"
 		return toolShow(eng, o, args[1], trace)
 	case "run":
-		return toolRun(ctx, app, eng, o, args[1:])
+		return toolRun(ctx, app, o, args[1:])
 	}
 	return Usagef("unknown tool verb %q\n%s", args[0], ToolUsage)
 }
@@ -115,24 +116,27 @@ func toolShow(eng *chain.Engine, o IO, id string, trace bool) error {
 	return nil
 }
 
-// toolRunArgs are the flags of `rex tool run`.
-type toolRunArgs struct {
-	id      string
-	params  map[string]string
-	targets string
-	trace   bool
+// ToolRunSpec is a parsed `rex tool run`.
+type ToolRunSpec struct {
+	ID     string
+	Params map[string]string
+	// Targets is the --target list, "" when none was given (the command
+	// line then runs on local, the console on its current target).
+	Targets string
+	Trace   bool
 }
 
-func parseToolRun(args []string) (toolRunArgs, error) {
-	r := toolRunArgs{params: map[string]string{}, targets: LocalName}
+// ParseToolRun reads the arguments of `rex tool run` (after "run").
+func ParseToolRun(args []string) (ToolRunSpec, error) {
+	r := ToolRunSpec{Params: map[string]string{}}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		name, val, hasVal := strings.Cut(a, "=")
 		if !strings.HasPrefix(a, "-") {
-			if r.id != "" {
+			if r.ID != "" {
 				return r, Usagef("unexpected %q\n%s", a, ToolUsage)
 			}
-			r.id = a
+			r.ID = a
 			continue
 		}
 		next := func() (string, error) {
@@ -155,105 +159,58 @@ func parseToolRun(args []string) (toolRunArgs, error) {
 			if !ok || k == "" {
 				return r, Usagef("--param %q: want KEY=VALUE", v)
 			}
-			r.params[k] = pv
+			r.Params[k] = pv
 		case "--target", "-t":
 			v, err := next()
 			if err != nil {
 				return r, err
 			}
-			r.targets = v
+			r.Targets = v
 		case "--trace":
-			r.trace = true
+			r.Trace = true
 		default:
 			return r, Usagef("unknown flag %s\n%s", a, ToolUsage)
 		}
 	}
-	if r.id == "" {
+	if r.ID == "" {
 		return r, Usagef("which tool?\n%s", ToolUsage)
 	}
 	return r, nil
 }
 
-func toolRun(ctx context.Context, app *App, eng *chain.Engine, o IO, args []string) error {
-	ra, err := parseToolRun(args)
+func toolRun(ctx context.Context, app *App, o IO, args []string) error {
+	spec, err := ParseToolRun(args)
 	if err != nil {
 		return err
 	}
-	targets, err := app.Resolve(ra.targets)
+	if spec.Targets == "" {
+		spec.Targets = LocalName
+	}
+	targets, err := app.Resolve(spec.Targets)
 	if err != nil {
 		return err
 	}
 	sink := newPrefixSink(o.Out, o.Err, targets, o.Styled)
 	var traceMu sync.Mutex
-	var local []fanout.Target
-	var remote []fanout.Target
-	for _, t := range targets {
-		if _, ok := t.Spec.(LocalSpec); ok {
-			local = append(local, t)
-		} else {
-			remote = append(remote, t)
-		}
-	}
-	runOn := func(ctx context.Context, t fanout.Target, ct chain.Target, root string, ship func(*chain.Plan) error) error {
-		plan, err := eng.Plan(ctx, chain.PlanRequest{ID: ra.id, Params: ra.params, Target: ct, TargetRoot: root, Trace: ra.trace})
-		if err != nil {
-			return err
-		}
-		if ra.trace && plan.Trace != nil {
-			traceMu.Lock()
-			fmt.Fprintf(o.Err, "trace for %s:\n", t.Name)
-			plan.Trace.WriteText(o.Err)
-			traceMu.Unlock()
-		}
-		if ship != nil {
-			if err := ship(plan); err != nil {
-				return err
+	results, err := RunTool(ctx, app, spec, targets, ToolRunOptions{
+		OnEvent: func(ev fanout.Event) {
+			if ev.Kind == fanout.EventResult {
+				// Finish the target's last lines; its error is printed
+				// once, with the others, below.
+				ev.Result = &fanout.Result{Target: ev.Target}
 			}
-		}
-		out := &eventWriter{sink: sink, target: t.Name, kind: fanout.EventStdout}
-		errw := &eventWriter{sink: sink, target: t.Name, kind: fanout.EventStderr}
-		code, err := chain.Run(ctx, plan, ct, out, errw)
-		c := code
-		r := &fanout.Result{Target: t.Name, ExitCode: &c, Err: err}
-		sink.event(fanout.Event{Target: t.Name, Kind: fanout.EventResult, Result: r})
-		if err != nil {
-			return err
-		}
-		if code != 0 {
-			return &ExitError{Code: code, Err: fmt.Errorf("exit %d", code)}
-		}
-		return nil
-	}
-	var results []fanout.EachResult
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	for _, t := range local {
-		wg.Add(1)
-		go func(t fanout.Target) {
-			defer wg.Done()
-			err := runOn(ctx, t, &chain.LocalTarget{}, "", nil)
-			mu.Lock()
-			results = append(results, fanout.EachResult{Target: t.Name, Err: err})
-			mu.Unlock()
-		}(t)
-	}
-	if len(remote) > 0 {
-		st, err := app.openStore()
-		if err != nil {
-			return err
-		}
-		rr := fanout.Each(ctx, app.Pool, remote, fanout.Options{ConnectTimeout: app.ConnectTimeout},
-			func(ctx context.Context, t fanout.Target, s *rexclient.Session) error {
-				ct := &SessionTarget{TargetName: t.Name, S: s}
-				root := toolRoot(s, ra.id)
-				return runOn(ctx, t, ct, root, func(p *chain.Plan) error { return shipPlan(ctx, st, s, t.Name, p, root) })
-			})
-		mu.Lock()
-		results = append(results, rr...)
-		mu.Unlock()
-	}
-	wg.Wait()
+			sink.event(ev)
+		},
+		OnTrace: func(target, text string) {
+			traceMu.Lock()
+			defer traceMu.Unlock()
+			fmt.Fprintf(o.Err, "trace for %s:\n%s", target, text)
+		},
+	})
 	sink.finish(nil)
+	if err != nil {
+		return err
+	}
 	code := 0
 	for _, r := range results {
 		var ee *ExitError
@@ -279,15 +236,149 @@ func toolRun(ctx context.Context, app *App, eng *chain.Engine, o IO, args []stri
 	return nil
 }
 
-// eventWriter turns a tool's output into run events for the prefix sink.
+// ToolRunOptions let a front end watch a tool run; both may be nil. They
+// are called from one goroutine per target at once.
+type ToolRunOptions struct {
+	// OnEvent receives each target's events as fanout.Run sends them:
+	// EventStart when the tool starts, its output, and one EventResult
+	// for every target (also one that could not be reached or planned).
+	OnEvent func(fanout.Event)
+	// OnTrace receives a target's trace (spec.Trace) before its tool runs.
+	OnTrace func(target, text string)
+}
+
+// RunTool is `rex tool run` after its arguments: the tool planned for and
+// run on every target at once, its files shipped through the object
+// store to remote ones. Each target's end is in its result, in the order
+// of targets: nil, an *ExitError with the tool's exit status, or why it
+// could not run. The error is for what stops every target.
+func RunTool(ctx context.Context, app *App, spec ToolRunSpec, targets []fanout.Target, opts ToolRunOptions) ([]fanout.EachResult, error) {
+	eng, err := app.engine()
+	if err != nil {
+		return nil, err
+	}
+	emit := opts.OnEvent
+	if emit == nil {
+		emit = func(fanout.Event) {}
+	}
+	runOn := func(ctx context.Context, t fanout.Target, ct chain.Target, root string, ship func(*chain.Plan) error) error {
+		plan, err := eng.Plan(ctx, chain.PlanRequest{ID: spec.ID, Params: spec.Params, Target: ct, TargetRoot: root, Trace: spec.Trace})
+		if err != nil {
+			return err
+		}
+		if spec.Trace && plan.Trace != nil && opts.OnTrace != nil {
+			var b strings.Builder
+			plan.Trace.WriteText(&b)
+			opts.OnTrace(t.Name, b.String())
+		}
+		if ship != nil {
+			if err := ship(plan); err != nil {
+				return err
+			}
+		}
+		emit(fanout.Event{Target: t.Name, Kind: fanout.EventStart})
+		out := &eventWriter{emit: emit, target: t.Name, kind: fanout.EventStdout}
+		errw := &eventWriter{emit: emit, target: t.Name, kind: fanout.EventStderr}
+		code, err := chain.Run(ctx, plan, ct, out, errw)
+		if err != nil {
+			return err
+		}
+		if code != 0 {
+			return &ExitError{Code: code, Err: fmt.Errorf("exit %d", code)}
+		}
+		return nil
+	}
+	// result tells a front end how a target ended.
+	result := func(r fanout.EachResult) {
+		res := &fanout.Result{Target: r.Target, Err: r.Err, Unreachable: r.Unreachable, Duration: r.Duration}
+		var ee *ExitError
+		switch {
+		case r.Err == nil:
+			res.ExitCode = new(int)
+		case errors.As(r.Err, &ee):
+			code := ee.Code
+			res.ExitCode, res.Err = &code, nil
+		}
+		emit(fanout.Event{Target: r.Target, Kind: fanout.EventResult, Result: res})
+	}
+	results := make([]fanout.EachResult, len(targets))
+	index := make(map[string]int, len(targets))
+	var local, remote []fanout.Target
+	for i, t := range targets {
+		index[t.Name] = i
+		if _, ok := t.Spec.(LocalSpec); ok {
+			local = append(local, t)
+		} else {
+			remote = append(remote, t)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, t := range local {
+		wg.Add(1)
+		go func(t fanout.Target) {
+			defer wg.Done()
+			start := time.Now()
+			err := runOn(ctx, t, &chain.LocalTarget{}, "", nil)
+			r := fanout.EachResult{Target: t.Name, Err: err, Duration: time.Since(start)}
+			results[index[t.Name]] = r
+			result(r)
+		}(t)
+	}
+	if len(remote) > 0 {
+		st, err := app.openStore()
+		if err != nil {
+			wg.Wait()
+			return nil, err
+		}
+		rr := fanout.Each(ctx, app.Pool, remote, fanout.Options{ConnectTimeout: app.ConnectTimeout},
+			func(ctx context.Context, t fanout.Target, s *rexclient.Session) error {
+				ct := &SessionTarget{TargetName: t.Name, S: s}
+				root := toolRoot(s, spec.ID)
+				start := time.Now()
+				err := runOn(ctx, t, ct, root, func(p *chain.Plan) error { return shipPlan(ctx, st, s, t.Name, p, root) })
+				result(fanout.EachResult{Target: t.Name, Err: err, Duration: time.Since(start)})
+				return err
+			})
+		for _, r := range rr {
+			results[index[r.Target]] = r
+			if r.Unreachable {
+				result(r)
+			}
+		}
+	}
+	wg.Wait()
+	return results, nil
+}
+
+// ToolIDs lists the tools a `tool run` can name (runtimes and primitives
+// left out), for completion.
+func ToolIDs(app *App) ([]string, error) {
+	eng, err := app.engine()
+	if err != nil {
+		return nil, err
+	}
+	items, err := eng.List()
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, it := range items {
+		if it.ShadowedBy == nil && it.Kind == chain.KindTool && it.Problem == "" {
+			ids = append(ids, it.ID)
+		}
+	}
+	return ids, nil
+}
+
+// eventWriter turns a tool's output into run events.
 type eventWriter struct {
-	sink   outputSink
+	emit   func(fanout.Event)
 	target string
 	kind   fanout.EventKind
 }
 
 func (w *eventWriter) Write(p []byte) (int, error) {
-	w.sink.event(fanout.Event{Target: w.target, Kind: w.kind, Data: append([]byte(nil), p...)})
+	w.emit(fanout.Event{Target: w.target, Kind: w.kind, Data: append([]byte(nil), p...)})
 	return len(p), nil
 }
 
