@@ -29,7 +29,7 @@ build: rexd payload
 run: build
 	$(BIN)/rex
 
-test: lint
+test: lint payload
 	$(GO) test -count=1 -timeout 20m ./...
 	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
 
