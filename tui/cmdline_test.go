@@ -17,6 +17,7 @@ func TestCompleteLine(t *testing.T) {
 		devices:  []string{"db1", "web1", "web2"},
 		groups:   []string{"web", "dbs"},
 		themes:   []string{"dark", "light", "high-contrast"},
+		tools:    func() []string { return []string{"ops/check", "ops/greet", "deploy"} },
 	}
 	tests := []struct {
 		line  string
@@ -49,6 +50,25 @@ func TestCompleteLine(t *testing.T) {
 		{"/layout r", 8, []string{"rows"}},
 		{"/theme l", 7, []string{"light"}},
 		{"/close ", 7, []string{"all"}},
+		{"/push ", 6, nil},
+		{"/push site ", 11, nil},
+		{"/push site srv/site w", 20, []string{"web", "web1", "web2"}},
+		{"/push site srv/site web1,d", 25, []string{"db1", "dbs"}},
+		{"/push site srv/site web ", 24, nil},
+		{"/pull srv/site site d", 20, []string{"db1", "dbs"}},
+		{"/tool ", 6, []string{"list", "run", "show"}},
+		{"/tool r", 6, []string{"run"}},
+		{"/tool list ", 11, nil},
+		{"/tool show o", 11, []string{"ops/check", "ops/greet"}},
+		{"/tool show ops/greet -", 21, []string{"--trace"}},
+		{"/tool run ", 10, []string{"deploy", "ops/check", "ops/greet"}},
+		{"/tool run --trace ops/g", 18, []string{"ops/greet"}},
+		{"/tool run ops/greet ", 20, nil},
+		{"/tool run ops/greet --", 20, []string{"--param", "--target", "--trace"}},
+		{"/tool run ops/greet --param ", 28, nil},
+		{"/tool run ops/greet --target w", 29, []string{"web", "web1", "web2"}},
+		{"/tool run ops/greet -t web1,l", 28, []string{"local"}},
+		{"/tool run --target web o", 23, []string{"ops/check", "ops/greet"}},
 		{"ls /t", 3, nil},
 		{"echo", 0, nil},
 	}

@@ -11,6 +11,9 @@ type compSource struct {
 	devices  []string
 	groups   []string
 	themes   []string
+	// tools lists the tool ids; it reads the tool directories, so it is
+	// called only when a /tool line needs them.
+	tools func() []string
 }
 
 // completion is what tab offers for the word before the cursor.
@@ -68,6 +71,11 @@ func completeLine(line string, src compSource) completion {
 			}
 		case "/attach", "/focus":
 			targets = len(args) == 0
+		case "/push", "/pull":
+			// LOCAL REMOTE TARGETS, REMOTE LOCAL TARGET
+			targets = len(args) == 2
+		case "/tool":
+			cands, targets = completeTool(args, word, src)
 		}
 	}
 	if targets {
@@ -144,6 +152,43 @@ func completeDevice(args []string, src compSource) ([]string, bool) {
 		}
 	}
 	return nil, false
+}
+
+// completeTool completes /tool VERB ID [flags]: the verbs, tool ids,
+// flags, and TARGETS after --target.
+func completeTool(args []string, word string, src compSource) ([]string, bool) {
+	if len(args) == 0 {
+		return []string{"list", "show", "run"}, false
+	}
+	verb := args[0]
+	if verb != "show" && verb != "run" {
+		return nil, false
+	}
+	if n := len(args); n > 1 && (args[n-1] == "--target" || args[n-1] == "-t") && verb == "run" {
+		return nil, true
+	}
+	if n := len(args); n > 1 && (args[n-1] == "--param" || args[n-1] == "-p") {
+		return nil, false // a KEY=VALUE of the operator's own
+	}
+	if strings.HasPrefix(word, "-") {
+		if verb == "show" {
+			return []string{"--trace"}, false
+		}
+		return []string{"--param", "--target", "--trace"}, false
+	}
+	hasID := false
+	for i := 1; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "--param" || a == "-p" || a == "--target" || a == "-t":
+			i++
+		case !strings.HasPrefix(a, "-"):
+			hasID = true
+		}
+	}
+	if hasID || src.tools == nil {
+		return nil, false
+	}
+	return src.tools(), false
 }
 
 // commonPrefix is the longest prefix every string shares.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -92,18 +94,20 @@ type searchState struct {
 	draft string // the command line before the search
 }
 
-// deviceRun is a /device verb in flight.
-type deviceRun struct {
+// verbRun is a verb whose output goes to the message area (/device,
+// /tool list) in flight.
+type verbRun struct {
 	line    string
 	started time.Time
 	cancel  context.CancelFunc
 }
 
-// deviceDoneMsg carries a finished /device verb's output.
-type deviceDoneMsg struct {
-	args []string
-	out  string
-	err  error
+// verbDoneMsg carries a finished verb's output.
+type verbDoneMsg struct {
+	out string
+	err error
+	// reload asks for devices.json again: the verb may have changed it.
+	reload bool
 }
 
 // Model is the console: one root model that owns every widget and routes
@@ -112,6 +116,10 @@ type deviceDoneMsg struct {
 type Model struct {
 	ctx      context.Context
 	opts     Options
+	app      *commands.App // for the verbs that reach targets themselves: push, pull, tool
+	workDir  string        // where rex was started: relative local paths start there
+	push     pushFunc      // commands.PushTargets; scripted in view tests
+	pull     pullFunc      // commands.PullFrom; scripted in view tests
 	run      runFunc
 	openTerm openTermFunc // opens remote terminals; nil without connections
 	now      func() time.Time
@@ -149,7 +157,7 @@ type Model struct {
 	helpOpen bool
 	helpTop  int
 	search   *searchState
-	device   *deviceRun
+	verb     *verbRun
 	ticking  bool
 	quitting bool
 
@@ -176,6 +184,20 @@ func newModel(ctx context.Context, opts Options, run runFunc, now func() time.Ti
 	m.setRegistry(devices.New())
 	m.states = newStateBoard(m.signal.mark)
 	var startup []string
+
+	m.workDir = opts.WorkDir
+	if m.workDir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			startup = append(startup, fmt.Sprintf("cannot tell the working directory (%v); give /push and /pull absolute local paths", err))
+		}
+		m.workDir = wd
+	}
+	m.app = &commands.App{Resolve: m.resolve, ConfigDir: opts.ConfigDir, CacheDir: opts.CacheDir}
+	m.push, m.pull = commands.PushTargets, commands.PullFrom
+	if opts.CacheDir != "" {
+		m.app.CASDir = filepath.Join(opts.CacheDir, "cas")
+	}
 
 	cfg, err := loadConfig(opts.ConfigDir)
 	if err != nil {
@@ -276,8 +298,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.ensureTick()
 	case frameMsg:
 		return m, m.onFrame(time.Time(msg))
-	case deviceDoneMsg:
-		return m, m.deviceDone(msg)
+	case verbDoneMsg:
+		return m, m.verbDone(msg)
 	case tea.KeyPressMsg:
 		return m, m.onKey(msg)
 	case fullscreenDoneMsg:
@@ -361,7 +383,7 @@ func (m *Model) onFrame(time.Time) tea.Cmd {
 
 // busy reports whether anything is in flight that the frame should show.
 func (m *Model) busy() bool {
-	if m.device != nil {
+	if m.verb != nil {
 		return true
 	}
 	for _, t := range m.tasks {
@@ -499,8 +521,8 @@ func (m *Model) interrupt() tea.Cmd {
 		m.msg.transient = true
 		return m.ensureTick()
 	}
-	if m.device != nil {
-		m.device.cancel()
+	if m.verb != nil {
+		m.verb.cancel()
 		m.lastCancel = now
 		return nil
 	}
@@ -540,8 +562,8 @@ func (m *Model) quit() tea.Cmd {
 			tp.shutdown()
 		}
 	}
-	if m.device != nil {
-		m.device.cancel()
+	if m.verb != nil {
+		m.verb.cancel()
 	}
 	return tea.Quit
 }
@@ -614,16 +636,36 @@ func (m *Model) runOnTarget(line string) tea.Cmd {
 		m.fail(fmt.Errorf("the target %s: %w", m.target, err))
 		return nil
 	}
-	return m.startTask(m.target, line, targets, commands.TaskFor([]string{line}), m.cfg.Concurrency)
+	_, cmd := m.startTask(m.target, line, targets, m.fanJob(targets, commands.TaskFor([]string{line}), m.cfg.Concurrency))
+	return cmd
 }
 
-// startTask runs t on targets in the background: a pane per target, fed by
-// the fan-out events, drawn by the frame tick.
-func (m *Model) startTask(spec, display string, targets []fanout.Target, ft fanout.Task, concurrency int) tea.Cmd {
+// jobFunc is a task's work on all its targets: it reports each target's
+// start, output and result as fan-out events and returns the summary.
+type jobFunc func(ctx context.Context, onEvent func(fanout.Event)) *fanout.Summary
+
+// fanJob runs one command on targets through the fan-out engine.
+func (m *Model) fanJob(targets []fanout.Target, ft fanout.Task, concurrency int) jobFunc {
+	run := m.run
+	return func(ctx context.Context, onEvent func(fanout.Event)) *fanout.Summary {
+		return run(ctx, targets, ft, fanout.Options{Concurrency: concurrency, OnEvent: onEvent})
+	}
+}
+
+// startTask runs job on targets in the background: a pane per target, fed
+// by the job's events, drawn by the frame tick.
+func (m *Model) startTask(spec, display string, targets []fanout.Target, job jobFunc) (*task, tea.Cmd) {
 	if len(targets) == 0 {
 		m.fail(fmt.Errorf("%s names no targets; add devices to it first", spec))
-		return nil
+		return nil, nil
 	}
+	t := m.newTask(spec, display, targets)
+	m.runJob(t, job)
+	return t, m.ensureTick()
+}
+
+// newTask makes a task with a pane per target and focuses its first pane.
+func (m *Model) newTask(spec, display string, targets []fanout.Target) *task {
 	ctx, cancel := context.WithCancel(m.ctx)
 	m.nextID++
 	t := &task{
@@ -631,6 +673,7 @@ func (m *Model) startTask(spec, display string, targets []fanout.Target, ft fano
 		command: display,
 		spec:    spec,
 		started: m.now(),
+		ctx:     ctx,
 		cancel:  cancel,
 		byName:  map[string]*outputPane{},
 		exited:  make(chan struct{}),
@@ -648,14 +691,7 @@ func (m *Model) startTask(spec, display string, targets []fanout.Target, ft fano
 	m.focus = first
 	m.zoom = false
 	m.gatherTask = nil
-	run, now := m.run, m.now
-	go func() {
-		defer cancel()
-		s := run(ctx, targets, ft, fanout.Options{Concurrency: concurrency, OnEvent: t.onEvent(now)})
-		t.finish(s)
-		m.signal.mark()
-	}()
-	return m.ensureTick()
+	return t
 }
 
 // focusedPane is the pane with focus, or nil.
@@ -880,6 +916,11 @@ func (m *Model) compSource() compSource {
 	infos, _ := themes.List(m.themeDir())
 	for _, i := range infos {
 		src.themes = append(src.themes, i.Name)
+	}
+	app := m.app
+	src.tools = func() []string {
+		ids, _ := commands.ToolIDs(app)
+		return ids
 	}
 	return src
 }

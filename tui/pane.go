@@ -97,6 +97,9 @@ type outputPane struct {
 	phase   phase
 	started time.Time
 	result  *fanout.Result
+	// sync is set for the panes of /push and /pull: their progress,
+	// drawn above the lines.
+	sync *syncState
 }
 
 func newOutputPane(id int, target string, t *task, keys *KeyMap, sb *scrollback) *outputPane {
@@ -114,7 +117,8 @@ func (p *outputPane) SetSize(w, h int) { p.w, p.h = w, h }
 
 func (p *outputPane) CapturesKeys() bool { return false }
 
-func (p *outputPane) bodyHeight() int { return max(0, p.h-2) }
+// bodyHeight is how many rows the lines get.
+func (p *outputPane) bodyHeight() int { return max(0, p.h-2-p.syncHeight()) }
 
 // Update scrolls on pane keys and the mouse wheel.
 func (p *outputPane) Update(msg tea.Msg) tea.Cmd {
@@ -345,6 +349,11 @@ func (p *outputPane) headerStatus(c *paneCtx) []boxSeg {
 	}
 	st := c.st
 	ph, started, r := p.status()
+	if ph == phaseDone {
+		if end := p.syncEnd(); end != nil {
+			return end(st, r)
+		}
+	}
 	switch ph {
 	case phaseWaiting:
 		from := p.task.started
@@ -450,6 +459,9 @@ func (p *outputPane) View(c *paneCtx) []string {
 	}
 
 	body := make([]string, 0, h-2)
+	if p.sync != nil {
+		body = append(body, p.syncRows(c, inner)[:min(p.syncHeight(), h-2)]...)
+	}
 	var foot boxSeg
 	p.sb.mu.Lock()
 	n := p.sb.lenLocked()

@@ -46,6 +46,12 @@ type Options struct {
 	ConfigDir string
 	// StateDir holds the command-line history ($XDG_STATE_HOME/rex).
 	StateDir string
+	// CacheDir holds the local object store of /push and /pull (its cas/)
+	// and the tools' system files ($XDG_CACHE_HOME/rex).
+	CacheDir string
+	// WorkDir is where relative local paths of /push and /pull start;
+	// empty means the working directory rex was started in.
+	WorkDir string
 	// DeviceVerb runs `rex device ARGS`, writing to io.Out and io.Err.
 	// When nil, the registry-only verbs of commands.Device serve.
 	DeviceVerb func(ctx context.Context, io commands.IO, args []string) error
@@ -78,6 +84,7 @@ func Run(ctx context.Context, opts Options) error {
 		return fanout.Run(ctx, pool, targets, t, o)
 	}
 	m = newModel(ctx, opts, run, time.Now)
+	m.app.Pool = pool
 	m.openTerm = poolTerminals(pool)
 	opts.States.attach(m.states.set)
 	defer opts.States.attach(func(string, string, error) {})

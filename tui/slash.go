@@ -30,6 +30,9 @@ func slashCommands() []slashCmd {
 		{"device", "VERB ...", "manage devices and groups, as rex device does (/device help)", (*Model).cmdDevice},
 		{"target", "NAME|GROUP|local", "set the target of plain command lines; any TARGETS list works", (*Model).cmdTarget},
 		{"run", "TARGETS -- CMD", "run CMD on TARGETS, a pane per target (--gather, --timeout D)", (*Model).cmdRun},
+		{"push", "LOCAL REMOTE [TARGETS]", "send a directory; only what a target lacks crosses the wire", (*Model).cmdPush},
+		{"pull", "REMOTE LOCAL [TARGET]", "bring a directory back, merged with the local changes", (*Model).cmdPull},
+		{"tool", "list|show ID|run ID", "list, show or run tools (--param K=V, --target T, --trace)", (*Model).cmdTool},
 		{"attach", "[TARGETS] [-- CMD]", "a terminal per target: the login shell or CMD (ctrl+] leaves)", (*Model).cmdAttach},
 		{"broadcast", "", "keys to all terminals of the focused /attach on/off (ctrl+x)", (*Model).cmdBroadcast},
 		{"fullscreen", "", "focused terminal on the whole screen, ctrl+] back (ctrl+t)", (*Model).cmdFullscreen},
@@ -94,10 +97,6 @@ func closest(word string, names []string) string {
 // cmdDevice runs `rex device ARGS` in the background; its output shows in
 // the message area, or in a pane when it is long.
 func (m *Model) cmdDevice(args []string) tea.Cmd {
-	if m.device != nil {
-		m.fail(fmt.Errorf("%s is still running; wait for it or press ctrl+c to stop it", m.device.line))
-		return nil
-	}
 	verb := m.opts.DeviceVerb
 	if verb == nil {
 		store := m.opts.Store
@@ -109,28 +108,41 @@ func (m *Model) cmdDevice(args []string) tea.Cmd {
 			return commands.Device(ctx, store, o, args)
 		}
 	}
-	ctx, cancel := context.WithCancel(m.ctx)
 	line := strings.TrimSpace("/device " + strings.Join(args, " "))
-	m.device = &deviceRun{line: line, started: m.now(), cancel: cancel}
+	return m.startVerb(line, true, func(ctx context.Context, o commands.IO) error { return verb(ctx, o, args) })
+}
+
+// startVerb runs a verb in the background; its output shows in the
+// message area, or in a pane when it is long. One runs at a time. reload
+// reads devices.json again when it ends.
+func (m *Model) startVerb(line string, reload bool, verb func(ctx context.Context, o commands.IO) error) tea.Cmd {
+	if m.verb != nil {
+		m.fail(fmt.Errorf("%s is still running; wait for it or press ctrl+c to stop it", m.verb.line))
+		return nil
+	}
+	ctx, cancel := context.WithCancel(m.ctx)
+	m.verb = &verbRun{line: line, started: m.now(), cancel: cancel}
 	m.msg = message{}
 	run := func() tea.Msg {
 		defer cancel()
 		var out bytes.Buffer
 		o := commands.IO{In: strings.NewReader(""), Out: &out, Err: &out}
-		err := verb(ctx, o, args)
-		return deviceDoneMsg{args: args, out: out.String(), err: err}
+		err := verb(ctx, o)
+		return verbDoneMsg{out: out.String(), err: err, reload: reload}
 	}
 	return tea.Batch(run, m.ensureTick())
 }
 
-// deviceDone shows a /device verb's output and reloads the registry.
-func (m *Model) deviceDone(d deviceDoneMsg) tea.Cmd {
-	line := "/device"
-	if m.device != nil {
-		line = m.device.line
+// verbDone shows a verb's output.
+func (m *Model) verbDone(d verbDoneMsg) tea.Cmd {
+	line := ""
+	if m.verb != nil {
+		line = m.verb.line
 	}
-	m.device = nil
-	m.reloadRegistry()
+	m.verb = nil
+	if d.reload {
+		m.reloadRegistry()
+	}
 	text := strings.TrimRight(ansi.Strip(d.out), "\n")
 	var lines []string
 	if text != "" {
@@ -223,7 +235,7 @@ func (m *Model) cmdRun(args []string) tea.Cmd {
 	if spec.Concurrency > 0 {
 		conc = spec.Concurrency
 	}
-	cmd := m.startTask(spec.Targets, display, targets, spec.Task, conc)
+	_, cmd := m.startTask(spec.Targets, display, targets, m.fanJob(targets, spec.Task, conc))
 	if spec.Gather && len(targets) > 1 {
 		m.toggleGather()
 	}

@@ -23,6 +23,7 @@ type task struct {
 	command string // shown in pane headers
 	spec    string // the TARGETS it ran on
 	started time.Time
+	ctx     context.Context // ends when the task is stopped
 	cancel  context.CancelFunc
 	panes   []*outputPane
 	byName  map[string]*outputPane
@@ -62,8 +63,14 @@ func (t *task) onEvent(now func() time.Time) func(fanout.Event) {
 			for _, msg := range r.Messages {
 				p.sb.Note(lineNote, "rex: "+msg)
 			}
+			// A sync pane holds only what rex says; no prefix is needed
+			// to tell it from a program's output.
+			prefix := "rex: "
+			if p.sync != nil {
+				prefix = ""
+			}
 			if r.Err != nil {
-				p.sb.Note(lineErr, "rex: "+r.Err.Error())
+				p.sb.Note(lineErr, prefix+r.Err.Error())
 			}
 			p.setResult(r)
 			p.sb.touch()

@@ -240,8 +240,8 @@ func (m *Model) messageLines(w int) []string {
 		return nil
 	}
 	var out []string
-	if m.device != nil {
-		out = append(out, m.st.Warning.Render(fit(spinnerAt(m.now(), m.device.started)+" "+m.device.line+" "+fmtDuration(m.now().Sub(m.device.started)), w)))
+	if m.verb != nil {
+		out = append(out, m.st.Warning.Render(fit(spinnerAt(m.now(), m.verb.started)+" "+m.verb.line+" "+fmtDuration(m.now().Sub(m.verb.started)), w)))
 	}
 	style := m.st.Message
 	switch m.msg.kind {

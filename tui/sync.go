@@ -1,0 +1,458 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/rexconsole/rex/internal/cas"
+	"github.com/rexconsole/rex/internal/commands"
+	"github.com/rexconsole/rex/internal/fanout"
+)
+
+// pushFunc and pullFunc are how /push and /pull do their work
+// (commands.PushTargets and commands.PullFrom).
+type (
+	pushFunc func(ctx context.Context, app *commands.App, localDir, remoteDir string, targets []fanout.Target, opts commands.SyncOptions) ([]commands.PushOutcome, error)
+	pullFunc func(ctx context.Context, app *commands.App, t fanout.Target, remoteDir, localDir string, opts commands.SyncOptions) (commands.PullResult, fanout.EachResult)
+)
+
+// syncState is a /push or /pull on one target, as its pane shows it.
+// The pane's mu guards it.
+type syncState struct {
+	pull  bool
+	local string // the local directory (pull: where the tree is written)
+	phase commands.SyncPhase
+	moved cas.Progress
+	// end says how the sync ended when it ended well ("done", "up to
+	// date") or with conflicts; failures show as their result does.
+	end   string
+	endOK bool
+}
+
+// syncRowCount is how many rows a sync pane's progress takes: what it is
+// doing, then a bar.
+const syncRowCount = 2
+
+func (p *outputPane) syncHeight() int {
+	if p.sync == nil {
+		return 0
+	}
+	return min(syncRowCount, max(0, p.h-2))
+}
+
+// setSync records a sync's progress; it runs on the sync's goroutines.
+func (p *outputPane) setSync(sp commands.SyncProgress, now time.Time) {
+	p.mu.Lock()
+	if p.phase == phaseWaiting {
+		p.phase, p.started = phaseRunning, now
+	}
+	p.sync.phase, p.sync.moved = sp.Phase, sp.Progress
+	p.mu.Unlock()
+	p.sb.touch()
+}
+
+// endSync records how a sync ended before its result arrives.
+func (p *outputPane) endSync(end string, ok bool) {
+	p.mu.Lock()
+	p.sync.end, p.sync.endOK = end, ok
+	p.mu.Unlock()
+}
+
+// syncEnd returns how to draw the header of a finished sync pane, or nil
+// when the pane is not one or its result says it better (a failure).
+func (p *outputPane) syncEnd() func(st *Styles, r *fanout.Result) []boxSeg {
+	if p.sync == nil {
+		return nil
+	}
+	p.mu.Lock()
+	end, ok := p.sync.end, p.sync.endOK
+	p.mu.Unlock()
+	if end == "" {
+		return nil
+	}
+	return func(st *Styles, r *fanout.Result) []boxSeg {
+		style := st.Pane.ExitOK
+		if !ok {
+			style = st.Pane.ExitFail
+		}
+		segs := []boxSeg{}
+		if r != nil {
+			segs = append(segs, seg(style, end+" · "+fmtDuration(r.Duration)))
+		}
+		return append(segs, seg(style, end), seg(style, "✓"))
+	}
+}
+
+// syncRows draws a sync's progress w cells wide: a line saying what it
+// does, and a bar.
+func (p *outputPane) syncRows(c *paneCtx, w int) []string {
+	p.mu.Lock()
+	s := *p.sync
+	ph, r := p.phase, p.result
+	p.mu.Unlock()
+	conn := ""
+	if c.states != nil {
+		conn = c.states.get(p.target).state
+	}
+	text, frac := syncText(s, p.target, conn, ph == phaseDone, r)
+	st := c.st
+	style := st.Pane.Info
+	if ph == phaseDone {
+		style = st.Pane.ExitOK
+		if !s.endOK {
+			style = st.Pane.ExitFail
+		}
+	}
+	return []string{styled(style, text, w), progressBar(st, frac, w)}
+}
+
+// syncText says what a sync is doing, and how far along it is (0 to 1).
+// conn is the target's connection state; done and r say how it ended.
+func syncText(s syncState, target, conn string, done bool, r *fanout.Result) (string, float64) {
+	moved := s.moved.Blobs + s.moved.Trees
+	frac := 0.0
+	switch {
+	case s.phase == commands.SyncMoving && !s.moved.Walking && s.moved.TotalBytes > 0:
+		frac = float64(s.moved.Bytes) / float64(s.moved.TotalBytes)
+	case s.phase == commands.SyncMoving && !s.moved.Walking && s.moved.TotalObjects > 0:
+		frac = float64(moved) / float64(s.moved.TotalObjects)
+	case s.phase >= commands.SyncMerging:
+		frac = 1
+	}
+	frac = min(1, max(0, frac))
+	verb, past, base := "sending", "sent", "send"
+	if s.pull {
+		verb, past, base = "receiving", "received", "receive"
+	}
+	if done {
+		switch {
+		case s.end != "" && s.endOK && moved > 0:
+			return fmt.Sprintf("%s · %s %s · %s", s.end, past, plural(moved, "object", "objects"), humanBytes(s.moved.Bytes)), 1
+		case s.end != "" && s.endOK:
+			return fmt.Sprintf("%s · nothing to %s", s.end, base), 1
+		case s.end != "":
+			return s.end, 1
+		case r != nil && r.Unreachable:
+			return "unreachable", frac
+		case r != nil && r.Err != nil && strings.HasPrefix(r.Err.Error(), "cancelled"):
+			return "cancelled", frac
+		}
+		return "failed", frac
+	}
+	switch s.phase {
+	case commands.SyncReading:
+		if s.pull {
+			return "reading the tree on " + target, 0
+		}
+		return "reading " + s.local, 0
+	case commands.SyncConnecting:
+		switch conn {
+		case stateConnecting:
+			return "connecting to " + target, 0
+		case stateBootstrapping:
+			return "installing rexd on " + target, 0
+		}
+		return "waiting for " + target, 0
+	case commands.SyncAsking:
+		if s.pull {
+			return "finding what is missing here", 0
+		}
+		return fmt.Sprintf("asking what %s lacks · %s", target, plural(s.moved.Queries, "query", "queries")), 0
+	case commands.SyncMoving:
+		if s.moved.Walking {
+			return fmt.Sprintf("%s directories · %d so far", verb, moved), 0
+		}
+		return fmt.Sprintf("%s %d/%d objects · %s/%s", verb, moved, s.moved.TotalObjects,
+			humanBytes(s.moved.Bytes), humanBytes(s.moved.TotalBytes)), frac
+	case commands.SyncMerging:
+		return "merging with the local changes", frac
+	case commands.SyncWriting:
+		if s.pull {
+			return "writing " + s.local, frac
+		}
+		return "writing the tree on " + target, frac
+	}
+	return "", frac
+}
+
+// progressBar draws frac (0 to 1) as a bar and a percentage, w cells.
+func progressBar(st *Styles, frac float64, w int) string {
+	pct := fmt.Sprintf(" %3d%%", int(math.Floor(frac*100)))
+	bw := w - len(pct)
+	if bw < 4 {
+		return styled(st.Muted, strings.TrimSpace(pct), w)
+	}
+	full := int(math.Floor(frac * float64(bw)))
+	return st.Accent.Render(strings.Repeat("█", full)) + st.Muted.Render(strings.Repeat("░", bw-full)+pct)
+}
+
+// humanBytes writes a byte count as the command line does.
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// localPath makes a LOCAL_DIR absolute: relative to the directory rex was
+// started in, "~/" in the operator's home (there is no shell to expand
+// it).
+func (m *Model) localPath(dir string) (string, error) {
+	if dir == "~" || strings.HasPrefix(dir, "~/") {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("%s: no home directory to expand ~ in; give the full path", dir)
+		}
+		dir = filepath.Join(home, strings.TrimPrefix(dir, "~"))
+	}
+	if filepath.IsAbs(dir) {
+		return filepath.Clean(dir), nil
+	}
+	return filepath.Join(m.workDir, dir), nil
+}
+
+// resultLog keeps each target's result as a job reports it, for the
+// task's summary.
+type resultLog struct {
+	mu      sync.Mutex
+	results map[string]*fanout.Result
+	onEvent func(fanout.Event)
+}
+
+func newResultLog(onEvent func(fanout.Event)) *resultLog {
+	return &resultLog{results: map[string]*fanout.Result{}, onEvent: onEvent}
+}
+
+func (l *resultLog) event(ev fanout.Event) {
+	if ev.Kind == fanout.EventResult {
+		l.mu.Lock()
+		l.results[ev.Target] = ev.Result
+		l.mu.Unlock()
+	}
+	l.onEvent(ev)
+}
+
+// summary counts the results in the order of targets; a target that
+// reported none failed.
+func (l *resultLog) summary(targets []fanout.Target, d time.Duration) *fanout.Summary {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := &fanout.Summary{Duration: d}
+	for _, t := range targets {
+		r := l.results[t.Name]
+		if r == nil {
+			r = &fanout.Result{Target: t.Name, Err: errors.New("no result")}
+		}
+		s.Results = append(s.Results, r)
+		switch {
+		case r.Unreachable:
+			s.Unreachable++
+		case r.OK():
+			s.OK++
+		default:
+			s.Failed++
+		}
+		if !r.Unreachable && (s.Slowest == nil || r.Duration > s.Slowest.Duration) {
+			s.Slowest = r
+		}
+	}
+	return s
+}
+
+// cancelled turns the error of a sync stopped by ctrl+c into what the
+// pane says.
+func cancelled(ctx context.Context, err error, again string) error {
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		if again == "" {
+			return errors.New("cancelled")
+		}
+		return errors.New("cancelled; " + again)
+	}
+	return err
+}
+
+// needPool is the error for a sync or a remote tool in a console that has
+// no connections (model tests without a fleet).
+func (m *Model) needPool(what string) error {
+	if m.app.Pool == nil {
+		return fmt.Errorf("%s needs connections to targets, which this console was started without", what)
+	}
+	return nil
+}
+
+// cmdPush is /push LOCAL_DIR REMOTE_DIR [TARGETS]: the tree to every
+// target at once, a pane each with its progress.
+func (m *Model) cmdPush(args []string) tea.Cmd {
+	if len(args) == 2 {
+		args = append(args, m.target)
+	}
+	spec, err := commands.ParsePush(args)
+	if err != nil {
+		m.fail(errors.New("usage: /push LOCAL_DIR REMOTE_DIR [TARGETS]; TARGETS defaults to the current target"))
+		return nil
+	}
+	if err := m.needPool("/push"); err != nil {
+		m.fail(err)
+		return nil
+	}
+	local, err := m.localPath(spec.LocalDir)
+	if err != nil {
+		m.fail(fmt.Errorf("/push: %w", err))
+		return nil
+	}
+	targets, err := m.resolve(spec.Targets)
+	if err != nil {
+		m.fail(fmt.Errorf("/push %s: %w", spec.Targets, err))
+		return nil
+	}
+	if len(targets) == 0 {
+		m.fail(fmt.Errorf("/push: %s names no targets; add devices to it first", spec.Targets))
+		return nil
+	}
+	display := "push " + spec.LocalDir + " " + spec.RemoteDir
+	t := m.newTask(spec.Targets, display, targets)
+	for _, p := range t.panes {
+		p.sync = &syncState{local: spec.LocalDir}
+	}
+	app, now, push := m.app, m.now, m.push
+	remote := spec.RemoteDir
+	m.runJob(t, func(ctx context.Context, onEvent func(fanout.Event)) *fanout.Summary {
+		log := newResultLog(onEvent)
+		_, err := push(ctx, app, local, remote, targets, commands.SyncOptions{
+			Progress: func(target string, sp commands.SyncProgress) {
+				if p := t.byName[target]; p != nil {
+					p.setSync(sp, now())
+				}
+			},
+			Pushed: func(po commands.PushOutcome) {
+				p := t.byName[po.Target]
+				if p == nil {
+					return
+				}
+				r := &fanout.Result{Target: po.Target, Duration: now().Sub(t.started), Unreachable: po.Unreachable}
+				if po.Err != nil {
+					r.Err = cancelled(ctx, po.Err, "run /push again to finish")
+					// Stopped, not unreachable, when ctrl+c cut the connecting.
+					r.Unreachable = r.Unreachable && r.Err == po.Err
+				} else {
+					end := "done"
+					if po.UpToDate() {
+						end = "up to date"
+					}
+					p.endSync(end, true)
+					p.sb.Note(lineOut, po.Line())
+					r.ExitCode = new(int)
+				}
+				log.event(fanout.Event{Target: po.Target, Kind: fanout.EventResult, Result: r})
+			},
+		})
+		if err != nil {
+			// Nothing was sent anywhere: each pane says why.
+			for _, tg := range targets {
+				log.event(fanout.Event{Target: tg.Name, Kind: fanout.EventResult,
+					Result: &fanout.Result{Target: tg.Name, Err: cancelled(ctx, err, ""), Duration: now().Sub(t.started)}})
+			}
+		}
+		return log.summary(targets, now().Sub(t.started))
+	})
+	return m.ensureTick()
+}
+
+// cmdPull is /pull REMOTE_DIR LOCAL_DIR [TARGET]: the tree back from one
+// target, merged with the local changes; conflicts are listed in its pane.
+func (m *Model) cmdPull(args []string) tea.Cmd {
+	if len(args) == 2 {
+		args = append(args, m.target)
+	}
+	spec, err := commands.ParsePull(args)
+	if err != nil {
+		m.fail(errors.New("usage: /pull REMOTE_DIR LOCAL_DIR [TARGET]; TARGET defaults to the current target"))
+		return nil
+	}
+	if err := m.needPool("/pull"); err != nil {
+		m.fail(err)
+		return nil
+	}
+	local, err := m.localPath(spec.LocalDir)
+	if err != nil {
+		m.fail(fmt.Errorf("/pull: %w", err))
+		return nil
+	}
+	targets, err := m.resolve(spec.Target)
+	if err != nil {
+		m.fail(fmt.Errorf("/pull %s: %w", spec.Target, err))
+		return nil
+	}
+	if len(targets) != 1 {
+		m.fail(fmt.Errorf("/pull: %s names %s and a pull merges from one; name it: /pull %s %s %s",
+			spec.Target, plural(len(targets), "target", "targets"), spec.RemoteDir, spec.LocalDir, firstName(targets, "HOST")))
+		return nil
+	}
+	tg := targets[0]
+	display := "pull " + spec.RemoteDir + " " + spec.LocalDir
+	t := m.newTask(spec.Target, display, targets)
+	p := t.panes[0]
+	p.sync = &syncState{pull: true, local: spec.LocalDir}
+	app, now, pull := m.app, m.now, m.pull
+	remote := spec.RemoteDir
+	m.runJob(t, func(ctx context.Context, onEvent func(fanout.Event)) *fanout.Summary {
+		log := newResultLog(onEvent)
+		res, er := pull(ctx, app, tg, remote, local, commands.SyncOptions{
+			Progress: func(_ string, sp commands.SyncProgress) { p.setSync(sp, now()) },
+		})
+		r := &fanout.Result{Target: tg.Name, Duration: now().Sub(t.started), Unreachable: er.Unreachable}
+		if er.Err != nil {
+			r.Err = cancelled(ctx, er.Err, "")
+			r.Unreachable = r.Unreachable && r.Err == er.Err
+		} else {
+			// The operator typed the local directory; say it their way.
+			res.LocalDir = spec.LocalDir
+			p.sb.Note(lineOut, res.Line())
+			for _, l := range res.ConflictLines() {
+				p.sb.Note(lineErr, l)
+			}
+			if cerr := res.ConflictError(); cerr != nil {
+				p.endSync(plural(len(res.Conflicts), "conflict", "conflicts"), false)
+				r.Err = cerr
+			} else {
+				p.endSync("done", true)
+				r.ExitCode = new(int)
+			}
+		}
+		log.event(fanout.Event{Target: tg.Name, Kind: fanout.EventResult, Result: r})
+		return log.summary(targets, now().Sub(t.started))
+	})
+	return m.ensureTick()
+}
+
+func firstName(targets []fanout.Target, none string) string {
+	if len(targets) == 0 {
+		return none
+	}
+	return targets[0].Name
+}
+
+// runJob runs a task's job in the background; the frame tick draws it.
+func (m *Model) runJob(t *task, job jobFunc) {
+	now := m.now
+	go func() {
+		defer t.cancel()
+		s := job(t.ctx, t.onEvent(now))
+		t.finish(s)
+		m.signal.mark()
+	}()
+}

@@ -1,0 +1,125 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/rexconsole/rex/internal/commands"
+	"github.com/rexconsole/rex/internal/fanout"
+)
+
+// toolUsage is `rex tool`'s synopsis as the console spells it.
+func toolUsage() string {
+	return consoleWords(commands.ToolUsage) + "\n(--target defaults to the current target)"
+}
+
+// consoleWords rewrites `rex tool` in a verb's words as the slash command.
+func consoleWords(s string) string {
+	return strings.ReplaceAll(s, "rex tool", "/tool")
+}
+
+// cmdTool is /tool list | show ID [--trace] | run ID [--param K=V]...
+// [--target TARGETS] [--trace].
+func (m *Model) cmdTool(args []string) tea.Cmd {
+	if len(args) == 0 || args[0] == "help" || args[0] == "--help" {
+		m.msg = message{kind: msgOutput, lines: strings.Split(toolUsage(), "\n")}
+		return nil
+	}
+	switch args[0] {
+	case "list", "show":
+		line := "/tool " + strings.Join(args, " ")
+		app := m.app
+		return m.startVerb(line, false, func(ctx context.Context, o commands.IO) error {
+			var out strings.Builder
+			err := commands.Tool(ctx, app, commands.IO{In: o.In, Out: &out, Err: &out}, args)
+			fmt.Fprint(o.Out, consoleWords(out.String()))
+			if err != nil && !isBareExit(err) {
+				return errors.New(consoleWords(err.Error()))
+			}
+			return err
+		})
+	case "run":
+		return m.toolRun(args[1:])
+	}
+	hint := ""
+	if s := closest(args[0], []string{"list", "show", "run"}); s != "" {
+		hint = " (did you mean " + s + "?)"
+	}
+	m.fail(fmt.Errorf("/tool has no verb %q%s; it takes list, show ID or run ID", args[0], hint))
+	return nil
+}
+
+// isBareExit reports an exit status that carries no message of its own.
+func isBareExit(err error) bool {
+	var ee *commands.ExitError
+	return errors.As(err, &ee) && ee.Err == nil
+}
+
+// toolRun is /tool run: a pane per target with the tool's output and
+// exit status, as /run shows a command's.
+func (m *Model) toolRun(args []string) tea.Cmd {
+	spec, err := commands.ParseToolRun(args)
+	if err != nil {
+		msg := consoleWords(errorText(err))
+		first, _, _ := strings.Cut(msg, "\n")
+		m.fail(fmt.Errorf("/tool run: %s; usage: /tool run ID [--param K=V]... [--target TARGETS] [--trace]", first))
+		return nil
+	}
+	if spec.Targets == "" {
+		spec.Targets = m.target
+	}
+	if ids, err := commands.ToolIDs(m.app); err == nil && !slices.Contains(ids, spec.ID) {
+		hint := ""
+		if s := closest(spec.ID, ids); s != "" {
+			hint = " (did you mean " + s + "?)"
+		}
+		m.fail(fmt.Errorf("/tool run: there is no tool %s%s; /tool list shows them", spec.ID, hint))
+		return nil
+	}
+	targets, err := m.resolve(spec.Targets)
+	if err != nil {
+		m.fail(fmt.Errorf("/tool run --target %s: %w", spec.Targets, err))
+		return nil
+	}
+	for _, t := range targets {
+		if _, local := t.Spec.(commands.LocalSpec); !local {
+			if err := m.needPool("/tool run on " + t.Name); err != nil {
+				m.fail(err)
+				return nil
+			}
+		}
+	}
+	display := "tool " + spec.ID
+	app, now := m.app, m.now
+	var t *task
+	job := func(ctx context.Context, onEvent func(fanout.Event)) *fanout.Summary {
+		log := newResultLog(onEvent)
+		_, err := commands.RunTool(ctx, app, spec, targets, commands.ToolRunOptions{
+			OnEvent: log.event,
+			OnTrace: func(target, text string) {
+				if p := t.byName[target]; p != nil {
+					p.sb.Note(lineNote, "trace:\n"+strings.TrimRight(text, "\n"))
+				}
+			},
+		})
+		if err != nil {
+			for _, tg := range targets {
+				log.event(fanout.Event{Target: tg.Name, Kind: fanout.EventResult,
+					Result: &fanout.Result{Target: tg.Name, Err: err, Duration: now().Sub(t.started)}})
+			}
+		}
+		return log.summary(targets, now().Sub(t.started))
+	}
+	if len(targets) == 0 {
+		m.fail(fmt.Errorf("/tool run: %s names no targets; add devices to it first", spec.Targets))
+		return nil
+	}
+	t = m.newTask(spec.Targets, display, targets)
+	m.runJob(t, job)
+	return m.ensureTick()
+}
