@@ -122,6 +122,7 @@ func console(ctx context.Context, paths commands.Paths) error {
 		Resolve:   commands.Resolver(setup.Store),
 		ConfigDir: paths.Config,
 		StateDir:  paths.State,
+		CacheDir:  paths.Cache,
 		DeviceVerb: func(ctx context.Context, o commands.IO, args []string) error {
 			return commands.DeviceWith(ctx, setup.Store, setup.DeviceRemote(), o, args)
 		},
