@@ -23,28 +23,36 @@ const (
 	CodeResourceLimit         = -32008
 )
 
-// codeNames gives each code the snake_case name the spec uses; clients put
-// it in messages and tests assert on it.
-var codeNames = map[int]string{
-	CodeParseError:            "parse_error",
-	CodeInvalidRequest:        "invalid_request",
-	CodeMethodNotFound:        "method_not_found",
-	CodeInvalidParams:         "invalid_params",
-	CodeInternalError:         "internal_error",
-	CodeUnauthorized:          "unauthorized",
-	CodeForbiddenPath:         "forbidden_path",
-	CodeTimeout:               "timeout",
-	CodeOutputLimitExceeded:   "output_limit_exceeded",
-	CodeProcessNotFound:       "process_not_found",
-	CodeConcurrencyConflict:   "concurrency_conflict",
-	CodeUnsupportedCapability: "unsupported_capability",
-	CodeResourceLimit:         "resource_limit",
-}
-
-// CodeName returns the spec's name for code, or "error".
+// CodeName returns the spec's snake_case name for code (clients put it in
+// messages and tests assert on it), or "error".
 func CodeName(code int) string {
-	if n, ok := codeNames[code]; ok {
-		return n
+	switch code {
+	case CodeParseError:
+		return "parse_error"
+	case CodeInvalidRequest:
+		return "invalid_request"
+	case CodeMethodNotFound:
+		return "method_not_found"
+	case CodeInvalidParams:
+		return "invalid_params"
+	case CodeInternalError:
+		return "internal_error"
+	case CodeUnauthorized:
+		return "unauthorized"
+	case CodeForbiddenPath:
+		return "forbidden_path"
+	case CodeTimeout:
+		return "timeout"
+	case CodeOutputLimitExceeded:
+		return "output_limit_exceeded"
+	case CodeProcessNotFound:
+		return "process_not_found"
+	case CodeConcurrencyConflict:
+		return "concurrency_conflict"
+	case CodeUnsupportedCapability:
+		return "unsupported_capability"
+	case CodeResourceLimit:
+		return "resource_limit"
 	}
 	return "error"
 }

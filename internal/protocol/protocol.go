@@ -90,11 +90,8 @@ func marshal(v any) (json.RawMessage, error) {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
-// NullID is the id of a response to a request whose id could not be read.
-var nullID = json.RawMessage("null")
-
 // NullID returns the JSON null id used when a request's id is unknown.
-func NullID() json.RawMessage { return nullID }
+func NullID() json.RawMessage { return json.RawMessage("null") }
 
 // NewResponse builds a successful response carrying result.
 func NewResponse(id json.RawMessage, result any) (*Message, error) {
@@ -108,7 +105,7 @@ func NewResponse(id json.RawMessage, result any) (*Message, error) {
 // NewErrorResponse builds an error response. A nil id becomes null.
 func NewErrorResponse(id json.RawMessage, e *Error) *Message {
 	if len(id) == 0 {
-		id = nullID
+		id = NullID()
 	}
 	return &Message{JSONRPC: JSONRPC, ID: id, Error: e}
 }
