@@ -64,6 +64,13 @@ const (
 // directories in a temporary directory, then starts rex in it.
 func startConsole(t testing.TB, bin string, w, h int) *console {
 	t.Helper()
+	return startConsoleIn(t, bin, "", w, h)
+}
+
+// startConsoleIn is startConsole with rex started in dir ("" for the
+// test's own working directory).
+func startConsoleIn(t testing.TB, bin, dir string, w, h int) *console {
+	t.Helper()
 	var rnd [6]byte
 	rand.Read(rnd[:])
 	c := &console{t: t, socket: "rex-e2e-" + hex.EncodeToString(rnd[:]), home: sshtest.TempDir(t)}
@@ -83,7 +90,11 @@ func startConsole(t testing.TB, bin string, w, h int) *console {
 		// Only this test's server, by its socket.
 		exec.Command("tmux", "-L", c.socket, "kill-server").Run()
 	})
-	c.tmux(env, "-f", "/dev/null", "-u", "new-session", "-d", "-s", "rex", "-x", fmt.Sprint(w), "-y", fmt.Sprint(h), "/bin/sh")
+	args := []string{"-f", "/dev/null", "-u", "new-session", "-d", "-s", "rex", "-x", fmt.Sprint(w), "-y", fmt.Sprint(h)}
+	if dir != "" {
+		args = append(args, "-c", dir)
+	}
+	c.tmux(env, append(args, "/bin/sh")...)
 	c.waitFor(promptMark)
 	c.sendLine(filepath.Join(bin, "rex"))
 	c.waitFor("local ❯")

@@ -216,31 +216,40 @@ func TestPull(t *testing.T) {
 	e.wantMessage("pull srv/site site — 0 ok, 1 failed")
 }
 
-// TestSyncCancel: ctrl+c stops a push still connecting; its pane says
-// cancelled, and the console is free.
+// TestSyncCancel: ctrl+c or /kill stops a push still connecting; its
+// pane says cancelled, and the console is free.
 func TestSyncCancel(t *testing.T) {
-	e, f := syncEnv(t)
-	f.gate = make(chan struct{})
-	e.typeText("/push site srv web1")
-	e.press("enter")
-	select {
-	case <-f.dialing:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the push never began connecting")
+	for _, how := range []string{"ctrl+c", "/kill"} {
+		t.Run(how, func(t *testing.T) {
+			e, f := syncEnv(t)
+			f.gate = make(chan struct{})
+			e.typeText("/push site srv web1")
+			e.press("enter")
+			select {
+			case <-f.dialing:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the push never began connecting")
+			}
+			e.m.Update(frameMsg{})
+			if s := e.screen(); !strings.Contains(s, "connecting to web1") {
+				t.Errorf("the pane does not say it is connecting:\n%s", s)
+			}
+			if how == "ctrl+c" {
+				e.press("ctrl+c")
+			} else {
+				e.typeText(how)
+				e.press("enter")
+			}
+			e.settle()
+			if text := e.paneText(0); !strings.HasPrefix(text, "cancelled") {
+				t.Errorf("pane says %q, want cancelled", text)
+			}
+			if h := e.paneHeader(0); !strings.Contains(h, "cancelled") {
+				t.Errorf("header %q", h)
+			}
+			e.wantMessage("cancelled: 0 ok, 1 failed")
+		})
 	}
-	e.m.Update(frameMsg{})
-	if s := e.screen(); !strings.Contains(s, "connecting to web1") {
-		t.Errorf("the pane does not say it is connecting:\n%s", s)
-	}
-	e.press("ctrl+c")
-	e.settle()
-	if text := e.paneText(0); !strings.HasPrefix(text, "cancelled") {
-		t.Errorf("pane says %q, want cancelled", text)
-	}
-	if h := e.paneHeader(0); !strings.Contains(h, "cancelled") {
-		t.Errorf("header %q", h)
-	}
-	e.wantMessage("cancelled: 0 ok, 1 failed")
 }
 
 // TestLocalPath: a relative LOCAL_DIR starts where rex was started, ~/
