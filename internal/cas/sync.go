@@ -104,6 +104,10 @@ func (t *tracker) walked(ds []Digest) {
 	t.report()
 }
 
+// streamDone forgets the stream in flight: its object is counted whole
+// (or failed).
+func (t *tracker) streamDone() { t.streamed, t.reported = 0, 0 }
+
 // streaming notes n more bytes of the stream in flight.
 func (t *tracker) streaming(n int) {
 	t.streamed += int64(n)
@@ -452,7 +456,7 @@ func sendObjects(ctx context.Context, local *Store, remote Remote, ds []Digest, 
 			}
 			err = remote.PutStream(ctx, d, progressReader{r, st})
 			r.Close()
-			st.streamed = 0
+			st.streamDone()
 			if err != nil {
 				return fmt.Errorf("stream %s: %w", d, err)
 			}
@@ -601,7 +605,7 @@ func receiveObjects(ctx context.Context, remote Remote, ds []Digest, st *tracker
 				return nil, err
 			}
 			obj, err := receiveStream(ctx, remote, d, st, into)
-			st.streamed = 0
+			st.streamDone()
 			if err != nil {
 				return nil, err
 			}
