@@ -784,8 +784,9 @@ func (m *Model) closePane(i int) {
 		t := op.task
 		for j, tp := range t.panes {
 			if tp == op {
+				// byName stays as it is: the task's goroutines read it
+				// while its other targets run.
 				t.panes = append(t.panes[:j:j], t.panes[j+1:]...)
-				delete(t.byName, op.target)
 				break
 			}
 		}
