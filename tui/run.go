@@ -14,6 +14,11 @@
 // has the keys, every key but the detach key (ctrl+]) is encoded as an
 // xterm would send it and goes to the remote program, or to all terminals
 // of the /attach while broadcasting.
+//
+// /push, /pull and /tool run are tasks too, run by the same functions as
+// rex push, rex pull and rex tool run (package commands): a sync pane
+// draws its target's progress (phase and bar) above the lines the command
+// line prints.
 package tui
 
 import (
