@@ -413,11 +413,11 @@ type PullResult struct {
 	Conflicts  []PullConflict
 }
 
-// PullConflict is a path the merge could not settle, and where the remote
-// side of it went.
+// PullConflict is a path the merge could not settle; Note says where its
+// remote side went (" (conflict markers in the file)").
 type PullConflict struct {
 	cas.Conflict
-	note string
+	Note string
 }
 
 // Line is what `rex pull` prints first: "h1:/srv/site → ./site: merged cleanly".
@@ -429,7 +429,7 @@ func (r PullResult) Line() string {
 func (r PullResult) ConflictLines() []string {
 	var out []string
 	for _, c := range r.Conflicts {
-		out = append(out, fmt.Sprintf("conflict (%s): %s%s", c.Kind, c.Path, c.note))
+		out = append(out, fmt.Sprintf("conflict (%s): %s%s", c.Kind, c.Path, c.Note))
 	}
 	return out
 }
@@ -542,9 +542,9 @@ func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 				if err != nil {
 					return res, err
 				}
-				pc.note = " (theirs saved as " + side + ")"
+				pc.Note = " (theirs saved as " + side + ")"
 			} else if c.Markers {
-				pc.note = " (conflict markers in the file)"
+				pc.Note = " (conflict markers in the file)"
 			}
 			res.Conflicts = append(res.Conflicts, pc)
 		}
