@@ -81,21 +81,7 @@ func (f *fakeFleet) run(ctx context.Context, targets []fanout.Target, t fanout.T
 		}()
 	}
 	wg.Wait()
-	s := &fanout.Summary{Results: results, Duration: 2 * time.Second}
-	for _, r := range results {
-		switch {
-		case r.Unreachable:
-			s.Unreachable++
-		case r.OK():
-			s.OK++
-		default:
-			s.Failed++
-		}
-		if !r.Unreachable && (s.Slowest == nil || r.Duration > s.Slowest.Duration) {
-			s.Slowest = r
-		}
-	}
-	return s
+	return fanout.Summarize(results, 2*time.Second)
 }
 
 func (f *fakeFleet) one(ctx context.Context, target, cmd string, emit func(fanout.Event)) *fanout.Result {

@@ -136,7 +136,7 @@ func syncText(s syncState, target, conn string, done bool, r *fanout.Result) (st
 	if done {
 		switch {
 		case s.end != "" && s.endOK && moved > 0:
-			return fmt.Sprintf("%s · %s %s · %s", s.end, past, plural(moved, "object", "objects"), humanBytes(s.moved.Bytes)), 1
+			return fmt.Sprintf("%s · %s %s · %s", s.end, past, plural(moved, "object", "objects"), commands.HumanBytes(s.moved.Bytes)), 1
 		case s.end != "" && s.endOK:
 			return fmt.Sprintf("%s · nothing to %s", s.end, base), 1
 		case s.end != "":
@@ -172,7 +172,7 @@ func syncText(s syncState, target, conn string, done bool, r *fanout.Result) (st
 			return fmt.Sprintf("%s directories · %d so far", verb, moved), 0
 		}
 		return fmt.Sprintf("%s %d/%d objects · %s/%s", verb, moved, s.moved.TotalObjects,
-			humanBytes(s.moved.Bytes), humanBytes(s.moved.TotalBytes)), frac
+			commands.HumanBytes(s.moved.Bytes), commands.HumanBytes(s.moved.TotalBytes)), frac
 	case commands.SyncMerging:
 		return "merging with the local changes", frac
 	case commands.SyncWriting:
@@ -193,19 +193,6 @@ func progressBar(st *Styles, frac float64, w int) string {
 	}
 	full := int(math.Floor(frac * float64(bw)))
 	return st.Accent.Render(strings.Repeat("█", full)) + st.Muted.Render(strings.Repeat("░", bw-full)+pct)
-}
-
-// humanBytes writes a byte count as the command line does.
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }
 
 // localPath makes a LOCAL_DIR absolute: relative to the directory rex was
@@ -251,26 +238,15 @@ func (l *resultLog) event(ev fanout.Event) {
 func (l *resultLog) summary(targets []fanout.Target, d time.Duration) *fanout.Summary {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := &fanout.Summary{Duration: d}
+	results := make([]*fanout.Result, 0, len(targets))
 	for _, t := range targets {
 		r := l.results[t.Name]
 		if r == nil {
 			r = &fanout.Result{Target: t.Name, Err: errors.New("no result")}
 		}
-		s.Results = append(s.Results, r)
-		switch {
-		case r.Unreachable:
-			s.Unreachable++
-		case r.OK():
-			s.OK++
-		default:
-			s.Failed++
-		}
-		if !r.Unreachable && (s.Slowest == nil || r.Duration > s.Slowest.Duration) {
-			s.Slowest = r
-		}
+		results = append(results, r)
 	}
-	return s
+	return fanout.Summarize(results, d)
 }
 
 // cancelled turns the error of a sync stopped by ctrl+c into what the

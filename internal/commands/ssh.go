@@ -124,7 +124,7 @@ func (r SSHDeviceRemote) Prepare(ctx context.Context, o IO, targets []devices.Ta
 			}
 			defer conn.Close()
 			if conn.Info.Uploaded {
-				return fmt.Sprintf("ok\tuploaded rexd (%s, %s) to %s", conn.Info.Platform, humanBytes(conn.Info.BytesUploaded), conn.Info.RemotePath), nil
+				return fmt.Sprintf("ok\tuploaded rexd (%s, %s) to %s", conn.Info.Platform, HumanBytes(conn.Info.BytesUploaded), conn.Info.RemotePath), nil
 			}
 			return "ok\trexd already in place at " + conn.Info.RemotePath, nil
 		})

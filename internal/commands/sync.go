@@ -205,7 +205,7 @@ type PushOutcome struct {
 func (po PushOutcome) Line() string {
 	ps := po.Stats
 	return fmt.Sprintf("%s: %s → %s (%d %s, %s out, %s in)", po.Target, describeStats(ps.Stats), ps.Path,
-		ps.Queries, plural(ps.Queries, "query", "queries"), humanBytes(ps.WireOut), humanBytes(ps.WireIn))
+		ps.Queries, plural(ps.Queries, "query", "queries"), HumanBytes(ps.WireOut), HumanBytes(ps.WireIn))
 }
 
 // UpToDate reports whether the target already held the tree.
@@ -321,10 +321,11 @@ func describeStats(s cas.Stats) string {
 	if s.Blobs == 0 && s.Trees == 0 {
 		return "up to date"
 	}
-	return fmt.Sprintf("sent %d file(s), %d dir(s), %s", s.Blobs, s.Trees, humanBytes(s.Bytes))
+	return fmt.Sprintf("sent %d file(s), %d dir(s), %s", s.Blobs, s.Trees, HumanBytes(s.Bytes))
 }
 
-func humanBytes(n int64) string {
+// HumanBytes writes a byte count the way rex reports sizes.
+func HumanBytes(n int64) string {
 	switch {
 	case n >= 1<<30:
 		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))

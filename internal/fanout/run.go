@@ -141,7 +141,12 @@ func Run(ctx context.Context, pool *Pool, targets []Target, task Task, opts Opti
 		}(i, t)
 	}
 	wg.Wait()
-	s := &Summary{Results: results, Duration: time.Since(start)}
+	return Summarize(results, time.Since(start))
+}
+
+// Summarize counts results into a Summary.
+func Summarize(results []*Result, took time.Duration) *Summary {
+	s := &Summary{Results: results, Duration: took}
 	for _, r := range results {
 		switch {
 		case r.Unreachable:
