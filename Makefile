@@ -35,14 +35,14 @@ test: lint payload
 
 # fuzz runs every fuzz target for FUZZTIME each.
 fuzz:
-	@set -e; for pkg in $$($(GO) list ./...); do \
+	@set -e; log=$$(mktemp); for pkg in $$($(GO) list ./...); do \
 		dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
 		for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/^func //'); do \
 			echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
-			$(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg >/dev/null || \
-				{ $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg; exit 1; }; \
+			$(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg >$$log 2>&1 || \
+				{ cat $$log; rm -f $$log; exit 1; }; \
 		done; \
-	done
+	done; rm -f $$log
 
 bench: build
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 ./...
