@@ -112,10 +112,6 @@ func helperCmd(t *testing.T, role string, a helperArgs) *exec.Cmd {
 func runHelpers(t *testing.T, n int, role string, a helperArgs) []string {
 	t.Helper()
 	a.Go = t.TempDir() + "/go"
-	type result struct {
-		out []byte
-		err error
-	}
 	cmds := make([]*exec.Cmd, n)
 	outs := make([]*strings.Builder, n)
 	for i := range cmds {

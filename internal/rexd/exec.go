@@ -21,13 +21,11 @@ type commandSpec struct {
 	argv    []string
 	shell   bool
 	command string
-	cwd     string
-	env     map[string]string
 }
 
 // buildArgv applies the shell rules: argv by default, "/bin/sh -c command"
 // only when shell is true, and never both.
-func (c *conn) buildArgv(s *session, spec commandSpec, allowEmpty bool) ([]string, *protocol.Error) {
+func (c *conn) buildArgv(spec commandSpec, allowEmpty bool) ([]string, *protocol.Error) {
 	switch {
 	case spec.shell:
 		if !c.srv.cfg.AllowShell {
@@ -172,7 +170,7 @@ func (c *conn) execStart(ctx context.Context, req *request) (any, *protocol.Erro
 		return nil, e
 	}
 	s := req.session
-	argv, perr := c.buildArgv(s, commandSpec{argv: p.Argv, shell: p.Shell, command: p.Command}, false)
+	argv, perr := c.buildArgv(commandSpec{argv: p.Argv, shell: p.Shell, command: p.Command}, false)
 	if perr != nil {
 		return nil, perr
 	}

@@ -44,13 +44,17 @@ func (c *conn) ptyOpen(ctx context.Context, req *request) (any, *protocol.Error)
 	if e := checkSize(p.Cols, p.Rows); e != nil {
 		return nil, e
 	}
-	argv, perr := c.buildArgv(s, commandSpec{argv: p.Argv, shell: p.Shell, command: p.Command}, true)
+	argv, perr := c.buildArgv(commandSpec{argv: p.Argv, shell: p.Shell, command: p.Command}, true)
 	if perr != nil {
 		return nil, perr
 	}
 	argv0 := ""
 	if argv == nil {
 		sh := loginShell()
+		if !c.srv.commandAllowed(sh) {
+			return nil, protocol.Errorf(protocol.CodeUnauthorized, map[string]string{"command": sh},
+				"the login shell %s is not in this rexd's allow list (security.allow_commands); name a program in argv", sh)
+		}
 		argv = []string{sh}
 		argv0 = "-" + filepath.Base(sh) // a login shell, as sshd starts it
 	}

@@ -288,6 +288,7 @@ func TestShellDisabledIsUnauthorized(t *testing.T) {
 	sid := h.open()
 	h.fails(protocol.MethodExecStart, protocol.ExecStartParams{SessionID: sid, Shell: true, Command: "echo hi"}, protocol.CodeUnauthorized)
 	h.fails(protocol.MethodExecStart, protocol.ExecStartParams{SessionID: sid, Argv: []string{"cat", "/etc/passwd"}}, protocol.CodeUnauthorized)
+	h.fails(protocol.MethodPTYOpen, protocol.PTYOpenParams{SessionID: sid}, protocol.CodeUnauthorized) // the login shell is not allowed either
 	out, _, _ := h.run(sid, protocol.ExecStartParams{Argv: []string{"echo", "allowed"}})
 	if out != "allowed\n" {
 		t.Errorf("allowed command output %q", out)

@@ -329,7 +329,6 @@ type budget struct {
 	paused   int
 	pausedAt time.Time
 	changed  chan struct{} // closed when end or paused changes
-	expiredC chan struct{}
 }
 
 // newBudget returns a budget that has not started: it runs between
