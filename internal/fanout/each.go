@@ -42,7 +42,7 @@ func Each(ctx context.Context, pool *Pool, targets []Target, opts Options,
 			}
 			defer func() { <-sem }()
 			start := time.Now()
-			sess, err := acquire(ctx, pool, t, opts.ConnectTimeout)
+			sess, err := acquire(ctx, pool, t, opts)
 			if err != nil {
 				r.Err, r.Unreachable = err, true
 				return

@@ -12,7 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rexconsole/rex/internal/protocol"
 	"github.com/rexconsole/rex/internal/rexclient"
+	"github.com/rexconsole/rex/internal/version"
 )
 
 // Target is one place a task runs: `local`, a device or an ad-hoc host.
@@ -79,6 +81,11 @@ type entry struct {
 	err      error
 	lastUsed time.Time
 	users    int
+
+	// named are further sessions on conn, one per client name (AcquireAs);
+	// namedMu serialises opening them. They end with the connection.
+	namedMu sync.Mutex
+	named   map[string]*rexclient.Session
 }
 
 // NewPool returns a pool dialling through c.
@@ -172,6 +179,47 @@ func (p *Pool) Acquire(ctx context.Context, t Target) (*rexclient.Session, error
 		return e.conn.Session, nil
 	}
 	return nil, fmt.Errorf("connect %s: the connection keeps dropping", t.Name)
+}
+
+// AcquireAs is Acquire for a session of its own on t's pooled connection,
+// opened once under client's name and reused: rexd's audit log then names
+// who acted (rex-agent, rex-mcp/<client>) while every front end shares one
+// SSH connection and rexd per target. The session gets the workspace roots
+// of the connection's first session. Release it with Release(t). An empty
+// client is Acquire.
+func (p *Pool) AcquireAs(ctx context.Context, t Target, client string) (*rexclient.Session, error) {
+	base, err := p.Acquire(ctx, t)
+	if err != nil || client == "" {
+		return base, err
+	}
+	p.mu.Lock()
+	e := p.entries[key(t)]
+	p.mu.Unlock()
+	if e == nil || e.conn == nil || e.conn.Session != base {
+		// Dropped between the two steps: the caller retries as after any
+		// lost connection.
+		p.Release(t)
+		return nil, fmt.Errorf("connect %s: %w", t.Name, rexclient.ErrClosed)
+	}
+	e.namedMu.Lock()
+	defer e.namedMu.Unlock()
+	if s := e.named[client]; s != nil {
+		return s, nil
+	}
+	s, err := base.Client().OpenSession(ctx, protocol.SessionOpenParams{
+		ClientName:     client,
+		ClientVersion:  version.Version,
+		WorkspaceRoots: base.Info.WorkspaceRoots,
+	})
+	if err != nil {
+		p.Release(t)
+		return nil, fmt.Errorf("%s: open a session for %s: %w", t.Name, client, err)
+	}
+	if e.named == nil {
+		e.named = map[string]*rexclient.Session{}
+	}
+	e.named[client] = s
+	return s, nil
 }
 
 // Release marks one use of t's session as finished.

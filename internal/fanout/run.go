@@ -72,6 +72,10 @@ func (r *Result) OK() bool { return r.Err == nil && r.ExitCode != nil && *r.Exit
 type Options struct {
 	Concurrency    int           // targets in flight; default 64
 	ConnectTimeout time.Duration // per target; default 15s
+	// ClientName, when set, runs the task in a session of that name on
+	// each target's pooled connection (Pool.AcquireAs), so rexd's audit
+	// log says who acted: "rex-agent", "rex-mcp/<client>".
+	ClientName string
 	// OnEvent receives every event. It is called from several goroutines
 	// at once (one per target), in order for each target, and must not
 	// block for long: it holds back that target's output.
@@ -165,7 +169,7 @@ func Summarize(results []*Result, took time.Duration) *Summary {
 
 func runOne(ctx context.Context, pool *Pool, t Target, task Task, opts Options, emit func(Event)) *Result {
 	r := &Result{Target: t.Name}
-	sess, err := acquire(ctx, pool, t, opts.ConnectTimeout)
+	sess, err := acquire(ctx, pool, t, opts)
 	if err != nil {
 		r.Err, r.Unreachable = err, true
 		return r
@@ -242,10 +246,11 @@ func runOne(ctx context.Context, pool *Pool, t Target, task Task, opts Options, 
 
 // acquire gets t's session within the connect timeout, with the error an
 // operator can act on when the time runs out.
-func acquire(ctx context.Context, pool *Pool, t Target, timeout time.Duration) (*rexclient.Session, error) {
+func acquire(ctx context.Context, pool *Pool, t Target, opts Options) (*rexclient.Session, error) {
+	timeout := opts.ConnectTimeout
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	sess, err := pool.Acquire(cctx, t)
+	sess, err := pool.AcquireAs(cctx, t, opts.ClientName)
 	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		err = fmt.Errorf("connect %s: no answer within %s; is the host up and reachable?", t.Name, timeout)
 	}
