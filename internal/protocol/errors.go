@@ -21,6 +21,10 @@ const (
 	CodeConcurrencyConflict   = -32006
 	CodeUnsupportedCapability = -32007
 	CodeResourceLimit         = -32008
+	// Extensions: file-system failures that are neither a bad path nor a
+	// permission problem get codes of their own, never internal_error.
+	CodeNoSpace    = -32009 // ENOSPC, EDQUOT: the file system or quota is full
+	CodeFileSystem = -32010 // read-only file system, busy, name too long, I/O error, …
 )
 
 // CodeName returns the spec's snake_case name for code (clients put it in
@@ -53,6 +57,10 @@ func CodeName(code int) string {
 		return "unsupported_capability"
 	case CodeResourceLimit:
 		return "resource_limit"
+	case CodeNoSpace:
+		return "no_space"
+	case CodeFileSystem:
+		return "filesystem_error"
 	}
 	return "error"
 }
@@ -102,6 +110,24 @@ type ForbiddenPathData struct {
 type ResourceLimitData struct {
 	Limit string `json:"limit"`
 	Value int64  `json:"value"`
+}
+
+// NoSpaceData is the data of a -32009 error: where space ran out and,
+// when known, how much was needed and how much is free (bytes).
+type NoSpaceData struct {
+	Path   string `json:"path"`
+	Needed int64  `json:"needed,omitempty"`
+	Free   int64  `json:"free,omitempty"`
+	Reason string `json:"reason"` // "no_space" or "quota"
+}
+
+// FileSystemData is the data of a -32010 error; Reason is one of
+// "read_only", "busy", "name_too_long", "io", "not_a_directory",
+// "is_a_directory", "not_empty", "too_many_links", "cross_device", "exists",
+// "loop", "other".
+type FileSystemData struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
 }
 
 // ConflictData is the data of a -32006 error.

@@ -117,7 +117,7 @@ func TestErrorFormatting(t *testing.T) {
 	if ErrorCode(e) != CodeForbiddenPath || ErrorCode(errors.New("x")) != 0 {
 		t.Error("ErrorCode")
 	}
-	for code := -32008; code <= -32001; code++ {
+	for code := -32010; code <= -32001; code++ {
 		if CodeName(code) == "error" {
 			t.Errorf("code %d has no name", code)
 		}
