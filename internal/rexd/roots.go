@@ -33,10 +33,9 @@ func openRoots(paths []string) (rootSet, error) {
 		if !filepath.IsAbs(p) {
 			return nil, fmt.Errorf("allowed root %q must be an absolute path", p)
 		}
+		// "/" is allowed: rex passes it for a device that names no roots,
+		// so the operator reaches what the login user can, as with ssh.
 		clean := filepath.Clean(p)
-		if clean == "/" {
-			return nil, fmt.Errorf("allowed root %q is the whole file system; name a directory", p)
-		}
 		resolved, err := filepath.EvalSymlinks(clean)
 		if err != nil {
 			return nil, fmt.Errorf("allowed root %s: %w", clean, err)
@@ -67,6 +66,18 @@ func (rs rootSet) paths() []string {
 		out = append(out, r.path)
 	}
 	return out
+}
+
+// home is where a session starts: the user's home directory when it lies
+// inside the roots (so relative paths start there, as over ssh), else the
+// first root.
+func (rs rootSet) home() string {
+	if h, err := os.UserHomeDir(); err == nil {
+		if r, perr := rs.resolve(h, "/"); perr == nil {
+			return r.abs
+		}
+	}
+	return rs[0].path
 }
 
 // expandHome turns "~" and "~/x" into the user's home directory.

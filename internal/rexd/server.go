@@ -433,7 +433,7 @@ func (c *conn) sessionOpen(ctx context.Context, req *request) (any, *protocol.Er
 		clientName: p.ClientName,
 		roots:      roots,
 		ownRoots:   own,
-		cwd:        roots[0].path,
+		cwd:        roots.home(),
 		limits:     lowerLimits(c.srv.cfg.Limits, p.Limits),
 		openedAt:   time.Now(),
 		procs:      map[string]*process{},
