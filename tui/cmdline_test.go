@@ -312,6 +312,7 @@ func TestEditor(t *testing.T) {
 	// A long line scrolls so that the cursor stays in the field.
 	e.SetValue(strings.Repeat("x", 100) + "END")
 	e.SetWidth(20)
+	e.scrollIntoView() // as the layout does after every Update
 	view, x := e.View(func(s string) string { return s })
 	if !strings.HasSuffix(strings.TrimRight(view, " "), "END") || x != 19 {
 		t.Errorf("scrolled view %q, cursor %d", view, x)

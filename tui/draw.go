@@ -61,15 +61,18 @@ func blankLines(w, h int) []string {
 	return out
 }
 
-// wrapText breaks plain text into lines of at most w cells.
+// wrapText breaks plain text into lines of at most w cells, at spaces
+// (never inside a word like --gather unless the word is longer than a
+// line).
 func wrapText(s string, w int) []string {
 	if w <= 0 {
 		return nil
 	}
 	var out []string
 	for _, para := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
-		wrapped := ansi.Wrap(para, w, " ")
-		out = append(out, strings.Split(wrapped, "\n")...)
+		for _, r := range wrapCells(para, ansi.StringWidth(para), w) {
+			out = append(out, strings.TrimRight(r.text, " "))
+		}
 	}
 	return out
 }

@@ -142,21 +142,25 @@ func (e *lineEditor) Update(msg tea.Msg) bool {
 	return false
 }
 
+// scrollIntoView moves the field so that the cursor shows, with one cell
+// for it at the end. Update calls it after edits and resizes; View only
+// reads the offset.
+func (e *lineEditor) scrollIntoView() {
+	w := max(1, e.width)
+	e.offset = min(e.offset, e.pos, len(e.value))
+	for e.offset < e.pos && ansi.StringWidth(string(e.value[e.offset:e.pos])) > w-1 {
+		e.offset++
+	}
+}
+
 // View draws the visible part of the line, padded to the field's width,
 // and the cursor's column in it.
 func (e *lineEditor) View(render func(string) string) (string, int) {
 	w := max(1, e.width)
-	// Keep the cursor inside the field, with one cell for it at the end.
-	if e.pos < e.offset {
-		e.offset = e.pos
-	}
-	for e.offset < e.pos && ansi.StringWidth(string(e.value[e.offset:e.pos])) > w-1 {
-		e.offset++
-	}
-	e.offset = min(e.offset, len(e.value))
+	offset := min(e.offset, len(e.value))
 	var b strings.Builder
 	cw, x := 0, 0
-	for i := e.offset; i < len(e.value); i++ {
+	for i := offset; i < len(e.value); i++ {
 		rw := ansi.StringWidth(string(e.value[i]))
 		if cw+rw > w {
 			break
@@ -168,7 +172,7 @@ func (e *lineEditor) View(render func(string) string) (string, int) {
 		cw += rw
 	}
 	if e.pos >= len(e.value) {
-		x = ansi.StringWidth(string(e.value[e.offset:e.pos]))
+		x = ansi.StringWidth(string(e.value[offset:e.pos]))
 	}
 	return render(b.String()) + spaces(w-cw), x
 }

@@ -184,9 +184,10 @@ func (m *Model) fullscreenDone(msg fullscreenDoneMsg) tea.Cmd {
 	if msg.err != nil {
 		m.fail(msg.err)
 	}
-	m.geometry()              // the pane gets its size back
-	go msg.pane.flushResize() // and its remote terminal at once, undebounced
-	return m.ensureTick()
+	// The pane gets its size back (relayout, after this), and its remote
+	// terminal at once, undebounced.
+	p := msg.pane
+	return tea.Batch(func() tea.Msg { p.flushResize(); return nil }, m.ensureTick())
 }
 
 func (m *Model) cmdFullscreen(args []string) tea.Cmd {

@@ -313,6 +313,44 @@ func (e *testEnv) runCmd(cmd tea.Cmd) {
 	}
 }
 
+// deliverResizes runs cmd as Bubble Tea would, waiting for its ticks, and
+// feeds the resize ticks it yields back through Update, running what that
+// returns, until none is left; other messages are dropped.
+func (e *testEnv) deliverResizes(cmd tea.Cmd) {
+	e.t.Helper()
+	for cmd != nil {
+		var due []tea.Msg
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		var run func(tea.Cmd)
+		run = func(c tea.Cmd) {
+			defer wg.Done()
+			switch msg := c().(type) {
+			case tea.BatchMsg:
+				for _, cc := range msg {
+					if cc != nil {
+						wg.Add(1)
+						go run(cc)
+					}
+				}
+			case resizeDueMsg:
+				mu.Lock()
+				due = append(due, msg)
+				mu.Unlock()
+			}
+		}
+		wg.Add(1)
+		go run(cmd)
+		wg.Wait()
+		var next []tea.Cmd
+		for _, msg := range due {
+			_, c := e.m.Update(msg)
+			next = append(next, c)
+		}
+		cmd = tea.Batch(next...)
+	}
+}
+
 // screen is the view without styling.
 func (e *testEnv) screen() string {
 	return ansi.Strip(e.m.View().Content)

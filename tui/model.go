@@ -133,6 +133,7 @@ type Model struct {
 	help     help.Model
 
 	width, height int
+	geo           geometry // the layout, computed by relayout in Update
 
 	reg    *devices.Registry
 	known  []sidebarEntry // local, devices and groups of reg, for the sidebar
@@ -287,45 +288,48 @@ func (m *Model) resolve(spec string) ([]fanout.Target, error) {
 // Init starts nothing: output and keys drive everything.
 func (m *Model) Init() tea.Cmd { return nil }
 
-// Update routes a message to the widget it is for.
+// Update routes a message to the widget it is for, then lays the screen
+// out again: View only draws what Update laid out.
 func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	cmd := m.update(msg)
+	return m, tea.Batch(cmd, m.relayout())
+}
+
+func (m *Model) update(msg tea.Msg) tea.Cmd {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
 		m.help.SetWidth(msg.Width)
-		return m, nil
 	case wakeMsg:
-		return m, m.ensureTick()
+		return m.ensureTick()
 	case frameMsg:
-		return m, m.onFrame(time.Time(msg))
+		return m.onFrame(time.Time(msg))
+	case resizeDueMsg:
+		return msg.pane.resizeDue(msg.seq)
 	case verbDoneMsg:
-		return m, m.verbDone(msg)
+		return m.verbDone(msg)
 	case tea.KeyPressMsg:
-		return m, m.onKey(msg)
+		return m.onKey(msg)
 	case fullscreenDoneMsg:
-		return m, m.fullscreenDone(msg)
+		return m.fullscreenDone(msg)
 	case tea.MouseClickMsg:
 		if !m.terminalMouse(mousePress, tea.Mouse(msg)) {
 			m.onClick(msg)
 		}
-		return m, nil
 	case tea.MouseReleaseMsg:
 		m.terminalMouse(mouseRelease, tea.Mouse(msg))
-		return m, nil
 	case tea.MouseMotionMsg:
 		m.terminalMouse(mouseMotion, tea.Mouse(msg))
-		return m, nil
 	case tea.MouseWheelMsg:
 		if !m.terminalMouse(mouseWheel, tea.Mouse(msg)) {
 			m.onWheel(msg)
 		}
-		return m, nil
 	case tea.PasteMsg:
 		if p := m.keyPane(); p != nil {
 			for _, tp := range m.keyTargets(p) {
 				tp.sendPaste(msg.Content)
 			}
-			return m, nil
+			return nil
 		}
 		// A pasted block is one line here: newlines would submit half of it.
 		msg.Content = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(msg.Content)
@@ -333,9 +337,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if m.search != nil {
 			m.search.pane.Search(m.input.Value())
 		}
-		return m, nil
 	}
-	return m, nil
+	return nil
 }
 
 // ensureTick starts the frame tick unless it runs.
@@ -368,7 +371,9 @@ func (m *Model) onFrame(time.Time) tea.Cmd {
 		m.gatherTask.refreshGather(now, &m.keys, m.cfg.Scrollback, m.seed)
 	}
 	// A terminal that ended gives the keys back to the command line.
-	m.keyPane()
+	if tp, ok := m.focusedPane().(*ptyPane); ok && tp.attached && m.keyPane() == nil {
+		tp.setAttached(false)
+	}
 	if m.signal.dirty.Swap(false) || m.busy() {
 		return tickCmd()
 	}

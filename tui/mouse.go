@@ -8,7 +8,7 @@ func (m *Model) onClick(msg tea.MouseClickMsg) {
 	if msg.Button != tea.MouseLeft || m.helpOpen {
 		return
 	}
-	g := m.geometry()
+	g := m.geo
 	if g.sidebar.contains(msg.X, msg.Y) {
 		if name := m.sidebarNameAt(g, msg.Y); name != "" {
 			if err := m.setTarget(name); err != nil {
@@ -39,7 +39,7 @@ func (m *Model) onWheel(msg tea.MouseWheelMsg) {
 		}
 		return
 	}
-	g := m.geometry()
+	g := m.geo
 	for _, p := range g.panes {
 		if p.r.contains(msg.X, msg.Y) {
 			p.pane.Update(msg)

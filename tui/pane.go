@@ -23,8 +23,11 @@ import (
 type Pane interface {
 	// Title names the pane: its target, or what it shows.
 	Title() string
-	// SetSize gives the pane its outer size, borders included.
-	SetSize(width, height int)
+	// SetSize gives the pane its outer size, borders included. It is
+	// called from Update only (by the layout); the command it may return
+	// does the work that follows a resize, such as resizing a remote
+	// terminal once the size has held.
+	SetSize(width, height int) tea.Cmd
 	// Update handles a message routed to the pane: pane keys (scrolling)
 	// when it has focus, every key when CapturesKeys says so, mouse events
 	// inside it.
@@ -113,7 +116,7 @@ func (p *outputPane) Title() string {
 	return p.target
 }
 
-func (p *outputPane) SetSize(w, h int) { p.w, p.h = w, h }
+func (p *outputPane) SetSize(w, h int) tea.Cmd { p.w, p.h = w, h; return nil }
 
 func (p *outputPane) CapturesKeys() bool { return false }
 

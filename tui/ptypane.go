@@ -134,17 +134,19 @@ type ptyPane struct {
 	tee          io.Writer
 	fullscreen   bool
 
-	state   termPhase
-	since   time.Time
-	exit    *protocol.ExitEvent
-	err     error
-	term    remoteTerm
-	sender  *commands.InputSender
-	gen     int           // which terminal of the pane (reconnects count)
-	done    chan struct{} // closed when the current terminal's goroutine ends
-	sent    [2]int        // the size the remote terminal was last given
-	early   []byte        // keys typed while the terminal was opening
-	resizeT *time.Timer
+	state  termPhase
+	since  time.Time
+	exit   *protocol.ExitEvent
+	err    error
+	term   remoteTerm
+	sender *commands.InputSender
+	gen    int           // which terminal of the pane (reconnects count)
+	done   chan struct{} // closed when the current terminal's goroutine ends
+	sent   [2]int        // the size the remote terminal was last given
+	early  []byte        // keys typed while the terminal was opening
+	// resizeSeq numbers the emulator's resizes; a debounce tick acts
+	// only if no resize came after it.
+	resizeSeq int
 
 	// The body as last drawn, to skip redrawing an unchanged screen.
 	drawnV    uint64
@@ -228,21 +230,42 @@ func (p *ptyPane) phase() termPhase {
 	return p.state
 }
 
+// resizeDueMsg says a terminal pane's size has held for resizeDebounce
+// since its resize number seq: time to resize its remote terminal.
+type resizeDueMsg struct {
+	pane *ptyPane
+	seq  int
+}
+
 // SetSize sizes the pane and, when its body changed size, the emulator at
-// once and the remote terminal after resizeDebounce.
-func (p *ptyPane) SetSize(w, h int) {
+// once; the remote terminal follows when the returned tick comes back
+// (resizeDue) with the size unchanged since.
+func (p *ptyPane) SetSize(w, h int) tea.Cmd {
 	p.w, p.h = w, h
 	cols, rows := max(1, w-2), max(1, h-2)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.fullscreen || (p.emu.Width() == cols && p.emu.Height() == rows) {
-		return
+		return nil
 	}
 	p.resizeLocked(cols, rows)
-	if p.resizeT == nil {
-		p.resizeT = time.AfterFunc(resizeDebounce, p.flushResize)
-	} else {
-		p.resizeT.Reset(resizeDebounce)
+	p.resizeSeq++
+	msg := resizeDueMsg{pane: p, seq: p.resizeSeq}
+	return tea.Tick(resizeDebounce, func(time.Time) tea.Msg { return msg })
+}
+
+// resizeDue is the debounce tick of a resize: when no resize followed it,
+// the command it returns gives the remote terminal the emulator's size.
+func (p *ptyPane) resizeDue(seq int) tea.Cmd {
+	p.mu.Lock()
+	current := seq == p.resizeSeq
+	p.mu.Unlock()
+	if !current {
+		return nil
+	}
+	return func() tea.Msg {
+		p.flushResize()
+		return nil
 	}
 }
 
@@ -393,9 +416,6 @@ func (p *ptyPane) shutdown() <-chan struct{} {
 	p.cancel()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.resizeT != nil {
-		p.resizeT.Stop()
-	}
 	// Closing the pipe directly, not through emu.Close, keeps the reply
 	// goroutine's unlocked reads of the emulator free of races.
 	if pw, ok := p.emu.InputPipe().(*io.PipeWriter); ok {

@@ -476,7 +476,9 @@ func TestPTYResize(t *testing.T) {
 			t.Errorf("%s opened at %v, its pane body is %v", h, got, want)
 		}
 	}
-	e.press("ctrl+]", "ctrl+o")
+	e.press("ctrl+]")
+	_, cmd := e.m.Update(keyMsg(t, "ctrl+o"))
+	e.deliverResizes(cmd)
 	g := e.m.geometry()
 	want := [2]int{g.main.w - 2, g.main.h - 2}
 	p := panes[0]
@@ -495,20 +497,18 @@ func TestPTYResize(t *testing.T) {
 		t.Errorf("resizes after zoom: %v, want [%v]", got, want)
 	}
 
-	// A burst of size changes is one resize, to the last size.
-	for _, w := range []int{60, 70, 80, 90} {
-		p.SetSize(w, 20)
+	// A burst of size changes is one resize, to the last size: every
+	// tick but the last finds a newer size.
+	var burst []tea.Cmd
+	for _, w := range []int{100, 110, 130, 140} {
+		_, cmd := e.m.Update(tea.WindowSizeMsg{Width: w, Height: 30})
+		burst = append(burst, cmd)
 	}
-	deadline = time.Now().Add(5 * time.Second)
-	for len(ft.resized()) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the burst never resized the remote terminal")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	time.Sleep(2 * resizeDebounce)
-	if got := ft.resized(); len(got) != 2 || got[1] != [2]int{88, 18} {
-		t.Errorf("resizes after a burst: %v, want one more to [88 18]", got)
+	e.deliverResizes(tea.Batch(burst...))
+	g = e.m.geometry()
+	want = [2]int{g.main.w - 2, g.main.h - 2}
+	if got := ft.resized(); len(got) != 2 || got[1] != want {
+		t.Errorf("resizes after a burst: %v, want one more to %v", got, want)
 	}
 }
 

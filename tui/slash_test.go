@@ -229,8 +229,20 @@ func TestSlashCommands(t *testing.T) {
 			e.wantError("no pane to search")
 		}},
 		{"help", nil, "/help", func(t *testing.T, e *testEnv) {
-			if !e.m.helpOpen || !strings.Contains(e.screen(), "/layout grid|rows|columns") {
+			if !e.m.helpOpen || !strings.Contains(e.screen(), "/device VERB") {
 				t.Errorf("help not shown:\n%s", e.screen())
+			}
+			// It scrolls to the rest, down to its last line.
+			seen := map[string]bool{}
+			for range 20 {
+				s := e.screen()
+				for _, want := range []string{"/layout grid|rows|columns", "esc closes this help"} {
+					seen[want] = seen[want] || strings.Contains(s, want)
+				}
+				e.press("pgdown")
+			}
+			if len(seen) != 2 || !seen["/layout grid|rows|columns"] || !seen["esc closes this help"] {
+				t.Errorf("scrolling the help never showed %v:\n%s", seen, e.screen())
 			}
 		}},
 		{"unknown", nil, "/hepl", func(t *testing.T, e *testEnv) {

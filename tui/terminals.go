@@ -81,12 +81,12 @@ func (m *Model) cmdAttach(args []string) tea.Cmd {
 	m.setFocus(first, true)
 	// Size the panes before their terminals open, so that programs start
 	// at the size they are drawn at.
-	m.geometry()
+	resize := m.relayout()
 	now := m.now()
 	for _, p := range t.panes {
 		p.start(m.openTerm, now)
 	}
-	return m.ensureTick()
+	return tea.Batch(resize, m.ensureTick())
 }
 
 // setFocus moves the focus to pane i, which takes the keys when attach is
@@ -110,15 +110,15 @@ func (m *Model) setFocus(i int, attach bool) {
 	}
 }
 
-// keyPane is the terminal pane that has the keys, if any. A pane whose
-// terminal has ended gives them back to the command line.
+// keyPane is the terminal pane that has the keys, if any: a pane whose
+// terminal has ended has them no more (the next frame takes them back, in
+// Update, for View calls this too and must change nothing).
 func (m *Model) keyPane() *ptyPane {
 	tp, ok := m.focusedPane().(*ptyPane)
 	if !ok || !tp.attached {
 		return nil
 	}
 	if ph := tp.phase(); ph != termLive && ph != termOpening {
-		tp.setAttached(false)
 		return nil
 	}
 	return tp
@@ -277,8 +277,7 @@ func (m *Model) terminalMouse(kind mouseKind, ev tea.Mouse) bool {
 	if p == nil || !m.cfg.mouse() || m.helpOpen {
 		return false
 	}
-	g := m.geometry()
-	for _, pl := range g.panes {
+	for _, pl := range m.geo.panes {
 		if pl.pane != Pane(p) {
 			continue
 		}

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 )
 
@@ -47,7 +47,8 @@ func sidebarWidth(w int) int {
 	return 0
 }
 
-// geometry lays the screen out and sizes the visible panes.
+// geometry lays the screen out: where everything goes for the model's
+// current size, panes and focus. It changes nothing; relayout applies it.
 func (m *Model) geometry() geometry {
 	w, h := m.width, m.height
 	var g geometry
@@ -73,10 +74,31 @@ func (m *Model) geometry() geometry {
 			g.panes = append(g.panes, placed{idx: g.first + i, pane: m.panes[g.first+i], r: r})
 		}
 	}
-	for _, p := range g.panes {
-		p.pane.SetSize(p.r.w, p.r.h)
-	}
 	return g
+}
+
+// relayout computes the layout and gives every visible pane, and the
+// command line, its size. It runs at the end of every Update, so View
+// only draws what Update laid out; a terminal pane whose size changed
+// returns the command that resizes its remote terminal once the size has
+// held for resizeDebounce.
+func (m *Model) relayout() tea.Cmd {
+	if m.width <= 0 || m.height <= 0 || m.st == nil {
+		return nil
+	}
+	g := m.geometry()
+	m.geo = g
+	var cmds []tea.Cmd
+	for _, p := range g.panes {
+		cmds = append(cmds, p.pane.SetSize(p.r.w, p.r.h))
+	}
+	_, pw := m.promptView()
+	m.input.SetWidth(max(1, m.width-pw))
+	m.input.scrollIntoView()
+	if m.helpOpen {
+		m.helpTop = min(m.helpTop, max(0, len(m.helpLines(m.width-4))-(g.main.h-2)))
+	}
+	return tea.Batch(cmds...)
 }
 
 // View draws the whole screen.
@@ -116,16 +138,21 @@ func (m *Model) render() (string, *tea.Cursor) {
 		lines := wrapText(fmt.Sprintf("rex needs at least %d×%d cells; this terminal is %d×%d", minWidth, minHeight, w, h), w)
 		return m.st.Warning.Render(strings.Join(lines[:min(len(lines), h)], "\n")), nil
 	}
-	g := m.geometry()
+	g := m.geo
 	lines := make([]string, 0, h)
-	side := m.sidebarView(g.sidebar.w, g.sidebar.h)
-	main := m.mainView(g)
-	for y := 0; y < g.main.h; y++ {
-		line := main[y]
-		if g.sidebar.w > 0 {
-			line = side[y] + line
+	if m.helpOpen {
+		// The help takes the sidebar's room too: it reads better wide.
+		lines = append(lines, m.helpView(w, g.main.h)...)
+	} else {
+		side := m.sidebarView(g.sidebar.w, g.sidebar.h)
+		main := m.mainView(g)
+		for y := 0; y < g.main.h; y++ {
+			line := main[y]
+			if g.sidebar.w > 0 {
+				line = side[y] + line
+			}
+			lines = append(lines, line)
 		}
-		lines = append(lines, line)
 	}
 	msg := m.messageLines(w)
 	if len(msg) > g.msgH {
@@ -134,7 +161,6 @@ func (m *Model) render() (string, *tea.Cursor) {
 	lines = append(lines, msg...)
 	prompt, pw := m.promptView()
 	fw := max(1, w-pw)
-	m.input.SetWidth(fw)
 	text, cx := m.input.View(func(s string) string { return m.st.Input.Render(s) })
 	if m.input.Value() == "" && m.search == nil {
 		text, cx = m.st.Placeholder.Render(fit("a shell command to run on "+m.target+", or /help", fw)), 0
@@ -152,12 +178,9 @@ func (m *Model) render() (string, *tea.Cursor) {
 	return strings.Join(lines, "\n"), cursor
 }
 
-// mainView draws the panes, the help, or a welcome, as g.main.h lines of
-// g.main.w cells.
+// mainView draws the panes, or a welcome, as g.main.h lines of g.main.w
+// cells.
 func (m *Model) mainView(g geometry) []string {
-	if m.helpOpen {
-		return m.helpView(g.main.w, g.main.h)
-	}
 	if len(g.panes) == 0 {
 		return m.welcomeView(g.main.w, g.main.h)
 	}
@@ -299,8 +322,9 @@ func (m *Model) statusView(g geometry, w int) string {
 	if rw > w/2 {
 		cast, rw = "", 0
 	}
-	m.help.SetWidth(max(0, w-rw-1))
-	left := st.Status.Render(" ") + m.help.ShortHelpView(m.keys.ShortHelp())
+	hm := m.help
+	hm.SetWidth(max(0, w-rw-1))
+	left := st.Status.Render(" ") + hm.ShortHelpView(m.keys.ShortHelp())
 	if p := m.keyPane(); p != nil {
 		left = st.StatusRight.Render(fit(m.attachedHelp(p), max(0, w-rw)))
 	} else if p := m.focusedTerm(); p != nil && m.search == nil && m.gatherTask == nil {
@@ -490,14 +514,54 @@ func (m *Model) detailLines(entries []sidebarEntry, sel, w int) []string {
 	return out
 }
 
-// helpView is the overlay of commands and keys.
+// helpView is the overlay of commands and keys, scrolled to helpTop
+// (which Update keeps in range).
 func (m *Model) helpView(w, h int) []string {
 	st := m.st
-	inner := w - 4
+	lines := m.helpLines(w - 4)
+	body := h - 2
+	top := min(m.helpTop, max(0, len(lines)-body))
+	view := make([]string, 0, body)
+	for _, l := range lines[top:min(len(lines), top+body)] {
+		view = append(view, " "+l+" ")
+	}
+	var foot boxSeg
+	if len(lines) > body {
+		foot = seg(st.Muted, fmt.Sprintf("lines %d-%d of %d · ↑/↓ pgup/pgdn scroll", top+1, min(len(lines), top+body), len(lines)))
+	}
+	return drawBox(st.Pane.BorderFocused, w, h, seg(st.OverlayTitle, "rex help"), boxSeg{}, foot, view)
+}
+
+// helpLines is the help's text, every line exactly w cells: descriptions
+// wrap rather than being cut, so the help reads at 80×24 and scrolls.
+func (m *Model) helpLines(w int) []string {
+	if w <= 0 {
+		return nil
+	}
+	st := m.st
 	var lines []string
 	add := func(s string) { lines = append(lines, s) }
-	add(st.OverlayTitle.Render(fit("Commands", inner)))
-	heads := make([]string, 0, 16)
+	para := func(style lipgloss.Style, text string) {
+		for _, l := range wrapText(text, w) {
+			add(style.Render(fit(l, w)))
+		}
+	}
+	// entry is a head in the accent colour and its description, wrapped
+	// beside it in a column of width cw.
+	entry := func(head, desc string, col, cw int) []string {
+		var out []string
+		for i, l := range wrapText(desc, max(1, cw-col)) {
+			h := ""
+			if i == 0 {
+				h = head
+			}
+			out = append(out, st.Help.FullKey.Render(fit(h, col))+st.Overlay.Render(fit(l, cw-col)))
+		}
+		return out
+	}
+
+	add(st.OverlayTitle.Render(fit("Commands", w)))
+	heads := make([]string, 0, 24)
 	col := 0
 	for _, c := range slashCommands() {
 		head := "  /" + c.name
@@ -507,39 +571,61 @@ func (m *Model) helpView(w, h int) []string {
 		heads = append(heads, head)
 		col = max(col, ansi.StringWidth(head)+2)
 	}
-	col = min(col, inner/2)
+	col = min(col, w/2)
 	for i, c := range slashCommands() {
-		add(st.Help.FullKey.Render(fit(heads[i], col)) + st.Overlay.Render(fit(c.summary, max(0, inner-col))))
+		head := heads[i]
+		if ansi.StringWidth(head) > col-2 {
+			// A long synopsis gets a line of its own.
+			add(st.Help.FullKey.Render(fit(head, w)))
+			head = ""
+		}
+		lines = append(lines, entry(head, c.summary, col, w)...)
 	}
-	add(st.Overlay.Render(fit("A line without a slash runs as a shell command on the target in the prompt", inner)))
-	add(st.Overlay.Render(fit("(on every member of a group at once). A leading space keeps it out of history.", inner)))
-	add(spaces(inner))
-	add(st.OverlayTitle.Render(fit("Keys", inner)))
-	hm := m.help
-	hm.SetWidth(inner)
-	groups := m.keys.FullHelp()
-	for _, l := range strings.Split(hm.FullHelpView(groups[:3]), "\n") {
-		add(fit2(l, inner))
-	}
-	add(spaces(inner))
-	add(st.OverlayTitle.Render(fit("Terminal panes (/attach)", inner)))
-	term := groups[3]
-	half := (len(term) + 1) / 2
-	for _, l := range strings.Split(hm.FullHelpView([][]key.Binding{term[:half], term[half:]}), "\n") {
-		add(fit2(l, inner))
-	}
-	add(st.Overlay.Render(fit("While a terminal pane has the keys, every key goes to its program but "+bindingHelp(m.keys.Detach)+".", inner)))
-	add(spaces(inner))
-	add(st.Muted.Render(fit("esc closes this help · pgup/pgdn scroll · keys can be changed in config.toml [keys]", inner)))
+	para(st.Overlay, "A line without a slash runs as a shell command on the target in the prompt (on every member of a group at once), in that target's panes: one per machine, each reading like that machine's terminal history. A leading space keeps a line out of history.")
+	add(spaces(w))
 
-	body := h - 2
-	top := min(m.helpTop, max(0, len(lines)-body))
-	m.helpTop = top
-	view := lines[top:]
-	for i := range view {
-		view[i] = " " + view[i] + " "
+	// Keys, in as many columns of at least keyColumn cells as fit.
+	const keyColumn = 44
+	ncol := max(1, w/keyColumn)
+	cw := w / ncol
+	titles := []string{"Command line", "Panes", "Scrolling and targets", "Terminal panes (/attach)"}
+	for gi, group := range m.keys.FullHelp() {
+		add(st.OverlayTitle.Render(fit(titles[min(gi, len(titles)-1)], w)))
+		kcol := 2
+		for _, b := range group {
+			kcol = max(kcol, ansi.StringWidth(b.Help().Key)+4)
+		}
+		kcol = min(kcol, cw/2)
+		var cells [][]string
+		for _, b := range group {
+			cells = append(cells, entry("  "+b.Help().Key, b.Help().Desc, kcol, cw))
+		}
+		for r := 0; r < len(cells); r += ncol {
+			row := cells[r:min(len(cells), r+ncol)]
+			height := 0
+			for _, c := range row {
+				height = max(height, len(c))
+			}
+			for y := range height {
+				var b strings.Builder
+				for _, c := range row {
+					if y < len(c) {
+						b.WriteString(c[y])
+					} else {
+						b.WriteString(spaces(cw))
+					}
+				}
+				b.WriteString(spaces(w - cw*len(row)))
+				add(b.String())
+			}
+		}
+		if gi == len(m.keys.FullHelp())-1 {
+			para(st.Overlay, "While a terminal pane has the keys, every key goes to its program except "+bindingHelp(m.keys.Detach)+", which gives the keys back to the command line; the other terminal keys work after that.")
+		}
+		add(spaces(w))
 	}
-	return drawBox(st.Pane.BorderFocused, w, h, seg(st.OverlayTitle, "rex help"), boxSeg{}, boxSeg{}, view)
+	para(st.Muted, "esc closes this help · ↑/↓ and pgup/pgdn scroll · every key can be changed in config.toml [keys]")
+	return lines
 }
 
 // fit2 pads an already styled line to w cells, cutting it if wider.
