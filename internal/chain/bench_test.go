@@ -44,7 +44,7 @@ func BenchmarkRenderShell(b *testing.B) {
 	o := renderOpts{
 		lookup: func(string) (string, bool) { return "/usr/bin/python3", true },
 		vals:   map[string]string{"tool_path": "/p/.ai/tools/x.py", "msg": "$(rm -rf /) it's"},
-		shell:  true,
+		mode:   modeShell,
 		what:   "bench",
 	}
 	b.ReportAllocs()

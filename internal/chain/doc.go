@@ -79,14 +79,37 @@
 // system_space, anchor_path, runtime_lib, runtime_dir), scalar config values
 // (which may refer to each other, resolved until stable, at most 3 rounds)
 // and parameters. Parameter values are inserted verbatim and never scanned
-// again: "${SECRET}" in a parameter stays "${SECRET}". Parameters named like
-// primitive config keys (command, args, input_data, cwd, timeout, param_env)
-// or context keys never become template values; they stay in params_json.
-// The parameters travel as JSON on stdin ({params_json} may appear only in
-// input_data). The command is an argv; the argument after -c of a shell
-// (sh, bash, …) is a command line in which every substituted value is
-// single-quoted, and a placeholder inside the template's own quotes is an
-// error.
+// again: "${SECRET}" in a parameter stays "${SECRET}". A parameter never
+// replaces a config value: one named like a config key of any element of
+// the chain, a primitive config key (command, args, input_data, cwd,
+// timeout, param_env) or a context key stays in params_json only. The
+// parameters travel as JSON on stdin ({params_json} may appear only in
+// input_data).
+//
+// The command is an argv. The planner reads it the way the program it
+// starts parses it (argScanner: shells, the common interpreters, awk, sed,
+// and wrappers such as env, sudo, nice and timeout), and decides for every
+// argument and for stdin what a substituted value becomes:
+//
+//   - the program (argv[0], a wrapper's program, a shell's or an
+//     interpreter's script or module) and the options before it: no
+//     parameter text;
+//   - the command line of a shell (the first operand after its options
+//     when -c is among them, wherever -c and -- sit), and stdin when a
+//     shell reads its commands from there (sh -s, or sh with no script):
+//     every substituted value is single-quoted as one word, and a
+//     placeholder where a single-quoted word is not one word (inside
+//     quotes, backquotes, $((...)), a comment or a here-document) is
+//     an error;
+//   - program text of an interpreter (python -c, node -e, awk's program,
+//     and stdin when the interpreter has no script): no parameter text;
+//   - anything else is data, inserted verbatim.
+//
+// The parameters are validated against the tool's config_schema with a
+// JSON Schema validator (draft 2020-12 by default; every keyword, formats
+// included), after --param values are converted to the declared types and
+// defaults are filled in. A schema that does not compile, or that refers to
+// another document, makes the tool unusable.
 //
 // # Caches and trace
 //

@@ -7,6 +7,8 @@ import (
 	"path"
 	"strconv"
 	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // Metadata is what an item file declares, whatever its format.
@@ -25,7 +27,8 @@ type Metadata struct {
 	Anchor           *AnchorConfig
 	VerifyDeps       *VerifyDeps
 	Config           map[string]any // execution config: command, args, input_data, cwd, timeout, param_env, ...
-	ConfigSchema     map[string]any // JSON-schema-like description of the parameters
+	ConfigSchema     map[string]any // the parameters, as JSON Schema
+	schema           *jsonschema.Schema
 	ConfigResolve    *ConfigResolve
 	ChildConstraints *Constraints
 	Inputs, Outputs  []string // declared I/O types; nil when not declared
@@ -305,6 +308,9 @@ func metadataFromRaw(raw map[string]any, yamlSrc []byte) (*Metadata, error) {
 			}
 			*f.dst = mm
 		}
+	}
+	if m.schema, err = compileSchema(m.ConfigSchema); err != nil {
+		return nil, err
 	}
 	if v, ok := raw["config_resolve"]; ok && v != nil {
 		m.ConfigResolve = &ConfigResolve{}

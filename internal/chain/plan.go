@@ -10,7 +10,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -623,12 +622,7 @@ func (p *planner) params(tool *Element) (map[string]any, error) {
 			return nil, errors.New("parameter name resolved_config is reserved for the tool's resolved config file; rename the parameter")
 		}
 		raw := p.req.Params[k]
-		prop, known := props[k].(map[string]any)
-		if props != nil && !known {
-			if ap, ok := schema["additionalProperties"].(bool); ok && !ap {
-				return nil, fmt.Errorf("tool %s has no parameter %s; see its parameters with \"rex tool show %s\"", tool.ID, k, tool.ID)
-			}
-		}
+		prop, _ := props[k].(map[string]any)
 		v, err := coerce(raw, schemaType(prop))
 		if err != nil {
 			return nil, fmt.Errorf("parameter %s: %w", k, err)
@@ -643,13 +637,9 @@ func (p *planner) params(tool *Element) (map[string]any, error) {
 			}
 		}
 	}
-	if req, ok := schema["required"].([]any); ok {
-		for _, r := range req {
-			if name, ok := r.(string); ok {
-				if _, given := out[name]; !given {
-					return nil, fmt.Errorf("tool %s needs parameter %s; pass --param %s=VALUE", tool.ID, name, name)
-				}
-			}
+	if sch := tool.Meta.schema; sch != nil {
+		if err := validateParams(sch, tool.ID, out); err != nil {
+			return nil, err
 		}
 	}
 	for _, el := range p.c.Elements {
@@ -773,11 +763,18 @@ func (p *planner) execution(params map[string]any) error {
 		pnames = append(pnames, k)
 	}
 	sort.Strings(pnames)
+	var shadowsConfig []string
 	for _, k := range pnames {
 		if isPrimitiveKey(k) || isContextKey(k) {
 			if k != "resolved_config" {
 				excluded = append(excluded, k)
 			}
+			continue
+		}
+		if _, isConfig := merged[k]; isConfig {
+			// The config's value stays: a parameter never replaces what
+			// the tool's author wrote.
+			shadowsConfig = append(shadowsConfig, k)
 			continue
 		}
 		s, ok := scalarString(params[k])
@@ -791,12 +788,16 @@ func (p *planner) execution(params map[string]any) error {
 		p.tr.add(TraceEvent{Step: StepParams, ItemID: p.c.ID, Keys: excluded,
 			Detail: "named like primitive config or context keys: excluded from templating, still in params_json"})
 	}
+	if len(shadowsConfig) > 0 {
+		p.tr.add(TraceEvent{Step: StepParams, ItemID: p.c.ID, Keys: shadowsConfig,
+			Detail: "named like config keys: the config's values stay, the parameters are only in params_json"})
+	}
 	resolved, tainted, err := resolveValues(vals)
 	if err != nil {
 		return fmt.Errorf("tool %s: %w", p.c.ID, err)
 	}
 
-	renderKey := func(s string, shell, inline, allowStdin bool, origin int, what string) (string, error) {
+	renderKey := func(s string, mode renderMode, refusal string, allowStdin bool, origin int, what string) (string, []string, error) {
 		vv := resolved
 		if dir := p.elementDir(origin); dir != "" {
 			vv = make(map[string]string, len(resolved)+1)
@@ -805,23 +806,60 @@ func (p *planner) execution(params map[string]any) error {
 			}
 			vv["runtime_dir"] = dir
 		}
-		o := renderOpts{lookup: p.lookup, vals: vv, shell: shell, inlineCode: inline, tainted: tainted, what: what}
+		o := renderOpts{lookup: p.lookup, vals: vv, mode: mode, refusal: refusal, tainted: tainted, what: what}
 		if allowStdin {
 			o.paramsJSON = &paramsJSON
 		}
-		out, unresolved, err := render(s, o)
+		out, unresolved, used, err := renderTaint(s, o)
+		if err != nil {
+			return "", nil, err
+		}
+		if mode != modeShell {
+			// A shell render repeats a plain one; warn once.
+			for _, n := range unresolved {
+				p.warn("%s: {%s} has no value and stays as written", what, n)
+			}
+		}
+		if mode == modeShell {
+			p.tr.add(TraceEvent{Step: StepTemplate, ItemID: p.c.Elements[origin].ID, Detail: what + " is a shell command: every substituted value is single-quoted"})
+		}
+		return out, used, nil
+	}
+	elName := func(i int) string { el := p.c.Elements[i]; return string(el.Kind) + " " + el.ID }
+
+	// Every argument is rendered plainly first, then read the way the
+	// program that receives it parses its arguments (argScanner): a shell
+	// command line is rendered again with quoting; a parameter is refused
+	// where it would name the program, be an option or be program text.
+	var sc argScanner
+	arg := func(s string, origin int, what string) (string, error) {
+		out, used, err := renderKey(s, modeData, "", false, origin, what)
 		if err != nil {
 			return "", err
 		}
-		for _, n := range unresolved {
-			p.warn("%s: {%s} has no value and stays as written", what, n)
+		prog := sc.prog
+		role := sc.next(out)
+		if role == roleProgram {
+			prog = sc.prog
 		}
-		if shell {
-			p.tr.add(TraceEvent{Step: StepTemplate, ItemID: p.c.Elements[origin].ID, Detail: what + " is a shell command: every substituted value is single-quoted"})
+		switch role {
+		case roleShell:
+			out, _, err = renderKey(s, modeShell, "", false, origin, what)
+			return out, err
+		case roleData:
+			return out, nil
 		}
-		return out, nil
+		if len(used) == 0 {
+			return out, nil
+		}
+		switch role {
+		case roleProgram:
+			return "", fmt.Errorf("%s: %s carries a parameter into what names the program or script that runs (%q); a parameter never chooses what runs", what, used[0], prog)
+		case roleOption:
+			return "", fmt.Errorf("%s: %s carries a parameter into an option of %s; pass it as an argument after the options", what, used[0], prog)
+		}
+		return "", fmt.Errorf("%s: %s carries a parameter into program text of %s, where no quoting is safe; read parameters from stdin (params_json) instead", what, used[0], prog)
 	}
-	elName := func(i int) string { el := p.c.Elements[i]; return string(el.Kind) + " " + el.ID }
 
 	cmdV, ok := merged["command"]
 	if !ok {
@@ -831,7 +869,7 @@ func (p *planner) execution(params map[string]any) error {
 	if !ok || cmdS == "" {
 		return fmt.Errorf("%s: config.command must be a non-empty string", elName(cmdV.origin))
 	}
-	command, err := renderKey(cmdS, false, false, false, cmdV.origin, elName(cmdV.origin)+" command")
+	command, err := arg(cmdS, cmdV.origin, elName(cmdV.origin)+" command")
 	if err != nil {
 		return err
 	}
@@ -849,13 +887,7 @@ func (p *planner) execution(params map[string]any) error {
 			if !ok {
 				return fmt.Errorf("%s: config.args[%d] must be a string", elName(av.origin), i)
 			}
-			// The argument after -c of a shell (the command, or a later
-			// argument as in "env bash -c" or "sudo sh -c") is a command
-			// line; after -c/-e of another interpreter it is program text.
-			prev := argv[len(argv)-1]
-			shell := len(argv) >= 2 && isShellCFlag(prev) && slices.ContainsFunc(argv[:len(argv)-1], isShell)
-			inline := len(argv) >= 2 && !shell && isInlineCode(argv[:len(argv)-1], prev)
-			out, err := renderKey(s, shell, inline, false, av.origin, fmt.Sprintf("%s args[%d]", elName(av.origin), i))
+			out, err := arg(s, av.origin, fmt.Sprintf("%s args[%d]", elName(av.origin), i))
 			if err != nil {
 				return err
 			}
@@ -868,7 +900,22 @@ func (p *planner) execution(params map[string]any) error {
 		if !ok {
 			return fmt.Errorf("%s: config.input_data must be a string", elName(iv.origin))
 		}
-		out, err := renderKey(s, false, false, true, iv.origin, elName(iv.origin)+" input_data")
+		what := elName(iv.origin) + " input_data"
+		var out string
+		switch sc.stdin() {
+		case stdinShell:
+			if strings.Contains(s, "{params_json}") {
+				return fmt.Errorf("%s: {params_json} would run as commands, because %s reads its commands from stdin here; give %s a script (or -c) so stdin is data", what, sc.prog, sc.prog)
+			}
+			out, _, err = renderKey(s, modeShell, "", false, iv.origin, what)
+		case stdinProgram:
+			if strings.Contains(s, "{params_json}") {
+				return fmt.Errorf("%s: {params_json} would be read as program text, because %s reads its program from stdin here; give %s a script so stdin is data", what, sc.prog, sc.prog)
+			}
+			out, _, err = renderKey(s, modeNoParams, fmt.Sprintf("program text: %s reads its program from stdin here, where no quoting is safe; give it a script and read parameters from stdin (params_json) instead", sc.prog), false, iv.origin, what)
+		default:
+			out, _, err = renderKey(s, modeData, "", true, iv.origin, what)
+		}
 		if err != nil {
 			return err
 		}
@@ -890,7 +937,7 @@ func (p *planner) execution(params map[string]any) error {
 		if !ok {
 			return fmt.Errorf("%s: config.cwd must be a string", elName(cv.origin))
 		}
-		if cwd, err = renderKey(s, false, false, false, cv.origin, elName(cv.origin)+" cwd"); err != nil {
+		if cwd, _, err = renderKey(s, modeData, "", false, cv.origin, elName(cv.origin)+" cwd"); err != nil {
 			return err
 		}
 	}

@@ -2,7 +2,6 @@ package chain
 
 import (
 	"fmt"
-	"path"
 	"regexp"
 	"sort"
 	"strings"
@@ -160,49 +159,70 @@ func resolveValues(vals map[string][]seg) (out map[string]string, tainted map[st
 	return out, tainted, nil
 }
 
+// renderMode is what the rendered text is to the program that reads it.
+type renderMode int
+
+const (
+	modeData     renderMode = iota // data: values inserted verbatim
+	modeShell                      // a shell command line: values single-quoted, placeholders only where that makes one word
+	modeNoParams                   // program text, a program name or an option: values verbatim, parameters refused
+)
+
 // renderOpts configures one template rendering.
 type renderOpts struct {
 	lookup     lookupFunc        // pass 1 variables
 	vals       map[string]string // pass 2 values, fully resolved
-	shell      bool              // the template is a shell command line
-	inlineCode bool              // the template is program text for an interpreter (python -c)
-	tainted    map[string]bool   // values that hold parameter text
-	paramsJSON *string           // non-nil: {params_json} may appear (stdin only)
-	what       string            // names the template in errors
+	mode       renderMode
+	tainted    map[string]bool // values that hold parameter text
+	paramsJSON *string         // non-nil: {params_json} may appear (stdin only)
+	what       string          // names the template in errors
+	// refusal explains, for modeNoParams, why a parameter may not go
+	// here; it follows "{name} carries a parameter into ...".
+	refusal string
 }
 
 // render expands one template string in a single scan: pass 1 for ${VAR},
 // pass 2 for {name}. Substituted text is never scanned again. It returns the
-// names it could not resolve (they stay as written).
+// names it could not resolve (they stay as written) and the names of the
+// substituted values that hold parameter text.
 func render(tmpl string, o renderOpts) (string, []string, error) {
+	out, unresolved, _, err := renderTaint(tmpl, o)
+	return out, unresolved, err
+}
+
+func renderTaint(tmpl string, o renderOpts) (string, []string, []string, error) {
 	var b strings.Builder
-	var unresolved []string
-	const (
-		unquoted = iota
-		single
-		double
-	)
-	state := unquoted
-	emit := func(v, name string) error {
-		if o.inlineCode && o.tainted[strings.Trim(name, "{}")] {
-			return fmt.Errorf("%s: %s carries a parameter into program text, where no quoting is safe; read parameters from stdin (params_json) instead", o.what, name)
+	var unresolved, used []string
+	var lx shellLexer
+	emit := func(v, name string, param bool) error {
+		if param {
+			used = append(used, name)
 		}
-		if !o.shell {
-			b.WriteString(v)
+		switch o.mode {
+		case modeNoParams:
+			if param {
+				return fmt.Errorf("%s: %s carries a parameter into %s", o.what, name, o.refusal)
+			}
+		case modeShell:
+			if why := lx.noWord(); why != "" {
+				return fmt.Errorf("%s: %s sits %s", o.what, name, why)
+			}
+			if end := b.String(); strings.HasSuffix(end, "$") && !strings.HasSuffix(end, "\\$") {
+				return fmt.Errorf("%s: %s follows a $, where the shell would read the quoted value as $'...' with escapes; put a space or quotes between them", o.what, name)
+			}
+			b.WriteString(shellQuote(v))
+			lx.word()
 			return nil
 		}
-		if state != unquoted {
-			return fmt.Errorf("%s: %s sits inside quotes in a shell command, where no quoting is safe; remove the quotes around it, rex quotes substituted values itself", o.what, name)
-		}
-		b.WriteString(shellQuote(v))
+		b.WriteString(v)
 		return nil
 	}
 	for i := 0; i < len(tmpl); {
 		c := tmpl[i]
 		if c == '$' {
 			if ref, ok := scanVar(tmpl, i); ok {
-				if err := emit(ref.value(o.lookup, 0), "${"+ref.name+"}"); err != nil {
-					return "", nil, err
+				if err := emit(ref.value(o.lookup, 0), "${"+ref.name+"}", false); err != nil {
+					return "", nil, nil, err
 				}
 				i = ref.end
 				continue
@@ -214,81 +234,34 @@ func render(tmpl string, o renderOpts) (string, []string, error) {
 				end := i + m[1]
 				switch v, ok := o.vals[name]; {
 				case name == "params_json" && o.paramsJSON == nil:
-					return "", nil, fmt.Errorf("%s: {params_json} may only appear in input_data; parameters travel on stdin, never on the command line", o.what)
+					return "", nil, nil, fmt.Errorf("%s: {params_json} may only appear in input_data; parameters travel on stdin, never on the command line", o.what)
 				case name == "params_json":
-					if err := emit(*o.paramsJSON, "{params_json}"); err != nil {
-						return "", nil, err
+					if err := emit(*o.paramsJSON, "{params_json}", true); err != nil {
+						return "", nil, nil, err
 					}
 				case ok:
-					if err := emit(v, "{"+name+"}"); err != nil {
-						return "", nil, err
+					if err := emit(v, "{"+name+"}", o.tainted[name]); err != nil {
+						return "", nil, nil, err
 					}
 				default:
 					unresolved = append(unresolved, name)
 					b.WriteString(tmpl[i:end])
+					if o.mode == modeShell {
+						lx.feed(tmpl[i:end])
+					}
 				}
 				i = end
 				continue
 			}
 		}
-		if o.shell {
-			switch {
-			case c == '\\' && state != single && i+1 < len(tmpl):
-				b.WriteString(tmpl[i : i+2])
-				i += 2
-				continue
-			case c == '\'' && state == unquoted:
-				state = single
-			case c == '\'' && state == single:
-				state = unquoted
-			case c == '"' && state == unquoted:
-				state = double
-			case c == '"' && state == double:
-				state = unquoted
-			}
+		if o.mode == modeShell {
+			n := lx.step(tmpl, i)
+			b.WriteString(tmpl[i : i+n])
+			i += n
+			continue
 		}
 		b.WriteByte(c)
 		i++
 	}
-	return b.String(), unresolved, nil
-}
-
-// isShellCFlag reports whether arg is an option cluster containing c (-c, -ec, -xc).
-func isShellCFlag(arg string) bool {
-	if len(arg) < 2 || arg[0] != '-' || arg[1] == '-' {
-		return false
-	}
-	for i := 1; i < len(arg); i++ {
-		c := arg[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
-			return false
-		}
-	}
-	return strings.ContainsRune(arg[1:], 'c')
-}
-
-// isInlineCode reports whether the argument after prev is program text for
-// an interpreter other than a shell (python -c, node -e, perl -e, ...).
-func isInlineCode(argv []string, prev string) bool {
-	switch prev {
-	case "-c", "-e", "-E", "--eval", "-p", "--print", "-r":
-	default:
-		return false
-	}
-	for _, a := range argv {
-		switch strings.TrimRight(path.Base(a), "0123456789.") {
-		case "python", "pypy", "node", "nodejs", "tsx", "deno", "bun", "ruby", "perl", "php", "lua", "luajit", "Rscript", "awk", "gawk", "mawk", "osascript", "pwsh":
-			return true
-		}
-	}
-	return false
-}
-
-// isShell reports whether a rendered command names a POSIX shell.
-func isShell(command string) bool {
-	switch path.Base(command) {
-	case "sh", "bash", "dash", "zsh", "ksh", "ash", "mksh", "yash":
-		return true
-	}
-	return false
+	return b.String(), unresolved, used, nil
 }
