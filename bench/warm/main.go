@@ -37,9 +37,14 @@ func main() {
 	app := setup.App(fanout.PoolOptions{})
 	defer app.Pool.Close()
 	o := commands.IO{Out: io.Discard, Err: io.Discard}
+	spec, err := commands.ParseRun(flag.Args())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "warm:", err)
+		os.Exit(2)
+	}
 	for i := 0; i <= *reps; i++ {
 		start := time.Now()
-		if err := commands.Run(context.Background(), app, o, flag.Args()); err != nil {
+		if err := commands.Run(context.Background(), app, o, spec); err != nil {
 			fmt.Fprintln(os.Stderr, "warm: run failed:", err)
 			os.Exit(1)
 		}

@@ -1,5 +1,7 @@
 // Command rex is the operator's console (no arguments) and its command-line
-// verbs. This file only wires flags and paths to the packages.
+// verbs. Each verb is one file here that declares its cobra command and
+// wires it to internal/commands; the flags themselves are declared in
+// internal/commands, which the console's slash commands share.
 package main
 
 import (
@@ -13,6 +15,8 @@ import (
 	"syscall"
 
 	"github.com/adrg/xdg"
+	"github.com/charmbracelet/fang"
+	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/rexconsole/rex/internal/commands"
@@ -21,87 +25,100 @@ import (
 	"github.com/rexconsole/rex/tui"
 )
 
-const usage = `usage:
-  rex                                   open the console
-  rex device ...                        manage devices and groups (rex device help)
-  rex run TARGETS [--json] [--gather] [--timeout D] [--concurrency N] -- CMD [ARG...]
-  rex attach TARGET [-- CMD [ARG...]]   interactive terminal; ctrl+] detaches
-  rex push LOCAL_DIR REMOTE_DIR TARGETS send a tree; only what a target lacks crosses the wire
-  rex pull REMOTE_DIR LOCAL_DIR TARGET  bring a tree back, merged with local changes
-  rex tool list | show ID | run ID [--param K=V]... [--target TARGETS] [--trace]
-  rex version
-`
-
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
+// run executes one command line and returns the process's exit status.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	o := commands.IO{In: stdin, Out: stdout, Err: stderr, Styled: isTerminal(stdout)}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	e := newEnv(stdin, stdout, stderr)
+	defer e.close()
+	root := newRoot(e)
+	root.SetArgs(args)
+	err := fang.Execute(ctx, root,
+		fang.WithVersion(version.Version),
+		fang.WithoutManpage(), // rex man is ours: it adds the sections operators look for
+		fang.WithErrorHandler(e.printError),
+	)
+	return exitCode(err)
+}
 
-	verb := ""
-	if len(args) > 0 {
-		verb, args = args[0], args[1:]
+// exitCode maps a command's error to the process's exit status.
+func exitCode(err error) int {
+	if errors.Is(err, commands.ErrDetached) {
+		return 0
 	}
-	paths := commands.Paths{
-		Config: filepath.Join(xdg.ConfigHome, "rex"),
-		Cache:  filepath.Join(xdg.CacheHome, "rex"),
-		State:  filepath.Join(xdg.StateHome, "rex"),
+	return commands.ExitCode(err)
+}
+
+// env is what every command shares for one invocation: stdio, rex's
+// directories, and the registry and connection pool, opened on first use.
+type env struct {
+	io     commands.IO
+	paths  commands.Paths
+	errTTY bool
+
+	setup *commands.Setup
+	app   *commands.App
+}
+
+func newEnv(stdin io.Reader, stdout, stderr io.Writer) *env {
+	return &env{
+		io:     commands.IO{In: stdin, Out: stdout, Err: stderr, Styled: isTerminal(stdout)},
+		errTTY: isTerminal(stderr),
+		paths: commands.Paths{
+			Config: filepath.Join(xdg.ConfigHome, "rex"),
+			Cache:  filepath.Join(xdg.CacheHome, "rex"),
+			State:  filepath.Join(xdg.StateHome, "rex"),
+		},
 	}
-	var err error
-	switch verb {
-	case "device", "devices":
-		setup, serr := commands.NewSetup(paths, commands.SetupOptions{})
-		if serr != nil {
-			err = serr
-			break
+}
+
+// Setup opens the registry and prepares the connectors.
+func (e *env) Setup() (*commands.Setup, error) {
+	if e.setup == nil {
+		s, err := commands.NewSetup(e.paths, commands.SetupOptions{})
+		if err != nil {
+			return nil, err
 		}
-		err = commands.DeviceWith(ctx, setup.Store, setup.DeviceRemote(), o, args)
-	case "run", "attach", "push", "pull", "tool":
-		setup, serr := commands.NewSetup(paths, commands.SetupOptions{})
-		if serr != nil {
-			err = serr
-			break
-		}
-		app := setup.App(fanout.PoolOptions{})
-		defer app.Pool.Close()
-		switch verb {
-		case "run":
-			err = commands.Run(ctx, app, o, args)
-		case "attach":
-			err = commands.Attach(ctx, app, o, args)
-		case "push":
-			err = commands.Push(ctx, app, o, args)
-		case "pull":
-			err = commands.Pull(ctx, app, o, args)
-		case "tool":
-			err = commands.Tool(ctx, app, o, args)
-		}
-	case "version", "--version":
-		fmt.Fprintf(stdout, "rex %s\n", version.Version)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-	case "":
-		err = console(ctx, paths)
-	default:
-		fmt.Fprintf(stderr, "rex: unknown command %q\n%s", verb, usage)
-		return 2
+		e.setup = s
 	}
-	if err != nil {
-		var ee *commands.ExitError
-		if !errors.As(err, &ee) || ee.Err != nil {
-			if !errors.Is(err, commands.ErrDetached) {
-				fmt.Fprintf(stderr, "rex: %v\n", err)
-			}
+	return e.setup, nil
+}
+
+// App is the Setup with a connection pool, closed when rex exits.
+func (e *env) App() (*commands.App, error) {
+	if e.app == nil {
+		s, err := e.Setup()
+		if err != nil {
+			return nil, err
 		}
-		if errors.Is(err, commands.ErrDetached) {
-			return 0
-		}
-		return commands.ExitCode(err)
+		e.app = s.App(fanout.PoolOptions{})
 	}
-	return 0
+	return e.app, nil
+}
+
+func (e *env) close() {
+	if e.app != nil {
+		e.app.Pool.Close()
+	}
+}
+
+// printError prints a command's error once: styled on a terminal, else
+// one plain `rex: …` line for scripts and logs. Errors that were already
+// reported (an exit status carried up) print nothing.
+func (e *env) printError(w io.Writer, styles fang.Styles, err error) {
+	var ee *commands.ExitError
+	if errors.As(err, &ee) && ee.Err == nil || errors.Is(err, commands.ErrDetached) {
+		return
+	}
+	if e.errTTY {
+		fang.DefaultErrorHandler(w, styles, err)
+		return
+	}
+	fmt.Fprintf(w, "rex: %v\n", err)
 }
 
 func isTerminal(w io.Writer) bool {
@@ -109,10 +126,95 @@ func isTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd())) && os.Getenv("NO_COLOR") == ""
 }
 
+// newRoot builds the whole command tree.
+func newRoot(e *env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "rex",
+		Short: "A console and command line for many machines at once",
+		Long: `rex drives many machines at once. Without arguments it opens the console;
+with a verb it runs once and exits, for shells and scripts.
+
+TARGETS is a comma-separated list of device and group names, all, local,
+globs (web-*), ranges (node[1-16], n[01-08]), hosts that are not registered
+(user@host:port, ssh://host) and Host aliases of ~/.ssh/config.`,
+		Example: `  rex
+  rex device add web1 root@10.0.0.5
+  rex run web -- uptime
+  rex attach web1`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return unknownCommand(cmd, args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return console(cmd.Context(), e)
+		},
+	}
+	root.SetIn(e.io.In)
+	root.SetOut(e.io.Out)
+	root.SetErr(e.io.Err)
+	root.SetVersionTemplate("rex {{.Version}}\n")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return commands.FlagError(c.CommandPath(), c.Flags(), err)
+	})
+	root.AddGroup(
+		&cobra.Group{ID: "fleet", Title: "Reaching machines"},
+		&cobra.Group{ID: "setup", Title: "Devices, tools and rex itself"},
+	)
+	for _, c := range []*cobra.Command{newRunCmd(e), newAttachCmd(e), newPushCmd(e), newPullCmd(e)} {
+		c.GroupID = "fleet"
+		root.AddCommand(c)
+	}
+	for _, c := range []*cobra.Command{newDeviceCmd(e), newToolCmd(e), newVersionCmd(), newManCmd()} {
+		c.GroupID = "setup"
+		root.AddCommand(c)
+	}
+	root.SetHelpCommandGroupID("setup")
+	root.SetCompletionCommandGroupID("setup")
+	return root
+}
+
+// unknownCommand is the usage error for a word that names no subcommand
+// of cmd, with cobra's suggestions.
+func unknownCommand(cmd *cobra.Command, word string) error {
+	hint := ""
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2
+	}
+	if s := cmd.SuggestionsFor(word); len(s) > 0 {
+		hint = "; did you mean " + s[0] + "?"
+	}
+	return commands.Usagef("unknown command %q for %s%s; %s --help lists the commands", word, cmd.CommandPath(), hint, cmd.CommandPath())
+}
+
+// parentCmd is a command that only holds subcommands: alone it prints its
+// help; with an unknown word it fails as a usage error (cobra would print
+// the help and exit 0).
+func parentCmd(c *cobra.Command) *cobra.Command {
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		return unknownCommand(cmd, args[0])
+	}
+	return c
+}
+
+// helpOr shows cmd's help when err asks for it (a --help after TARGETS),
+// else returns err.
+func helpOr(cmd *cobra.Command, err error) error {
+	if errors.Is(err, commands.ErrHelp) {
+		return cmd.Help()
+	}
+	return err
+}
+
 // console opens the full-screen console.
-func console(ctx context.Context, paths commands.Paths) error {
+func console(ctx context.Context, e *env) error {
 	states := &tui.ConnStates{}
-	setup, err := commands.NewSetup(paths, commands.SetupOptions{Console: true, OnState: states.Report})
+	setup, err := commands.NewSetup(e.paths, commands.SetupOptions{Console: true, OnState: states.Report})
 	if err != nil {
 		return err
 	}
@@ -120,9 +222,9 @@ func console(ctx context.Context, paths commands.Paths) error {
 		Store:     setup.Store,
 		Connector: setup.Connectors,
 		Resolve:   commands.Resolver(setup.Store),
-		ConfigDir: paths.Config,
-		StateDir:  paths.State,
-		CacheDir:  paths.Cache,
+		ConfigDir: e.paths.Config,
+		StateDir:  e.paths.State,
+		CacheDir:  e.paths.Cache,
 		DeviceVerb: func(ctx context.Context, o commands.IO, args []string) error {
 			return commands.DeviceWith(ctx, setup.Store, setup.DeviceRemote(), o, args)
 		},

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,8 +10,10 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/muesli/cancelreader"
+	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
@@ -22,33 +25,46 @@ import (
 const DetachKey = 0x1d
 
 // AttachUsage is the synopsis of `rex attach`.
-const AttachUsage = "rex attach TARGET [-- CMD [ARG...]]"
+const AttachUsage = "rex attach TARGET [--connect-timeout D] [-- CMD [ARG...]]"
 
-// ParseAttach reads `TARGET [-- CMD...]`.
-func ParseAttach(args []string) (target string, cmd []string, err error) {
-	for i, a := range args {
-		if a == "--" {
-			cmd = args[i+1:]
-			break
-		}
-		if target != "" {
-			return "", nil, Usagef("unexpected %q; usage: %s", a, AttachUsage)
-		}
-		target = a
+// AttachSpec is a parsed `rex attach`.
+type AttachSpec struct {
+	Target         string
+	Cmd            []string
+	ConnectTimeout time.Duration
+}
+
+// Bind declares the flags of `rex attach`; like run's, they stop at the
+// first word that is not one.
+func (s *AttachSpec) Bind(fs *pflag.FlagSet) {
+	BindConnectTimeout(fs, &s.ConnectTimeout)
+	fs.SetInterspersed(false)
+}
+
+// Args reads `TARGET [flags] [-- CMD...]` from what the flags left.
+func (s *AttachSpec) Args(fs *pflag.FlagSet, args []string) error {
+	if len(args) == 0 || args[0] == "" {
+		return Usagef("which target? usage: %s", AttachUsage)
 	}
-	if target == "" {
-		return "", nil, Usagef("which target? usage: %s", AttachUsage)
+	s.Target = args[0]
+	if err := fs.Parse(args[1:]); err != nil {
+		return FlagError("rex attach", fs, err)
 	}
-	return target, cmd, nil
+	if helpAsked(fs) {
+		return ErrHelp
+	}
+	rest := fs.Args()
+	if fs.ArgsLenAtDash() < 0 && len(rest) > 0 {
+		return Usagef("unexpected %q; usage: %s", rest[0], AttachUsage)
+	}
+	s.Cmd = rest
+	return nil
 }
 
 // Attach is `rex attach`: a PTY on one target in the real terminal. It
 // returns with the remote program's exit status.
-func Attach(ctx context.Context, app *App, o IO, args []string) error {
-	name, cmd, err := ParseAttach(args)
-	if err != nil {
-		return err
-	}
+func Attach(ctx context.Context, app *App, o IO, spec AttachSpec) error {
+	name, cmd := spec.Target, spec.Cmd
 	targets, err := app.Resolve(name)
 	if err != nil {
 		return err
@@ -62,7 +78,7 @@ func Attach(ctx context.Context, app *App, o IO, args []string) error {
 		return fmt.Errorf("attach needs a terminal on stdin and stdout; use `rex run` for commands without one")
 	}
 	t := targets[0]
-	cctx, cancel := context.WithTimeout(ctx, app.connectTimeout())
+	cctx, cancel := context.WithTimeout(ctx, cmp.Or(spec.ConnectTimeout, app.connectTimeout()))
 	sess, err := app.Pool.Acquire(cctx, t)
 	cancel()
 	if err != nil {

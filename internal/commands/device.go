@@ -3,16 +3,19 @@ package commands
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 	"unicode"
 
 	"charm.land/lipgloss/v2"
 	"charm.land/lipgloss/v2/table"
+	"github.com/spf13/pflag"
 
 	"github.com/rexconsole/rex/devices"
 )
@@ -38,30 +41,70 @@ func Device(ctx context.Context, store *devices.Store, stdio IO, args []string) 
 }
 
 // DeviceWith is Device with the SSH-backed verbs wired to remote, which may
-// be nil.
+// be nil. It parses the words with the flags the command line declares.
 func DeviceWith(ctx context.Context, store *devices.Store, remote DeviceRemote, stdio IO, args []string) error {
 	if len(args) == 0 {
 		return deviceUsage(stdio, store)
 	}
 	verb, rest := args[0], args[1:]
+	parse := func(name string, bind func(*pflag.FlagSet)) ([]string, error) {
+		return ParseFlags("device "+name, rest, bind)
+	}
+	none := func(*pflag.FlagSet) {}
+	var err error
 	switch verb {
 	case "help", "-h", "-help", "--help":
 		return deviceUsage(stdio, store)
 	case "add":
-		return deviceAdd(ctx, store, stdio, rest)
+		var spec DeviceAddSpec
+		var pos []string
+		if pos, err = parse(verb, spec.Bind); err == nil {
+			if err = spec.Args(pos); err == nil {
+				return DeviceAdd(ctx, store, stdio, spec)
+			}
+		}
 	case "remove":
-		return deviceRemove(ctx, store, stdio, rest)
+		var pos []string
+		if pos, err = parse(verb, none); err == nil {
+			if len(pos) != 1 {
+				return Usagef("rex device remove takes one device NAME")
+			}
+			return DeviceRemove(ctx, store, stdio, pos[0])
+		}
 	case "list":
-		return deviceList(store, stdio, rest)
+		var asJSON bool
+		var pos []string
+		if pos, err = parse(verb, func(fs *pflag.FlagSet) { BindJSON(fs, &asJSON) }); err == nil {
+			if len(pos) != 0 {
+				return Usagef("rex device list takes no arguments; use rex device show NAME for one device")
+			}
+			return DeviceList(store, stdio, asJSON)
+		}
 	case "show":
-		return deviceShow(store, stdio, rest)
+		var asJSON bool
+		var pos []string
+		if pos, err = parse(verb, func(fs *pflag.FlagSet) { BindJSON(fs, &asJSON) }); err == nil {
+			if len(pos) != 1 {
+				return Usagef("rex device show takes one device NAME")
+			}
+			return DeviceShow(store, stdio, pos[0], asJSON)
+		}
 	case "group":
-		return deviceGroup(ctx, store, stdio, rest)
+		err = deviceGroup(ctx, store, stdio, rest)
 	case "check", "prepare", "clean":
-		return deviceRemoteVerb(ctx, store, remote, stdio, verb, rest)
+		var connect time.Duration
+		var pos []string
+		if pos, err = parse(verb, func(fs *pflag.FlagSet) { BindConnectTimeout(fs, &connect) }); err == nil {
+			return DeviceReach(ctx, store, remote, stdio, verb, pos, connect)
+		}
+	default:
+		return Usagef("unknown command %q for rex device%s; rex device help lists the commands",
+			verb, didYouMean(verb, "add", "remove", "list", "show", "group", "check", "prepare", "clean", "help"))
 	}
-	return Usagef("unknown command %q for rex device%s; rex device help lists the commands",
-		verb, didYouMean(verb, "add", "remove", "list", "show", "group", "check", "prepare", "clean", "help"))
+	if errors.Is(err, ErrHelp) {
+		return deviceUsage(stdio, store)
+	}
+	return err
 }
 
 const deviceUsageText = `usage: rex device COMMAND [ARGS]
@@ -94,81 +137,6 @@ func deviceUsage(stdio IO, store *devices.Store) error {
 	return err
 }
 
-// flagDef declares one flag of a verb.
-type flagDef struct {
-	name  string
-	value bool // takes a value; otherwise a boolean switch
-}
-
-// parsedArgs holds a verb's positionals and flags.
-type parsedArgs struct {
-	pos   []string
-	flags map[string]string
-	help  bool
-}
-
-func (p parsedArgs) bool(name string) bool { return p.flags[name] == "true" }
-
-// parseArgs splits args into positionals and flags. Flags may come before,
-// between or after positionals, as --name VALUE, --name=VALUE or with one
-// dash; "--" ends the flags. The standard flag package stops at the first
-// positional, which "rex device add web1 host --port 22" must not.
-func parseArgs(verb string, args []string, defs ...flagDef) (parsedArgs, error) {
-	p := parsedArgs{flags: map[string]string{}}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			p.pos = append(p.pos, args[i+1:]...)
-			break
-		}
-		if len(a) < 2 || a[0] != '-' {
-			p.pos = append(p.pos, a)
-			continue
-		}
-		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if name == "h" || name == "help" {
-			p.help = true
-			continue
-		}
-		var def *flagDef
-		for j := range defs {
-			if defs[j].name == name {
-				def = &defs[j]
-			}
-		}
-		if def == nil {
-			names := make([]string, len(defs))
-			for j, d := range defs {
-				names[j] = "--" + d.name
-			}
-			hint := didYouMean(name, names...)
-			if hint == "" {
-				hint = "; rex device help lists the flags"
-			}
-			return p, Usagef("unknown flag %s for rex device %s%s", a, verb, hint)
-		}
-		switch {
-		case def.value && hasVal:
-			p.flags[name] = val
-		case def.value:
-			if i+1 >= len(args) {
-				return p, Usagef("flag --%s of rex device %s needs a value", name, verb)
-			}
-			i++
-			p.flags[name] = args[i]
-		case hasVal:
-			b, err := strconv.ParseBool(val)
-			if err != nil {
-				return p, Usagef("flag --%s takes true or false, not %q", name, val)
-			}
-			p.flags[name] = strconv.FormatBool(b)
-		default:
-			p.flags[name] = "true"
-		}
-	}
-	return p, nil
-}
-
 // didYouMean formats a suggestion for an unknown word among choices, or "".
 func didYouMean(word string, choices ...string) string {
 	best, bestD := "", 3
@@ -183,36 +151,70 @@ func didYouMean(word string, choices ...string) string {
 	return "; did you mean " + best + "?"
 }
 
-func deviceAdd(ctx context.Context, store *devices.Store, stdio IO, args []string) error {
-	p, err := parseArgs("add", args, flagDef{"port", true}, flagDef{"key", true}, flagDef{"desc", true}, flagDef{"force", false})
-	if err != nil || p.help {
-		return helpOr(stdio, store, p, err)
-	}
-	if len(p.pos) != 2 {
+// DeviceAddSpec is a parsed `rex device add`.
+type DeviceAddSpec struct {
+	Name, Host string
+	Port       int
+	Key, Desc  string
+	Force      bool
+}
+
+// Bind declares the flags of `rex device add`.
+func (s *DeviceAddSpec) Bind(fs *pflag.FlagSet) {
+	fs.Var(portValue{&s.Port}, "port", "SSH PORT (default: ssh_config's, else 22)")
+	fs.StringVar(&s.Key, "key", "", "private key PATH (default: ssh-agent and ssh_config's IdentityFile)")
+	fs.StringVar(&s.Desc, "desc", "", "a description shown in lists")
+	fs.BoolVar(&s.Force, "force", false, "replace a device of the same name")
+}
+
+// Args reads NAME and HOST.
+func (s *DeviceAddSpec) Args(args []string) error {
+	if len(args) != 2 {
 		return Usagef("rex device add takes NAME and [USER@]HOST, e.g. rex device add web1 root@10.0.0.5 --port 2222")
 	}
-	name, host := p.pos[0], p.pos[1]
-	port := 0
-	if s, ok := p.flags["port"]; ok {
-		if port, err = devices.ParsePort(s); err != nil {
-			return Usagef("%v", err)
-		}
+	s.Name, s.Host = args[0], args[1]
+	return nil
+}
+
+// portValue is a --port flag: 1 to 65535.
+type portValue struct{ p *int }
+
+func (v portValue) String() string {
+	if v.p == nil || *v.p == 0 {
+		return ""
 	}
-	key := p.flags["key"]
+	return strconv.Itoa(*v.p)
+}
+
+func (v portValue) Set(s string) error {
+	p, err := devices.ParsePort(s)
+	if err != nil {
+		return err
+	}
+	*v.p = p
+	return nil
+}
+
+func (portValue) Type() string { return "port" }
+
+// DeviceAdd is `rex device add`.
+func DeviceAdd(ctx context.Context, store *devices.Store, stdio IO, spec DeviceAddSpec) error {
+	name, host, port, key := spec.Name, spec.Host, spec.Port, spec.Key
+	var err error
 	if key != "" && !strings.HasPrefix(key, "~") && !filepath.IsAbs(key) {
 		// A relative path means nothing to a later rex run elsewhere.
 		if key, err = filepath.Abs(key); err != nil {
 			return fmt.Errorf("add device %s: resolve key path: %w", name, err)
 		}
 	}
-	d, err := devices.NewDevice(name, host, port, key, p.flags["desc"])
+	d, err := devices.NewDevice(name, host, port, key, spec.Desc)
 	if err != nil {
 		return fmt.Errorf("add device %s: %w", name, err)
 	}
 	var replaced bool
 	err = store.Update(ctx, func(r *devices.Registry) error {
 		var err error
-		replaced, err = r.Add(d, p.bool("force"))
+		replaced, err = r.Add(d, spec.Force)
 		return err
 	})
 	if err != nil {
@@ -226,17 +228,10 @@ func deviceAdd(ctx context.Context, store *devices.Store, stdio IO, args []strin
 	return err
 }
 
-func deviceRemove(ctx context.Context, store *devices.Store, stdio IO, args []string) error {
-	p, err := parseArgs("remove", args)
-	if err != nil || p.help {
-		return helpOr(stdio, store, p, err)
-	}
-	if len(p.pos) != 1 {
-		return Usagef("rex device remove takes one device NAME")
-	}
-	name := p.pos[0]
+// DeviceRemove is `rex device remove`.
+func DeviceRemove(ctx context.Context, store *devices.Store, stdio IO, name string) error {
 	var groups []string
-	err = store.Update(ctx, func(r *devices.Registry) error {
+	err := store.Update(ctx, func(r *devices.Registry) error {
 		var err error
 		groups, err = r.Remove(name)
 		return err
@@ -295,20 +290,14 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func deviceList(store *devices.Store, stdio IO, args []string) error {
-	p, err := parseArgs("list", args, flagDef{"json", false})
-	if err != nil || p.help {
-		return helpOr(stdio, store, p, err)
-	}
-	if len(p.pos) != 0 {
-		return Usagef("rex device list takes no arguments; use rex device show NAME for one device")
-	}
+// DeviceList is `rex device list`.
+func DeviceList(store *devices.Store, stdio IO, asJSON bool) error {
 	r, err := store.Load()
 	if err != nil {
 		return fmt.Errorf("list devices: %w", err)
 	}
 	list := r.Devices()
-	if p.bool("json") {
+	if asJSON {
 		out := struct {
 			Devices []deviceJSON `json:"devices"`
 		}{Devices: []deviceJSON{}}
@@ -328,24 +317,18 @@ func deviceList(store *devices.Store, stdio IO, args []string) error {
 	return renderTable(stdio, []string{"NAME", "ADDRESS", "KEY", "GROUPS", "DESCRIPTION"}, rows)
 }
 
-func deviceShow(store *devices.Store, stdio IO, args []string) error {
-	p, err := parseArgs("show", args, flagDef{"json", false})
-	if err != nil || p.help {
-		return helpOr(stdio, store, p, err)
-	}
-	if len(p.pos) != 1 {
-		return Usagef("rex device show takes one device NAME")
-	}
+// DeviceShow is `rex device show`.
+func DeviceShow(store *devices.Store, stdio IO, name string, asJSON bool) error {
 	r, err := store.Load()
 	if err != nil {
-		return fmt.Errorf("show device %s: %w", p.pos[0], err)
+		return fmt.Errorf("show device %s: %w", name, err)
 	}
-	d, err := r.Lookup(p.pos[0])
+	d, err := r.Lookup(name)
 	if err != nil {
 		return fmt.Errorf("show device: %w", err)
 	}
 	j := toJSON(r, d)
-	if p.bool("json") {
+	if asJSON {
 		return writeJSON(stdio.Out, j)
 	}
 	rows := [][]string{
@@ -364,101 +347,127 @@ func deviceShow(store *devices.Store, stdio IO, args []string) error {
 	return renderFields(stdio, rows)
 }
 
+// deviceGroup is `rex device group ARGS...` as the console gets it.
 func deviceGroup(ctx context.Context, store *devices.Store, stdio IO, args []string) error {
 	if len(args) == 0 {
 		return Usagef("rex device group needs a command: create, delete, add, remove or list")
 	}
 	verb, rest := args[0], args[1:]
-	p, err := parseArgs("group "+verb, rest, flagDef{"json", false})
-	if err != nil || p.help {
-		return helpOr(stdio, store, p, err)
+	var asJSON bool
+	bind := func(*pflag.FlagSet) {}
+	if verb == "list" {
+		bind = func(fs *pflag.FlagSet) { BindJSON(fs, &asJSON) }
 	}
-	if verb != "list" && p.bool("json") {
-		return Usagef("flag --json is only for rex device group list")
+	pos, err := ParseFlags("device group "+verb, rest, bind)
+	if errors.Is(err, ErrHelp) {
+		return deviceUsage(stdio, store)
+	}
+	if err != nil {
+		return err
 	}
 	want := func(n int, shape string) error {
-		if len(p.pos) != n && !(n < 0 && len(p.pos) >= -n) {
+		if len(pos) != n && !(n < 0 && len(pos) >= -n) {
 			return Usagef("rex device group %s takes %s", verb, shape)
 		}
 		return nil
 	}
-	var msg string
 	switch verb {
 	case "create":
 		if err := want(1, "one group NAME"); err != nil {
 			return err
 		}
-		name := p.pos[0]
-		err = store.Update(ctx, func(r *devices.Registry) error { return r.CreateGroup(name) })
-		if err != nil {
-			return fmt.Errorf("create group %s: %w", name, err)
-		}
-		msg = "created group " + name
+		return GroupCreate(ctx, store, stdio, pos[0])
 	case "delete":
 		if err := want(1, "one group NAME"); err != nil {
 			return err
 		}
-		name := p.pos[0]
-		var members []string
-		err = store.Update(ctx, func(r *devices.Registry) error {
-			var err error
-			members, err = r.DeleteGroup(name)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("delete group %s: %w", name, err)
-		}
-		msg = "deleted group " + name
-		if n := len(members); n > 0 {
-			msg += fmt.Sprintf(" (its %d %s stay registered)", n, plural(n, "device", "devices"))
-		}
+		return GroupDelete(ctx, store, stdio, pos[0])
 	case "add":
 		if err := want(-2, "a GROUP and one or more DEVICE names"); err != nil {
 			return err
 		}
-		group, names := p.pos[0], p.pos[1:]
-		var added, already []string
-		err = store.Update(ctx, func(r *devices.Registry) error {
-			var err error
-			added, already, err = r.AddToGroup(group, names...)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("add to group %s: %w", group, err)
-		}
-		switch {
-		case len(added) == 0:
-			msg = fmt.Sprintf("%s %s already in group %s", strings.Join(already, ", "), plural(len(already), "is", "are"), group)
-		case len(already) == 0:
-			msg = fmt.Sprintf("added %s to group %s", strings.Join(added, ", "), group)
-		default:
-			msg = fmt.Sprintf("added %s to group %s (%s %s already in it)", strings.Join(added, ", "), group,
-				strings.Join(already, ", "), plural(len(already), "was", "were"))
-		}
+		return GroupAdd(ctx, store, stdio, pos[0], pos[1:])
 	case "remove":
 		if err := want(-2, "a GROUP and one or more DEVICE names"); err != nil {
 			return err
 		}
-		group, names := p.pos[0], p.pos[1:]
-		err = store.Update(ctx, func(r *devices.Registry) error { return r.RemoveFromGroup(group, names...) })
-		if err != nil {
-			return fmt.Errorf("remove from group %s: %w", group, err)
-		}
-		msg = fmt.Sprintf("removed %s from group %s", strings.Join(dedupe(names), ", "), group)
+		return GroupRemove(ctx, store, stdio, pos[0], pos[1:])
 	case "list":
 		if err := want(0, "no arguments"); err != nil {
 			return err
 		}
-		return groupList(store, stdio, p.bool("json"))
-	default:
-		return Usagef("unknown command %q for rex device group%s; rex device help lists the commands",
-			verb, didYouMean(verb, "create", "delete", "add", "remove", "list"))
+		return GroupList(store, stdio, asJSON)
+	}
+	return Usagef("unknown command %q for rex device group%s; rex device help lists the commands",
+		verb, didYouMean(verb, "create", "delete", "add", "remove", "list"))
+}
+
+// GroupCreate is `rex device group create`.
+func GroupCreate(ctx context.Context, store *devices.Store, stdio IO, name string) error {
+	err := store.Update(ctx, func(r *devices.Registry) error { return r.CreateGroup(name) })
+	if err != nil {
+		return fmt.Errorf("create group %s: %w", name, err)
+	}
+	_, err = fmt.Fprintln(stdio.Out, "created group "+name)
+	return err
+}
+
+// GroupDelete is `rex device group delete`.
+func GroupDelete(ctx context.Context, store *devices.Store, stdio IO, name string) error {
+	var members []string
+	err := store.Update(ctx, func(r *devices.Registry) error {
+		var err error
+		members, err = r.DeleteGroup(name)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delete group %s: %w", name, err)
+	}
+	msg := "deleted group " + name
+	if n := len(members); n > 0 {
+		msg += fmt.Sprintf(" (its %d %s stay registered)", n, plural(n, "device", "devices"))
 	}
 	_, err = fmt.Fprintln(stdio.Out, msg)
 	return err
 }
 
-func groupList(store *devices.Store, stdio IO, asJSON bool) error {
+// GroupAdd is `rex device group add`.
+func GroupAdd(ctx context.Context, store *devices.Store, stdio IO, group string, names []string) error {
+	var added, already []string
+	err := store.Update(ctx, func(r *devices.Registry) error {
+		var err error
+		added, already, err = r.AddToGroup(group, names...)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("add to group %s: %w", group, err)
+	}
+	var msg string
+	switch {
+	case len(added) == 0:
+		msg = fmt.Sprintf("%s %s already in group %s", strings.Join(already, ", "), plural(len(already), "is", "are"), group)
+	case len(already) == 0:
+		msg = fmt.Sprintf("added %s to group %s", strings.Join(added, ", "), group)
+	default:
+		msg = fmt.Sprintf("added %s to group %s (%s %s already in it)", strings.Join(added, ", "), group,
+			strings.Join(already, ", "), plural(len(already), "was", "were"))
+	}
+	_, err = fmt.Fprintln(stdio.Out, msg)
+	return err
+}
+
+// GroupRemove is `rex device group remove`.
+func GroupRemove(ctx context.Context, store *devices.Store, stdio IO, group string, names []string) error {
+	err := store.Update(ctx, func(r *devices.Registry) error { return r.RemoveFromGroup(group, names...) })
+	if err != nil {
+		return fmt.Errorf("remove from group %s: %w", group, err)
+	}
+	_, err = fmt.Fprintf(stdio.Out, "removed %s from group %s\n", strings.Join(dedupe(names), ", "), group)
+	return err
+}
+
+// GroupList is `rex device group list`.
+func GroupList(store *devices.Store, stdio IO, asJSON bool) error {
 	r, err := store.Load()
 	if err != nil {
 		return fmt.Errorf("list groups: %w", err)
@@ -492,41 +501,37 @@ func groupList(store *devices.Store, stdio IO, asJSON bool) error {
 	return renderTable(stdio, []string{"GROUP", "MEMBERS"}, rows)
 }
 
-func deviceRemoteVerb(ctx context.Context, store *devices.Store, remote DeviceRemote, stdio IO, verb string, args []string) error {
-	p, err := parseArgs(verb, args)
-	if err != nil || p.help {
-		return helpOr(stdio, store, p, err)
-	}
-	if len(p.pos) == 0 {
+// DeviceReach is `rex device check|prepare|clean TARGETS...`; several
+// words are one list ("check web1 web2" is "check web1,web2").
+func DeviceReach(ctx context.Context, store *devices.Store, remote DeviceRemote, stdio IO, verb string, words []string, connectTimeout time.Duration) error {
+	if len(words) == 0 {
 		return Usagef("rex device %s takes TARGETS, e.g. rex device %s web1,db-*", verb, verb)
 	}
 	r, err := store.Load()
 	if err != nil {
 		return fmt.Errorf("%s: %w", verb, err)
 	}
-	// Several words are one list: "check web1 web2" is "check web1,web2".
-	targets, err := r.Resolve(strings.Join(p.pos, ","))
+	targets, err := r.Resolve(strings.Join(words, ","))
 	if err != nil {
 		return fmt.Errorf("%s: %w", verb, err)
 	}
 	if remote == nil {
 		return fmt.Errorf("rex device %s needs the SSH layer, which this build of rex does not include yet; use a build that has it", verb)
 	}
+	if connectTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, connectTimeout)
+		defer cancel()
+	}
 	switch verb {
 	case "check":
 		return remote.Check(ctx, stdio, targets)
 	case "prepare":
 		return remote.Prepare(ctx, stdio, targets)
-	default:
+	case "clean":
 		return remote.Clean(ctx, stdio, targets)
 	}
-}
-
-func helpOr(stdio IO, store *devices.Store, p parsedArgs, err error) error {
-	if err != nil {
-		return err
-	}
-	return deviceUsage(stdio, store)
+	return Usagef("unknown command %q for rex device", verb)
 }
 
 func plural(n int, one, many string) string {

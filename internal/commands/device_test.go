@@ -125,7 +125,7 @@ func TestDeviceAddForms(t *testing.T) {
 	}{
 		{[]string{"add", "a", "root@10.0.0.5", "--port", "2222", "--key", "/k", "--desc", "x"}, "added device a (root@10.0.0.5:2222)\n", 2222, "/k", "x"},
 		{[]string{"add", "--port=2222", "a", "root@10.0.0.5"}, "added device a (root@10.0.0.5:2222)\n", 2222, "", ""},
-		{[]string{"add", "a", "-port", "22", "h.lan"}, "added device a (h.lan:22)\n", 22, "", ""},
+		{[]string{"add", "a", "--port", "22", "h.lan"}, "added device a (h.lan:22)\n", 22, "", ""},
 		{[]string{"add", "a", "h.lan:2200"}, "added device a (h.lan:2200)\n", 2200, "", ""},
 		{[]string{"add", "a", "h.lan", "--key", "keys/id"}, "added device a (h.lan)\n", 0, filepath.Join(cwd, "keys/id"), ""},
 		{[]string{"add", "a", "h.lan", "--desc", "--looks like a flag"}, "added device a (h.lan)\n", 0, "", "--looks like a flag"},
@@ -187,7 +187,7 @@ func TestDeviceUsageErrors(t *testing.T) {
 		{[]string{"group"}, "needs a command"},
 		{[]string{"group", "craete", "x"}, "did you mean create?"},
 		{[]string{"group", "add", "web"}, "takes a GROUP and one or more DEVICE names"},
-		{[]string{"group", "create", "--json", "x"}, "only for rex device group list"},
+		{[]string{"group", "create", "--json", "x"}, "unknown flag --json for rex device group create"},
 		{[]string{"check"}, "takes TARGETS"},
 	}
 	for _, tt := range tests {

@@ -2,9 +2,11 @@ package commands
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -14,97 +16,86 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/rexconsole/rex/internal/fanout"
 	"github.com/rexconsole/rex/internal/protocol"
 )
 
 // RunSpec is a parsed `run` command line.
 type RunSpec struct {
-	Targets     string
-	JSON        bool
-	Gather      bool
-	Timeout     time.Duration
-	Concurrency int
-	Task        fanout.Task
+	// Targets is TARGETS as given (positional or --target), with the
+	// exclusions of -x folded in.
+	Targets string
+	TargetFlags
+	ReachFlags
+	JSON    bool
+	Gather  bool
+	Timeout time.Duration
+	Task    fanout.Task
 }
 
 // RunUsage is the synopsis of `rex run`.
-const RunUsage = "rex run TARGETS [--json] [--gather] [--timeout D] [--concurrency N] -- CMD [ARG...]"
+const RunUsage = "rex run TARGETS [--json] [--gather] [--timeout D] [--connect-timeout D] [--concurrency N] -- CMD [ARG...]"
 
-// ParseRun reads `TARGETS [flags] -- CMD [ARG...]`. Flags may come before
-// or after TARGETS but before `--`. One command word that holds spaces or
+// Bind declares the flags of `rex run`. Flags stop at the first word
+// that is not one (TARGETS, or the command when --target named the
+// targets); Args reads on from there.
+func (s *RunSpec) Bind(fs *pflag.FlagSet) {
+	s.TargetFlags.Bind(fs)
+	BindJSON(fs, &s.JSON)
+	fs.BoolVarP(&s.Gather, "gather", "b", false, "print identical outputs once, under the folded list of their targets")
+	BindTimeout(fs, &s.Timeout)
+	s.ReachFlags.Bind(fs)
+	fs.SetInterspersed(false)
+}
+
+// Args completes the spec from the words the flags left: TARGETS (unless
+// --target gave them), more flags, then the command, after `--` or from
+// the first word that is not a flag. One command word that holds spaces or
 // shell syntax runs through /bin/sh -c, the way `ssh host 'a | b'` does;
 // several words are an argv that no shell interprets.
-func ParseRun(args []string) (RunSpec, error) {
-	var s RunSpec
-	var cmd []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			cmd = args[i+1:]
-			break
+func (s *RunSpec) Args(fs *pflag.FlagSet, args []string) error {
+	cmd := args
+	if s.Target == "" {
+		if len(args) == 0 || args[0] == "" {
+			return Usagef("which targets? usage: %s", RunUsage)
 		}
-		name, val, hasVal := strings.Cut(a, "=")
-		next := func() (string, error) {
-			if hasVal {
-				return val, nil
-			}
-			if i+1 >= len(args) {
-				return "", Usagef("%s needs a value; usage: %s", name, RunUsage)
-			}
-			i++
-			return args[i], nil
+		s.Targets = args[0]
+		if err := fs.Parse(args[1:]); err != nil {
+			return FlagError("rex run", fs, err)
 		}
-		switch name {
-		case "--json":
-			s.JSON = true
-		case "--gather", "-b":
-			s.Gather = true
-		case "--timeout", "-t":
-			v, err := next()
-			if err != nil {
-				return s, err
-			}
-			d, err := parseDuration(v)
-			if err != nil {
-				return s, Usagef("--timeout %q: want a duration such as 30s or 5m", v)
-			}
-			s.Timeout = d
-		case "--concurrency", "-f":
-			v, err := next()
-			if err != nil {
-				return s, err
-			}
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
-				return s, Usagef("--concurrency %q: want a positive number", v)
-			}
-			s.Concurrency = n
-		default:
-			if strings.HasPrefix(a, "-") && a != "-" {
-				return s, Usagef("unknown flag %s; usage: %s", a, RunUsage)
-			}
-			if s.Targets == "" {
-				s.Targets = a
-				continue
-			}
-			// Without `--`, the rest of the line is the command.
-			cmd = args[i:]
-			i = len(args)
-		}
+		cmd = fs.Args()
 	}
-	if s.Targets == "" {
-		return s, Usagef("which targets? usage: %s", RunUsage)
+	if helpAsked(fs) {
+		return ErrHelp
 	}
+	s.Targets = s.TargetFlags.Spec(s.Targets)
 	if len(cmd) == 0 {
-		return s, Usagef("no command to run; usage: %s", RunUsage)
+		return Usagef("no command to run; usage: %s", RunUsage)
 	}
 	if s.JSON && s.Gather {
-		return s, Usagef("--json and --gather do not go together; pick one")
+		return Usagef("--json and --gather do not go together; pick one")
 	}
 	s.Task = TaskFor(cmd)
 	s.Task.Timeout = s.Timeout
-	return s, nil
+	return nil
+}
+
+// ParseRun reads `TARGETS [flags] -- CMD [ARG...]` as the console's /run
+// gets it.
+func ParseRun(args []string) (RunSpec, error) {
+	var s RunSpec
+	fs := NewFlagSet("run")
+	s.Bind(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return s, ErrHelp
+		}
+		return s, FlagError("rex run", fs, err)
+	}
+	err := s.Args(fs, fs.Args())
+	return s, err
 }
 
 // TaskFor turns command words into a task: several words are an argv, one
@@ -130,11 +121,7 @@ func parseDuration(v string) (time.Duration, error) {
 
 // Run is `rex run`: the task on every target, output live, summary on
 // stderr, exit status per the contract.
-func Run(ctx context.Context, app *App, o IO, args []string) error {
-	spec, err := ParseRun(args)
-	if err != nil {
-		return err
-	}
+func Run(ctx context.Context, app *App, o IO, spec RunSpec) error {
 	targets, err := app.Resolve(spec.Targets)
 	if err != nil {
 		return err
@@ -150,7 +137,7 @@ func Run(ctx context.Context, app *App, o IO, args []string) error {
 	}
 	sum := fanout.Run(ctx, app.Pool, targets, spec.Task, fanout.Options{
 		Concurrency:    spec.Concurrency,
-		ConnectTimeout: app.ConnectTimeout,
+		ConnectTimeout: cmp.Or(spec.ConnectTimeout, app.ConnectTimeout),
 		OnEvent:        out.event,
 	})
 	out.finish(sum)

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/rexconsole/rex/internal/cas"
 	"github.com/rexconsole/rex/internal/fanout"
 	"github.com/rexconsole/rex/internal/rexclient"
@@ -24,27 +26,61 @@ const (
 // PushSpec is a parsed `rex push`.
 type PushSpec struct {
 	LocalDir, RemoteDir, Targets string
+	ConnectTimeout               time.Duration
 }
 
-// ParsePush reads the arguments of `rex push`.
-func ParsePush(args []string) (PushSpec, error) {
+// Bind declares the flags of `rex push`.
+func (s *PushSpec) Bind(fs *pflag.FlagSet) {
+	BindConnectTimeout(fs, &s.ConnectTimeout)
+}
+
+// Args reads the positionals of `rex push`.
+func (s *PushSpec) Args(args []string) error {
 	if len(args) != 3 {
-		return PushSpec{}, Usagef("usage: %s", PushUsage)
+		return Usagef("usage: %s", PushUsage)
 	}
-	return PushSpec{LocalDir: args[0], RemoteDir: args[1], Targets: args[2]}, nil
+	s.LocalDir, s.RemoteDir, s.Targets = args[0], args[1], args[2]
+	return nil
+}
+
+// ParsePush reads the words of `rex push` as the console gets them.
+func ParsePush(args []string) (PushSpec, error) {
+	var s PushSpec
+	pos, err := ParseFlags("push", args, s.Bind)
+	if err != nil {
+		return s, err
+	}
+	return s, s.Args(pos)
 }
 
 // PullSpec is a parsed `rex pull`.
 type PullSpec struct {
 	RemoteDir, LocalDir, Target string
+	ConnectTimeout              time.Duration
 }
 
-// ParsePull reads the arguments of `rex pull`.
-func ParsePull(args []string) (PullSpec, error) {
+// Bind declares the flags of `rex pull`.
+func (s *PullSpec) Bind(fs *pflag.FlagSet) {
+	BindConnectTimeout(fs, &s.ConnectTimeout)
+}
+
+// Args reads the positionals of `rex pull`.
+func (s *PullSpec) Args(args []string) error {
 	if len(args) != 3 {
-		return PullSpec{}, Usagef("usage: %s", PullUsage)
+		return Usagef("usage: %s", PullUsage)
 	}
-	return PullSpec{RemoteDir: args[0], LocalDir: args[1], Target: args[2]}, nil
+	s.RemoteDir, s.LocalDir, s.Target = args[0], args[1], args[2]
+	return nil
+}
+
+// ParsePull reads the words of `rex pull` as the console gets them.
+func ParsePull(args []string) (PullSpec, error) {
+	var s PullSpec
+	pos, err := ParseFlags("pull", args, s.Bind)
+	if err != nil {
+		return s, err
+	}
+	return s, s.Args(pos)
 }
 
 // SyncPhase is where a push or a pull stands on one target.
@@ -165,10 +201,9 @@ func recordSnapshot(ctx context.Context, st *cas.Store, key cas.RefKey, tree cas
 
 // Push is `rex push`: one local tree to a directory on many targets, only
 // what each lacks crossing the wire.
-func Push(ctx context.Context, app *App, o IO, args []string) error {
-	spec, err := ParsePush(args)
-	if err != nil {
-		return err
+func Push(ctx context.Context, app *App, o IO, spec PushSpec) error {
+	if spec.ConnectTimeout > 0 {
+		app.ConnectTimeout = spec.ConnectTimeout
 	}
 	targets, err := app.Resolve(spec.Targets)
 	if err != nil {
@@ -361,10 +396,9 @@ func reportEach(o IO, results []fanout.EachResult) error {
 
 // Pull is `rex pull`: a directory on one target back into a local one,
 // three-way merged with local changes against what was last synced.
-func Pull(ctx context.Context, app *App, o IO, args []string) error {
-	spec, err := ParsePull(args)
-	if err != nil {
-		return err
+func Pull(ctx context.Context, app *App, o IO, spec PullSpec) error {
+	if spec.ConnectTimeout > 0 {
+		app.ConnectTimeout = spec.ConnectTimeout
 	}
 	targets, err := app.Resolve(spec.Target)
 	if err != nil {

@@ -62,3 +62,20 @@ func Resolver(store *devices.Store) func(spec string) ([]fanout.Target, error) {
 		return out, nil
 	}
 }
+
+// TargetNames are the words TARGETS knows by name, for completion: the
+// registry's devices and groups, all and local.
+func TargetNames(store *devices.Store) ([]string, error) {
+	reg, err := store.Load()
+	if err != nil {
+		return nil, err
+	}
+	names := []string{devices.All, LocalName}
+	for _, d := range reg.Devices() {
+		names = append(names, d.Name)
+	}
+	for _, g := range reg.Groups() {
+		names = append(names, g.Name)
+	}
+	return names, nil
+}

@@ -15,6 +15,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/rexconsole/rex/internal/cas"
 	"github.com/rexconsole/rex/internal/chain"
 	"github.com/rexconsole/rex/internal/fanout"
@@ -26,7 +28,10 @@ import (
 const ToolUsage = `usage:
   rex tool list
   rex tool show ID [--trace]
-  rex tool run ID [--param K=V]... [--target TARGETS] [--trace]`
+  rex tool run ID [--param K=V]... [--target TARGETS] [-x NAMES] [--trace] [--connect-timeout D]`
+
+// ToolRunUsage is the synopsis of `rex tool run`.
+const ToolRunUsage = "rex tool run ID [--param K=V]... [--target TARGETS] [-x NAMES] [--trace]"
 
 // engine builds the executor chain engine for the working directory.
 func (app *App) engine() (*chain.Engine, error) {
@@ -45,29 +50,81 @@ func (app *App) engine() (*chain.Engine, error) {
 	return chain.New(opts)
 }
 
-// Tool is `rex tool`.
+// Tool is `rex tool ARGS...` as the console's /tool gets it.
 func Tool(ctx context.Context, app *App, o IO, args []string) error {
-	if len(args) == 0 || args[0] == "help" || args[0] == "--help" {
+	if len(args) == 0 || args[0] == "help" || args[0] == "--help" || args[0] == "-h" {
 		fmt.Fprintln(o.Out, ToolUsage)
 		return nil
 	}
-	eng, err := app.engine()
-	if err != nil {
+	helpOr := func(err error) error {
+		if errors.Is(err, ErrHelp) {
+			fmt.Fprintln(o.Out, ToolUsage)
+			return nil
+		}
 		return err
 	}
 	switch args[0] {
 	case "list":
-		return toolList(eng, o)
-	case "show":
-		if len(args) < 2 {
-			return Usagef("which tool? usage: rex tool show ID [--trace]")
+		pos, err := ParseFlags("tool list", args[1:], func(*pflag.FlagSet) {})
+		if err != nil {
+			return helpOr(err)
 		}
-		trace := len(args) > 2 && args[2] == "--trace"
-		return toolShow(eng, o, args[1], trace)
+		if len(pos) > 0 {
+			return Usagef("rex tool list takes no arguments")
+		}
+		return ToolList(app, o)
+	case "show":
+		var spec ToolShowSpec
+		pos, err := ParseFlags("tool show", args[1:], spec.Bind)
+		if err != nil {
+			return helpOr(err)
+		}
+		if err := spec.Args(pos); err != nil {
+			return err
+		}
+		return ToolShow(app, o, spec)
 	case "run":
-		return toolRun(ctx, app, o, args[1:])
+		return helpOr(toolRun(ctx, app, o, args[1:]))
 	}
 	return Usagef("unknown tool verb %q\n%s", args[0], ToolUsage)
+}
+
+// ToolList is `rex tool list`.
+func ToolList(app *App, o IO) error {
+	eng, err := app.engine()
+	if err != nil {
+		return err
+	}
+	return toolList(eng, o)
+}
+
+// ToolShowSpec is a parsed `rex tool show`.
+type ToolShowSpec struct {
+	ID    string
+	Trace bool
+}
+
+// Bind declares the flags of `rex tool show`.
+func (s *ToolShowSpec) Bind(fs *pflag.FlagSet) {
+	fs.BoolVar(&s.Trace, "trace", false, "show how each element of the chain was found")
+}
+
+// Args reads the tool id.
+func (s *ToolShowSpec) Args(args []string) error {
+	if len(args) != 1 {
+		return Usagef("which tool? usage: rex tool show ID [--trace]")
+	}
+	s.ID = args[0]
+	return nil
+}
+
+// ToolShow is `rex tool show`: the tool's chain, and whether it is valid.
+func ToolShow(app *App, o IO, spec ToolShowSpec) error {
+	eng, err := app.engine()
+	if err != nil {
+		return err
+	}
+	return toolShow(eng, o, spec.ID, spec.Trace)
 }
 
 func toolList(eng *chain.Engine, o IO) error {
@@ -123,65 +180,67 @@ type ToolRunSpec struct {
 	// Targets is the --target list, "" when none was given (the command
 	// line then runs on local, the console on its current target).
 	Targets string
-	Trace   bool
+	TargetFlags
+	Trace          bool
+	ConnectTimeout time.Duration
+
+	params []string
+}
+
+// Bind declares the flags of `rex tool run`.
+func (r *ToolRunSpec) Bind(fs *pflag.FlagSet) {
+	fs.StringArrayVarP(&r.params, "param", "p", nil, "set the tool's parameter (KEY=VALUE; repeatable)")
+	r.TargetFlags.Bind(fs)
+	fs.BoolVar(&r.Trace, "trace", false, "print how the executor chain resolved the tool on each target")
+	BindConnectTimeout(fs, &r.ConnectTimeout)
+}
+
+// Args reads the tool id from the positionals and checks the flags.
+func (r *ToolRunSpec) Args(args []string) error {
+	r.Params = map[string]string{}
+	for _, v := range r.params {
+		k, pv, ok := strings.Cut(v, "=")
+		if !ok || k == "" {
+			return Usagef("--param %q: want KEY=VALUE", v)
+		}
+		r.Params[k] = pv
+	}
+	switch {
+	case len(args) == 0:
+		return Usagef("which tool? usage: %s", ToolRunUsage)
+	case len(args) > 1:
+		return Usagef("unexpected %q; usage: %s", args[1], ToolRunUsage)
+	}
+	r.ID = args[0]
+	if r.Target != "" || len(r.Exclude) > 0 {
+		r.Targets = r.TargetFlags.Spec("")
+	}
+	return nil
 }
 
 // ParseToolRun reads the arguments of `rex tool run` (after "run").
 func ParseToolRun(args []string) (ToolRunSpec, error) {
-	r := ToolRunSpec{Params: map[string]string{}}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		name, val, hasVal := strings.Cut(a, "=")
-		if !strings.HasPrefix(a, "-") {
-			if r.ID != "" {
-				return r, Usagef("unexpected %q\n%s", a, ToolUsage)
-			}
-			r.ID = a
-			continue
-		}
-		next := func() (string, error) {
-			if hasVal {
-				return val, nil
-			}
-			if i+1 >= len(args) {
-				return "", Usagef("%s needs a value", name)
-			}
-			i++
-			return args[i], nil
-		}
-		switch name {
-		case "--param", "-p":
-			v, err := next()
-			if err != nil {
-				return r, err
-			}
-			k, pv, ok := strings.Cut(v, "=")
-			if !ok || k == "" {
-				return r, Usagef("--param %q: want KEY=VALUE", v)
-			}
-			r.Params[k] = pv
-		case "--target", "-t":
-			v, err := next()
-			if err != nil {
-				return r, err
-			}
-			r.Targets = v
-		case "--trace":
-			r.Trace = true
-		default:
-			return r, Usagef("unknown flag %s\n%s", a, ToolUsage)
-		}
+	var r ToolRunSpec
+	pos, err := ParseFlags("tool run", args, r.Bind)
+	if err != nil {
+		return r, err
 	}
-	if r.ID == "" {
-		return r, Usagef("which tool?\n%s", ToolUsage)
-	}
-	return r, nil
+	return r, r.Args(pos)
 }
 
 func toolRun(ctx context.Context, app *App, o IO, args []string) error {
 	spec, err := ParseToolRun(args)
 	if err != nil {
 		return err
+	}
+	return ToolRun(ctx, app, o, spec)
+}
+
+// ToolRun is `rex tool run`: the tool on its targets (local when none
+// are named), output prefixed as `rex run` prints it.
+func ToolRun(ctx context.Context, app *App, o IO, spec ToolRunSpec) error {
+	if spec.ConnectTimeout > 0 {
+		app.ConnectTimeout = spec.ConnectTimeout
 	}
 	if spec.Targets == "" {
 		spec.Targets = LocalName

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/rexconsole/rex/internal/commands"
+)
+
+func newAttachCmd(e *env) *cobra.Command {
+	var spec commands.AttachSpec
+	cmd := &cobra.Command{
+		Use:   "attach TARGET [-- CMD [ARG...]]",
+		Short: "An interactive terminal on one target; ctrl+] detaches",
+		Long: `Open a terminal on one target in this one: the login shell, or CMD.
+ctrl+] hands the terminal back. The exit status is the remote program's.`,
+		Example: `  rex attach web1
+  rex attach db1 -- top -d 1`,
+		ValidArgsFunction: completeTargets(e, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := spec.Args(cmd.Flags(), args); err != nil {
+				return helpOr(cmd, err)
+			}
+			app, err := e.App()
+			if err != nil {
+				return err
+			}
+			return commands.Attach(cmd.Context(), app, e.io, spec)
+		},
+	}
+	spec.Bind(cmd.Flags())
+	return cmd
+}

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+)
+
+// commandPaths walks the whole command tree, cobra's help and completion
+// commands included, and returns every command's words after "rex".
+func commandPaths(t *testing.T) [][]string {
+	t.Helper()
+	root := newRoot(newEnv(strings.NewReader(""), io.Discard, io.Discard))
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	var paths [][]string
+	var walk func(c *cobra.Command, path []string)
+	walk = func(c *cobra.Command, path []string) {
+		paths = append(paths, path)
+		for _, sub := range c.Commands() {
+			walk(sub, append(append([]string(nil), path...), sub.Name()))
+		}
+	}
+	walk(root, nil)
+	return paths
+}
+
+// TestHelpEveryCommand runs `--help` (and `-h`) on every command of the
+// real binary: exit 0, the command's usage on stdout, nothing on stderr.
+// Every command of rex's own has examples.
+func TestHelpEveryCommand(t *testing.T) {
+	e := newRexEnv(t, rexBin)
+	paths := commandPaths(t)
+	if len(paths) < 20 {
+		t.Fatalf("the tree has %d commands; the walk is broken", len(paths))
+	}
+	root := newRoot(newEnv(strings.NewReader(""), io.Discard, io.Discard))
+	for _, p := range paths {
+		for _, flag := range []string{"--help", "-h"} {
+			args := append(append([]string(nil), p...), flag)
+			out, errOut, code := e.run(args...)
+			if code != 0 || errOut != "" {
+				t.Errorf("rex %s: exit %d, stderr %q", strings.Join(args, " "), code, errOut)
+				continue
+			}
+			if !strings.Contains(out, "USAGE") || !strings.Contains(out, "rex") {
+				t.Errorf("rex %s printed no usage:\n%s", strings.Join(args, " "), out)
+			}
+		}
+		c, _, err := root.Find(p)
+		if err != nil || c == nil {
+			continue // cobra's own help and completion commands
+		}
+		if c.Example == "" {
+			t.Errorf("rex %s has no examples", strings.Join(p, " "))
+		}
+	}
+	// Help asked for after the positionals, the way operators edit a line.
+	for _, args := range [][]string{
+		{"run", "h1", "--help"},
+		{"run", "h1", "-h", "--", "true"},
+		{"attach", "h1", "--help"},
+		{"device", "add", "x", "--help"},
+		{"help", "run"},
+	} {
+		out, errOut, code := e.run(args...)
+		if code != 0 || errOut != "" || !strings.Contains(out, "USAGE") {
+			t.Errorf("rex %s: exit %d, stderr %q, stdout:\n%s", strings.Join(args, " "), code, errOut, out)
+		}
+	}
+}
+
+// TestUsageErrors: a mistake in how rex was called exits 2 with one line
+// that names it, and never reaches a host.
+func TestUsageErrors(t *testing.T) {
+	e := newRexEnv(t, rexBin)
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bogus"}, `unknown command "bogus" for rex`},
+		{[]string{"devcie"}, "did you mean device?"},
+		{[]string{"device", "bogus"}, `unknown command "bogus" for rex device`},
+		{[]string{"device", "group", "craete"}, "did you mean create?"},
+		{[]string{"run", "h1", "--bogus", "--", "true"}, "unknown flag --bogus for rex run"},
+		{[]string{"run", "--timout", "1", "h1", "--", "true"}, "did you mean --timeout?"},
+		{[]string{"run", "h1"}, "no command to run"},
+		{[]string{"run"}, "which targets?"},
+		{[]string{"run", "h1", "--timeout", "soon", "--", "true"}, `--timeout "soon"`},
+		{[]string{"run", "h1", "--json=maybe", "--", "true"}, "takes true or false"},
+		{[]string{"tool", "run"}, "which tool?"},
+		{[]string{"device", "add", "x"}, "takes NAME and [USER@]HOST"},
+		{[]string{"device", "add", "x", "h", "--port", "0"}, "from 1 to 65535"},
+		{[]string{"attach"}, "which target?"},
+		{[]string{"push", "a", "b"}, "usage: rex push"},
+	}
+	for _, tt := range tests {
+		out, errOut, code := e.run(tt.args...)
+		if code != 2 || !strings.Contains(errOut, tt.want) || out != "" {
+			t.Errorf("rex %s: exit %d, stdout %q, stderr %q; want exit 2 and %q", strings.Join(tt.args, " "), code, out, errOut, tt.want)
+		}
+		if n := strings.Count(strings.TrimSpace(errOut), "\n"); n > 0 {
+			t.Errorf("rex %s: %d lines on stderr, want one:\n%s", strings.Join(tt.args, " "), n+1, errOut)
+		}
+	}
+}
+
+// TestBooleanFlagsTakeFalse: --json=false is off, not on.
+func TestBooleanFlagsTakeFalse(t *testing.T) {
+	e := newRexEnv(t, rexBin)
+	if _, errOut, code := e.run("device", "add", "web1", "h.lan"); code != 0 {
+		t.Fatalf("device add: %d %s", code, errOut)
+	}
+	out, _, code := e.run("device", "list", "--json=false")
+	if code != 0 || strings.HasPrefix(out, "{") || !strings.Contains(out, "web1") {
+		t.Errorf("device list --json=false: exit %d:\n%s", code, out)
+	}
+	out, _, code = e.run("device", "list", "--json=true")
+	if code != 0 || !strings.HasPrefix(out, "{") {
+		t.Errorf("device list --json=true: exit %d:\n%s", code, out)
+	}
+	out, errOut, code := e.run("run", "local", "--json=false", "--", "echo", "hi")
+	if code != 0 || out != "local: hi\n" {
+		t.Errorf("run --json=false: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	e := newRexEnv(t, rexBin)
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		out, _, code := e.run(args...)
+		if code != 0 || !strings.HasPrefix(out, "rex ") || strings.Count(out, "\n") != 1 {
+			t.Errorf("rex %s: exit %d %q", strings.Join(args, " "), code, out)
+		}
+	}
+}

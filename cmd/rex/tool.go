@@ -1,0 +1,84 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/rexconsole/rex/internal/commands"
+)
+
+func newToolCmd(e *env) *cobra.Command {
+	cmd := parentCmd(&cobra.Command{
+		Use:   "tool",
+		Short: "List, inspect and run reusable tools through the executor chain",
+		Long: `Tools are reusable commands found in the project's .ai/, the user's
+~/.config/rex/.ai/ and rex's system space; the executor chain decides how each
+runs on each target.`,
+		Example: `  rex tool list
+  rex tool show ops/disk --trace
+  rex tool run ops/disk --param path=/var --target web`,
+	})
+	cmd.AddCommand(newToolListCmd(e), newToolShowCmd(e), newToolRunCmd(e))
+	return cmd
+}
+
+func newToolListCmd(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:     "list",
+		Short:   "List the tools this directory can use",
+		Example: `  rex tool list`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			app, err := e.App()
+			if err != nil {
+				return err
+			}
+			return commands.ToolList(app, e.io)
+		},
+	}
+}
+
+func newToolShowCmd(e *env) *cobra.Command {
+	var spec commands.ToolShowSpec
+	cmd := &cobra.Command{
+		Use:               "show ID",
+		Short:             "Show a tool's executor chain and whether it is valid",
+		Example:           `  rex tool show ops/disk --trace`,
+		ValidArgsFunction: completeTools(e),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := spec.Args(args); err != nil {
+				return err
+			}
+			app, err := e.App()
+			if err != nil {
+				return err
+			}
+			return commands.ToolShow(app, e.io, spec)
+		},
+	}
+	spec.Bind(cmd.Flags())
+	return cmd
+}
+
+func newToolRunCmd(e *env) *cobra.Command {
+	var spec commands.ToolRunSpec
+	cmd := &cobra.Command{
+		Use:   "run ID [--param KEY=VALUE]... [--target TARGETS]",
+		Short: "Run a tool on its targets (local when none are named)",
+		Example: `  rex tool run ops/disk --param path=/var
+  rex tool run ops/restart -p unit=nginx -w web -x web3`,
+		ValidArgsFunction: completeTools(e),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := spec.Args(args); err != nil {
+				return err
+			}
+			app, err := e.App()
+			if err != nil {
+				return err
+			}
+			return commands.ToolRun(cmd.Context(), app, e.io, spec)
+		},
+	}
+	spec.Bind(cmd.Flags())
+	cmd.RegisterFlagCompletionFunc("target", completeTargets(e, -1))
+	return cmd
+}
