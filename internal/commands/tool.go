@@ -304,6 +304,9 @@ type ToolRunOptions struct {
 	OnEvent func(fanout.Event)
 	// OnTrace receives a target's trace (spec.Trace) before its tool runs.
 	OnTrace func(target, text string)
+	// ClientName names the rexd sessions remote targets run in (see
+	// fanout.Options.ClientName); "" is the operator's own.
+	ClientName string
 }
 
 // RunTool is `rex tool run` after its arguments: the tool planned for and
@@ -389,7 +392,7 @@ func RunTool(ctx context.Context, app *App, spec ToolRunSpec, targets []fanout.T
 			wg.Wait()
 			return nil, err
 		}
-		rr := fanout.Each(ctx, app.Pool, remote, fanout.Options{ConnectTimeout: app.ConnectTimeout},
+		rr := fanout.Each(ctx, app.Pool, remote, fanout.Options{ConnectTimeout: app.ConnectTimeout, ClientName: opts.ClientName},
 			func(ctx context.Context, t fanout.Target, s *rexclient.Session) error {
 				ct := &SessionTarget{TargetName: t.Name, S: s}
 				root := toolRoot(s, spec.ID)
@@ -427,6 +430,40 @@ func ToolIDs(app *App) ([]string, error) {
 		}
 	}
 	return ids, nil
+}
+
+// ToolInfo describes a tool a run can name.
+type ToolInfo struct {
+	ID          string
+	Description string
+	// Schema is the tool's CONFIG_SCHEMA (a JSON Schema of its
+	// parameters); nil when it declares none.
+	Schema map[string]any
+}
+
+// ToolInfos lists the usable tools with their parameter schemas, for the
+// agent's toolset, which offers each one to models.
+func ToolInfos(app *App) ([]ToolInfo, error) {
+	eng, err := app.engine()
+	if err != nil {
+		return nil, err
+	}
+	items, err := eng.List()
+	if err != nil {
+		return nil, err
+	}
+	var out []ToolInfo
+	for _, it := range items {
+		if it.ShadowedBy != nil || it.Kind != chain.KindTool || it.Problem != "" {
+			continue
+		}
+		c, err := eng.Chain(it.ID, nil)
+		if err != nil {
+			continue // an unusable chain is not offered
+		}
+		out = append(out, ToolInfo{ID: it.ID, Description: it.Description, Schema: c.Tool().Meta.ConfigSchema})
+	}
+	return out, nil
 }
 
 // eventWriter turns a tool's output into run events.

@@ -1,0 +1,212 @@
+// Package fleettest gives tests a commands.App over real hosts: `local`
+// (a rexd subprocess confined to a temporary directory) and loopback
+// OpenSSH servers registered as devices h1..hN in a group "fleet", reached
+// through the same in-process SSH, bootstrap and connection pool as rex
+// itself. Every rexd writes its audit log in its host's home.
+//
+// A test binary that uses it calls Main from TestMain, which builds rexd
+// once for the run.
+package fleettest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rexconsole/rex/devices"
+	"github.com/rexconsole/rex/internal/commands"
+	"github.com/rexconsole/rex/internal/fanout"
+	"github.com/rexconsole/rex/internal/payload"
+	"github.com/rexconsole/rex/internal/sshtest"
+	"github.com/rexconsole/rex/internal/sshx"
+)
+
+// rexdDir holds the rexd built by Main, named as payload.Dir wants.
+var rexdDir string
+
+// Main builds rexd, runs the tests and removes the build.
+func Main(m *testing.M) {
+	dir, err := os.MkdirTemp("", "fleettest-rexd")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	out := filepath.Join(dir, "rexd-"+runtime.GOOS+"-"+runtime.GOARCH)
+	cmd := exec.Command("go", "build", "-o", out, "github.com/rexconsole/rex/cmd/rexd")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build rexd: %v\n%s", err, b)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	rexdDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// Rexd is the path of the rexd Main built.
+func Rexd() string {
+	return filepath.Join(rexdDir, "rexd-"+runtime.GOOS+"-"+runtime.GOARCH)
+}
+
+// Fleet is an App over local and N sshd hosts.
+type Fleet struct {
+	App   *commands.App
+	Store *devices.Store
+	// Hosts are the servers of h1..hN, in order.
+	Hosts []*sshtest.Server
+	// LocalHome is local's root and working directory.
+	LocalHome string
+	// Dir is the client side's directory (known_hosts, registry).
+	Dir string
+}
+
+// Options shape a Fleet.
+type Options struct {
+	// Hosts is the number of sshd hosts; 0 makes none.
+	Hosts int
+	// Down adds a device "down" (in the group) whose port refuses.
+	Down bool
+}
+
+// New starts the hosts and returns the fleet; everything stops when the
+// test ends.
+func New(t testing.TB, opts Options) *Fleet {
+	t.Helper()
+	if rexdDir == "" {
+		t.Fatal("fleettest: call fleettest.Main from TestMain")
+	}
+	dir := sshtest.TempDir(t)
+	f := &Fleet{Dir: dir, LocalHome: filepath.Join(dir, "localhome")}
+	os.MkdirAll(f.LocalHome, 0o755)
+	key := sshtest.NewKey(t, "ed25519")
+	if opts.Hosts > 0 {
+		f.Hosts = sshtest.Fleet(t, opts.Hosts, sshtest.Options{Authorized: []*sshtest.Key{key}})
+	}
+	known := filepath.Join(dir, "known_hosts")
+	sshtest.WriteKnownHosts(t, known, false, f.Hosts...)
+
+	devs := map[string]map[string]any{}
+	var group []string
+	for i, h := range f.Hosts {
+		name := "h" + strconv.Itoa(i+1)
+		devs[name] = map[string]any{"host": h.User + "@" + h.Host, "port": h.Port, "ssh_key": key.Path}
+		group = append(group, name)
+	}
+	if opts.Down {
+		addr := sshtest.RefusingAddr(t)
+		host, port, _ := strings.Cut(addr, ":")
+		p, _ := strconv.Atoi(port)
+		devs["down"] = map[string]any{"host": host, "port": p, "ssh_key": key.Path}
+		group = append(group, "down")
+	}
+	reg := map[string]any{"devices": devs, "groups": map[string][]string{"fleet": group}}
+	b, _ := json.MarshalIndent(reg, "", "  ")
+	regPath := filepath.Join(dir, "devices.json")
+	if err := os.WriteFile(regPath, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.Store = devices.NewStore(regPath)
+
+	dialer := sshx.NewDialer(sshx.Options{
+		ConfigFile:     "none",
+		KnownHostsFile: known,
+		HomeDir:        dir,
+		AgentSocket:    "none",
+		Payload:        payload.Dir(rexdDir),
+		RexdArgs:       fanout.OperatorLimits(),
+		ConnectTimeout: 10 * time.Second,
+	})
+	localArgs := append(fanout.OperatorLimits(), "--root", f.LocalHome, "--audit", f.AuditPath("local"))
+	conns := commands.Connectors{
+		Local: fanout.LocalConnector(Rexd(), localArgs...),
+		SSH:   commands.SSHConnector{Dialer: dialer},
+	}
+	f.App = &commands.App{
+		Pool:           fanout.NewPool(conns, fanout.PoolOptions{}),
+		Resolve:        commands.Resolver(f.Store),
+		ConnectTimeout: 10 * time.Second,
+		ConfigDir:      filepath.Join(dir, "config"),
+		CacheDir:       filepath.Join(dir, "cache"),
+		CASDir:         filepath.Join(dir, "cache", "cas"),
+	}
+	t.Cleanup(func() { f.App.Pool.Close() })
+	return f
+}
+
+// Home is the home directory of host "local" or "hN".
+func (f *Fleet) Home(host string) string {
+	if host == commands.LocalName {
+		return f.LocalHome
+	}
+	i, err := strconv.Atoi(strings.TrimPrefix(host, "h"))
+	if err != nil || i < 1 || i > len(f.Hosts) {
+		panic("fleettest: no host " + host)
+	}
+	return f.Hosts[i-1].Home
+}
+
+// AuditPath is where the rexd of a host writes its audit log.
+func (f *Fleet) AuditPath(host string) string {
+	return filepath.Join(f.Home(host), ".local", "state", "rexd", "audit.log")
+}
+
+// AuditEntry is the part of a rexd audit line tests look at.
+type AuditEntry struct {
+	ClientName string         `json:"client_name"`
+	Method     string         `json:"method"`
+	Event      string         `json:"event"`
+	Params     map[string]any `json:"params"`
+}
+
+// Audit reads a host's audit log.
+func (f *Fleet) Audit(t testing.TB, host string) []AuditEntry {
+	t.Helper()
+	b, err := os.ReadFile(f.AuditPath(host))
+	if err != nil {
+		t.Fatalf("audit log of %s: %v", host, err)
+	}
+	var out []AuditEntry
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var e AuditEntry
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("audit log of %s: bad line %q: %v", host, l, err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// WriteFile writes a file under a host's home.
+func (f *Fleet) WriteFile(t testing.TB, host, rel, content string) {
+	t.Helper()
+	p := filepath.Join(f.Home(host), rel)
+	os.MkdirAll(filepath.Dir(p), 0o755)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ReadFile reads a file under a host's home ("" when it is missing).
+func (f *Fleet) ReadFile(t testing.TB, host, rel string) string {
+	t.Helper()
+	b, _ := os.ReadFile(filepath.Join(f.Home(host), rel))
+	return string(b)
+}
+
+// Context is a test's context, bounded so a hang fails instead of
+// stalling the run.
+func Context(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
