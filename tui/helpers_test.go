@@ -17,6 +17,7 @@ import (
 	"github.com/rexconsole/rex/devices"
 	"github.com/rexconsole/rex/internal/commands"
 	"github.com/rexconsole/rex/internal/fanout"
+	"github.com/rexconsole/rex/tui/engine"
 )
 
 // testClock is a settable clock; views depend on time only through it.
@@ -348,6 +349,24 @@ func (e *testEnv) deliverResizes(cmd tea.Cmd) {
 			next = append(next, c)
 		}
 		cmd = tea.Batch(next...)
+	}
+}
+
+// setState makes target's connection state st, reported as the pool and
+// the dialer report it; a failure gives err as its cause.
+func (e *testEnv) setState(target string, st engine.State, err error) {
+	c := e.m.states
+	switch st {
+	case engine.Connecting:
+		c.Report(engine.FromPool, target, fanout.StateConnecting, nil)
+	case engine.Bootstrapping:
+		c.Report(engine.FromPool, target, fanout.StateConnecting, nil)
+		c.Report(engine.FromSSH, target, "bootstrapping", nil)
+	case engine.Ready:
+		c.Report(engine.FromPool, target, fanout.StateConnecting, nil)
+		c.Report(engine.FromPool, target, fanout.StateReady, nil)
+	default:
+		c.Report(engine.FromPool, target, fanout.StateError, err)
 	}
 }
 

@@ -3,6 +3,7 @@ package tui
 import (
 	"errors"
 	"fmt"
+	"github.com/rexconsole/rex/tui/engine"
 	"strings"
 	"testing"
 	"time"
@@ -37,10 +38,10 @@ func checkScreen(t *testing.T, e *testEnv, w, h int) string {
 // device with its error in the sidebar.
 func fleetScene(t *testing.T, w, h int) *testEnv {
 	e := newEnv(t, w, h, true)
-	e.m.states.set("web1", stateReady, nil)
-	e.m.states.set("web2", stateReady, nil)
-	e.m.states.set("web3", stateBootstrapping, nil)
-	e.m.states.set("db1", stateError, errors.New("connect db1: dial tcp 10.0.0.9:2222: connect: connection refused"))
+	e.setState("web1", engine.Ready, nil)
+	e.setState("web2", engine.Ready, nil)
+	e.setState("web3", engine.Bootstrapping, nil)
+	e.setState("db1", engine.Failed, errors.New("connect db1: dial tcp 10.0.0.9:2222: connect: connection refused"))
 	e.submit("/target web")
 	e.submit("echo hello from the fleet")
 	e.submit("/run db1,web1 -- fail")

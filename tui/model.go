@@ -21,6 +21,7 @@ import (
 	"github.com/rexconsole/rex/internal/commands"
 	"github.com/rexconsole/rex/internal/fanout"
 	"github.com/rexconsole/rex/themes"
+	"github.com/rexconsole/rex/tui/engine"
 )
 
 // frameInterval is the redraw period while output arrives or tasks run.
@@ -102,6 +103,9 @@ type verbRun struct {
 	cancel  context.CancelFunc
 }
 
+// registryChangedMsg says devices.json changed on disk.
+type registryChangedMsg struct{}
+
 // verbDoneMsg carries a finished verb's output.
 type verbDoneMsg struct {
 	out string
@@ -136,8 +140,8 @@ type Model struct {
 	geo           geometry // the layout, computed by relayout in Update
 
 	reg    *devices.Registry
-	known  []sidebarEntry // local, devices and groups of reg, for the sidebar
-	states *stateBoard
+	known  []sidebarEntry   // local, devices and groups of reg, for the sidebar
+	states *engine.Contacts // what the last contact with each target said
 
 	target      string // a TARGETS expression; "local" at first
 	targetCount int
@@ -183,7 +187,7 @@ func newModel(ctx context.Context, opts Options, run runFunc, now func() time.Ti
 		layout: layoutGrid,
 	}
 	m.setRegistry(devices.New())
-	m.states = newStateBoard(m.signal.mark)
+	m.states = engine.NewContacts(now, m.signal.mark)
 	var startup []string
 
 	m.workDir = opts.WorkDir
@@ -266,6 +270,12 @@ func (m *Model) reloadRegistry() {
 // the sidebar once, not at every frame.
 func (m *Model) setRegistry(reg *devices.Registry) {
 	m.reg = reg
+	if m.target != "" {
+		// A group's members may have changed.
+		if t, err := m.resolve(m.target); err == nil {
+			m.targetCount = len(t)
+		}
+	}
 	m.known = []sidebarEntry{{name: commands.LocalName, kind: "local", addr: "this machine"}}
 	for _, d := range reg.Devices() {
 		m.known = append(m.known, sidebarEntry{name: d.Name, kind: "device", addr: d.Addr()})
@@ -308,6 +318,8 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 		return msg.pane.resizeDue(msg.seq)
 	case verbDoneMsg:
 		return m.verbDone(msg)
+	case registryChangedMsg:
+		m.reloadRegistry()
 	case tea.KeyPressMsg:
 		return m.onKey(msg)
 	case fullscreenDoneMsg:
@@ -987,7 +999,7 @@ type sidebarEntry struct {
 // sidebarEntries lists local, the devices, the groups and the ad-hoc
 // hosts that have been reached, in that order.
 func (m *Model) sidebarEntries() []sidebarEntry {
-	hosts := m.states.names()
+	hosts := m.states.Names()
 	out := m.known
 	if len(hosts) > 0 {
 		known := make(map[string]bool, len(m.known))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rexconsole/rex/internal/commands"
 	"github.com/rexconsole/rex/internal/fanout"
+	"github.com/rexconsole/rex/tui/engine"
 )
 
 // Pane is one box of the main area: task output panes (outputPane) and
@@ -44,7 +45,7 @@ type paneCtx struct {
 	st      *Styles
 	focused bool
 	now     time.Time
-	states  *stateBoard
+	states  *engine.Contacts
 	// broadcast marks a terminal pane that keystrokes reach while
 	// broadcast is on.
 	broadcast bool
@@ -362,7 +363,7 @@ func (p *outputPane) headerStatus(c *paneCtx) []boxSeg {
 		from := p.task.started
 		word := "waiting"
 		if c.states != nil {
-			switch s := c.states.get(p.target).state; s {
+			switch s := string(c.states.Get(p.target).State); s {
 			case stateConnecting, stateBootstrapping:
 				word = s
 			}

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"github.com/rexconsole/rex/tui/engine"
 	"hash/maphash"
 	"strings"
 	"sync"
@@ -272,7 +273,7 @@ func TestSidebarTargets(t *testing.T) {
 		t.Errorf("alt+up twice from db1: %q, want web (wrapping)", e.m.target)
 	}
 	// Clicking a row makes it the target; its error shows below.
-	e.m.states.set("web2", stateError, fmt.Errorf("connect web2: host key mismatch"))
+	e.setState("web2", engine.Failed, fmt.Errorf("connect web2: host key mismatch"))
 	y := -1
 	for i, l := range strings.Split(e.screen(), "\n") {
 		if strings.Contains(l, " web2 ") && strings.Index(l, "web2") < sidebarWidth(120) {

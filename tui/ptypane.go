@@ -21,6 +21,7 @@ import (
 	"github.com/rexconsole/rex/internal/commands"
 	"github.com/rexconsole/rex/internal/fanout"
 	"github.com/rexconsole/rex/internal/protocol"
+	"github.com/rexconsole/rex/tui/engine"
 )
 
 // termName is the terminal type remote programs are told: what the
@@ -674,7 +675,7 @@ func (p *ptyPane) headerStatus(c *paneCtx) []boxSeg {
 	switch ph {
 	case termOpening:
 		word := "connecting"
-		if c.states != nil && c.states.get(p.target.Name).state == stateBootstrapping {
+		if c.states != nil && c.states.Get(p.target.Name).State == engine.Bootstrapping {
 			word = stateBootstrapping
 		}
 		spin := spinnerAt(c.now, since)

@@ -13,6 +13,7 @@ import (
 	"github.com/rexconsole/rex/internal/protocol"
 	"github.com/rexconsole/rex/internal/rexclient"
 	"github.com/rexconsole/rex/internal/rexd"
+	"github.com/rexconsole/rex/tui/engine"
 )
 
 // rexdFleet reaches every target through a rexd served in this process
@@ -114,7 +115,9 @@ func (f *rexdFleet) Connect(ctx context.Context, t fanout.Target) (*fanout.Conn,
 // withRexdFleet gives a test env connections through an in-process rexd
 // fleet, its own object store, and e.dir as the directory rex started in.
 func withRexdFleet(e *testEnv, f *rexdFleet) {
-	pool := fanout.NewPool(f, fanout.PoolOptions{OnState: e.m.states.set})
+	pool := fanout.NewPool(f, fanout.PoolOptions{OnState: func(target, state string, err error) {
+		e.m.states.Report(engine.FromPool, target, state, err)
+	}})
 	e.t.Cleanup(func() {
 		for _, tk := range e.m.tasks {
 			tk.stop()

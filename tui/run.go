@@ -35,6 +35,7 @@ import (
 	"github.com/rexconsole/rex/internal/fanout"
 	"github.com/rexconsole/rex/internal/protocol"
 	"github.com/rexconsole/rex/internal/rexclient"
+	"github.com/rexconsole/rex/tui/engine"
 )
 
 // Options wire the console to the rest of rex.
@@ -82,7 +83,7 @@ func Run(ctx context.Context, opts Options) error {
 
 	var m *Model
 	pool := fanout.NewPool(opts.Connector, fanout.PoolOptions{
-		OnState: func(target, state string, err error) { m.states.set(target, state, err) },
+		OnState: func(target, state string, err error) { m.states.Report(engine.FromPool, target, state, err) },
 	})
 	defer pool.Close()
 	run := func(ctx context.Context, targets []fanout.Target, t fanout.Task, o fanout.Options) *fanout.Summary {
@@ -91,12 +92,19 @@ func Run(ctx context.Context, opts Options) error {
 	m = newModel(ctx, opts, run, time.Now)
 	m.app.Pool = pool
 	m.openTerm = poolTerminals(pool)
-	opts.States.attach(m.states.set)
+	opts.States.attach(func(target, state string, err error) { m.states.Report(engine.FromSSH, target, state, err) })
 	defer opts.States.attach(func(string, string, error) {})
 
 	p := tea.NewProgram(m, tea.WithContext(ctx))
 	send := p.Send
 	m.signal.send.Store(&send)
+	if opts.Store != nil {
+		// devices.json changed by `rex device` in another shell, or an
+		// editor, shows in the sidebar at once.
+		if err := opts.Store.Watch(ctx, func() { p.Send(registryChangedMsg{}) }); err != nil {
+			m.msg = message{kind: msgError, lines: append(m.msg.lines, err.Error()+"; the sidebar shows changes made elsewhere after the next /device command")}
+		}
+	}
 	_, err := p.Run()
 	m.signal.send.Store(nil)
 

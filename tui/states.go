@@ -1,39 +1,35 @@
 package tui
 
 import (
-	"sync"
 	"sync/atomic"
 
-	"github.com/rexconsole/rex/internal/fanout"
+	"github.com/rexconsole/rex/tui/engine"
 )
 
-// Connection states shown in the sidebar.
+// The connection words panes use while their target is being reached.
 const (
-	stateIdle          = fanout.StateIdle
-	stateConnecting    = fanout.StateConnecting
-	stateBootstrapping = "bootstrapping"
-	stateReady         = fanout.StateReady
-	stateError         = fanout.StateError
+	stateConnecting    = string(engine.Connecting)
+	stateBootstrapping = string(engine.Bootstrapping)
 )
 
-// ConnStates carries connection progress that only the connector knows
-// (sshx reports "bootstrapping" while it uploads rexd) to the console. The
-// pool's own states (connecting, ready, error) reach the console without
-// it. Create one, give its Report method to the connector (for sshx:
-// sshx.Options.OnState) and pass it in Options.States; reports made before
-// the console runs are dropped.
+// ConnStates carries what only the SSH dialer knows to the console: dials
+// that start and end outside the connection pool (/device check, prepare,
+// clean) and the upload of rexd ("bootstrapping"). Create one, give its
+// Report method to the dialer (sshx.Options.OnState) and pass it in
+// Options.States; reports made before the console runs are dropped.
 type ConnStates struct {
 	sink atomic.Pointer[func(target, state string, err error)]
 }
 
-// Report tells the console that target is now in state. It is safe for
-// concurrent use and never blocks for long.
-func (c *ConnStates) Report(target, state string) {
+// Report tells the console that target is now in state (err is set with
+// sshx.StateFailed). It is safe for concurrent use and never blocks for
+// long.
+func (c *ConnStates) Report(target, state string, err error) {
 	if c == nil {
 		return
 	}
 	if f := c.sink.Load(); f != nil {
-		(*f)(target, state, nil)
+		(*f)(target, state, err)
 	}
 }
 
@@ -43,58 +39,22 @@ func (c *ConnStates) attach(f func(target, state string, err error)) {
 	}
 }
 
-// connState is one target's connection as the sidebar shows it.
-type connState struct {
-	state string
-	err   string
-}
-
-// stateBoard holds every target's connection state; the pool and the
-// connector write it from their goroutines, the UI reads it.
-type stateBoard struct {
-	mu       sync.Mutex
-	m        map[string]connState
-	onChange func()
-}
-
-func newStateBoard(onChange func()) *stateBoard {
-	return &stateBoard{m: map[string]connState{}, onChange: onChange}
-}
-
-func (b *stateBoard) set(target, state string, err error) {
-	cs := connState{state: state}
-	if state == fanout.StateClosed {
-		cs.state = stateIdle
+// stateForms are the ways a sidebar row can name a state, longest first;
+// the row uses the longest that leaves the target's name room.
+func stateForms(c engine.Contact) []string {
+	switch c.State {
+	case engine.Unreachable:
+		return []string{c.Label(), "unreachable", "unreach."}
+	case engine.Failed:
+		return []string{c.Label(), "failed"}
+	case engine.AuthFailed:
+		return []string{"auth failed", "denied"}
+	case engine.HostKeyChanged:
+		return []string{"host key changed", "key changed", "bad key"}
+	case engine.HostKeyUnknown:
+		return []string{"host key unknown", "new key"}
+	case engine.Bootstrapping:
+		return []string{"bootstrapping", "bootstrap"}
 	}
-	if err != nil {
-		cs.err = err.Error()
-	}
-	b.mu.Lock()
-	b.m[target] = cs
-	b.mu.Unlock()
-	if b.onChange != nil {
-		b.onChange()
-	}
-}
-
-func (b *stateBoard) get(target string) connState {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	cs, ok := b.m[target]
-	if !ok {
-		return connState{state: stateIdle}
-	}
-	return cs
-}
-
-// names returns the targets that have a state, for ad-hoc hosts the
-// registry does not list.
-func (b *stateBoard) names() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := make([]string, 0, len(b.m))
-	for n := range b.m {
-		out = append(out, n)
-	}
-	return out
+	return []string{string(c.State)}
 }

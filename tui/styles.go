@@ -8,6 +8,7 @@ import (
 	"charm.land/lipgloss/v2"
 
 	"github.com/rexconsole/rex/themes"
+	"github.com/rexconsole/rex/tui/engine"
 )
 
 // Styles are every style the console draws with, built from one theme's
@@ -51,8 +52,10 @@ type Styles struct {
 		Border   lipgloss.Style
 		Detail   lipgloss.Style
 		Error    lipgloss.Style
-		// States colour a connection state's glyph and word.
-		States map[string]lipgloss.Style
+		// States colour a connection state's glyph and word; failures
+		// take Failure.
+		States  map[engine.State]lipgloss.Style
+		Failure lipgloss.Style
 	}
 
 	Prompt       lipgloss.Style
@@ -73,6 +76,14 @@ type Styles struct {
 	// line is drawn by concatenation: lipgloss's Render is general and
 	// costs more than the rest of a frame.
 	lines [lineHeadOdd + 1]sgr
+}
+
+// stateStyle is the colour of a connection state.
+func (s *Styles) stateStyle(st engine.State) lipgloss.Style {
+	if st.Failure() {
+		return s.Sidebar.Failure
+	}
+	return s.Sidebar.States[st]
 }
 
 // sgr is a style as the escape sequences before and after styled text.
@@ -135,13 +146,13 @@ func NewStyles(t themes.Theme, gen int) *Styles {
 	s.Sidebar.Border = fg(c.Border)
 	s.Sidebar.Detail = fg(c.Muted)
 	s.Sidebar.Error = fg(c.Error)
-	s.Sidebar.States = map[string]lipgloss.Style{
-		stateIdle:          fg(c.Muted),
-		stateConnecting:    fg(c.Warning),
-		stateBootstrapping: fg(c.Warning),
-		stateReady:         fg(c.Success),
-		stateError:         fg(c.Error),
+	s.Sidebar.States = map[engine.State]lipgloss.Style{
+		engine.Idle:          fg(c.Muted),
+		engine.Connecting:    fg(c.Warning),
+		engine.Bootstrapping: fg(c.Warning),
+		engine.Ready:         fg(c.Success),
 	}
+	s.Sidebar.Failure = fg(c.Error)
 
 	s.Prompt = fg(c.Muted)
 	s.PromptTarget = fg(c.Accent).Bold(true)

@@ -101,7 +101,7 @@ func (p *outputPane) syncRows(c *paneCtx, w int) []string {
 	p.mu.Unlock()
 	conn := ""
 	if c.states != nil {
-		conn = c.states.get(p.target).state
+		conn = string(c.states.Get(p.target).State)
 	}
 	text, frac := syncText(s, p.target, conn, ph == phaseDone, r)
 	st := c.st

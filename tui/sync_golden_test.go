@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rexconsole/rex/tui/engine"
 	"testing"
 	"time"
 
@@ -97,7 +98,7 @@ func scriptedEnv(t *testing.T) (*testEnv, *scriptedSync) {
 func TestSyncGolden(t *testing.T) {
 	t.Run("push-progress", func(t *testing.T) {
 		e, s := scriptedEnv(t)
-		e.m.states.set("web3", stateConnecting, nil)
+		e.setState("web3", engine.Connecting, nil)
 		e.typeText("/push ./site srv/site web")
 		e.press("enter")
 		<-s.reached

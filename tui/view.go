@@ -7,6 +7,8 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
+
+	"github.com/rexconsole/rex/tui/engine"
 )
 
 // Smallest screen the console draws on.
@@ -449,21 +451,22 @@ func (m *Model) sidebarView(w, h int) []string {
 }
 
 // stateGlyph marks a connection state.
-func stateGlyph(s string) string {
-	switch s {
-	case stateConnecting:
+func stateGlyph(s engine.State) string {
+	switch {
+	case s == engine.Connecting:
 		return "◌"
-	case stateBootstrapping:
+	case s == engine.Bootstrapping:
 		return "◍"
-	case stateReady:
+	case s == engine.Ready:
 		return "●"
-	case stateError:
+	case s.Failure():
 		return "✗"
 	}
 	return "○"
 }
 
-// sidebarRow draws one target: glyph, name, state.
+// sidebarRow draws one target: glyph, name, state — the longest form of
+// the state that leaves the name room.
 func (m *Model) sidebarRow(e sidebarEntry, w int, selected bool) string {
 	st := m.st
 	if e.kind == "group" {
@@ -473,21 +476,28 @@ func (m *Model) sidebarRow(e sidebarEntry, w int, selected bool) string {
 		}
 		return st.Sidebar.Item.Render(fit(s, w))
 	}
-	cs := m.states.get(e.name)
-	word := cs.state
-	if word == stateBootstrapping && w < 26 {
-		word = "bootstrap"
+	c := m.states.Get(e.name)
+	want := min(ansi.StringWidth(e.name), 8)
+	word := ""
+	for _, f := range stateForms(c) {
+		if w-5-ansi.StringWidth(f) >= want {
+			word = f
+			break
+		}
 	}
-	nameW := max(1, w-4-ansi.StringWidth(word))
+	// " ● " name " " word " "
+	nameW := max(1, w-5-ansi.StringWidth(word))
 	name := fit(cut(e.name, nameW), nameW)
+	glyph := stateGlyph(c.State)
 	if selected {
-		return st.Sidebar.Selected.Render(" " + stateGlyph(cs.state) + " " + name + word + " ")
+		return st.Sidebar.Selected.Render(" " + glyph + " " + name + " " + word + " ")
 	}
-	ss := st.Sidebar.States[cs.state]
-	return ss.Render(" "+stateGlyph(cs.state)+" ") + st.Sidebar.Item.Render(name) + ss.Render(word+" ")
+	ss := st.stateStyle(c.State)
+	return ss.Render(" "+glyph+" ") + st.Sidebar.Item.Render(name) + ss.Render(" "+word+" ")
 }
 
-// detailLines describes the selected target, with its last error.
+// detailLines describes the selected target: its address, what the last
+// contact said and when, and the sentence of its last failure.
 func (m *Model) detailLines(entries []sidebarEntry, sel, w int) []string {
 	st := m.st
 	if sel < 0 {
@@ -504,10 +514,16 @@ func (m *Model) detailLines(entries []sidebarEntry, sel, w int) []string {
 		return out
 	}
 	out = append(out, st.Sidebar.Detail.Render(fit(" "+e.addr, w)))
-	cs := m.states.get(e.name)
-	out = append(out, st.Sidebar.States[cs.state].Render(fit(" "+cs.state, w)))
-	if cs.err != "" {
-		for _, l := range wrapText(cs.err, w-1) {
+	c := m.states.Get(e.name)
+	label := c.Label()
+	if !c.At.IsZero() && c.State != engine.Connecting && c.State != engine.Bootstrapping {
+		label += " · " + c.At.Format("15:04:05")
+	}
+	for _, l := range wrapText(label, w-1) {
+		out = append(out, st.stateStyle(c.State).Render(fit(" "+l, w)))
+	}
+	if c.Err != "" && c.State.Failure() {
+		for _, l := range wrapText(c.Err, w-1) {
 			out = append(out, st.Sidebar.Error.Render(fit(" "+l, w)))
 		}
 	}

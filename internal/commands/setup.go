@@ -37,8 +37,9 @@ type SetupOptions struct {
 	// Console is set for the full-screen console: no passphrase prompt on
 	// the terminal (it would tear the screen; keys must be in ssh-agent).
 	Console bool
-	// OnState reports SSH progress (connecting, bootstrapping, ready).
-	OnState func(target, state string)
+	// OnState reports SSH progress (connecting, bootstrapping) and how
+	// every dial ends (ready, or failed with its error).
+	OnState func(target, state string, err error)
 }
 
 // NewSetup opens the registry and prepares the local and SSH connectors.

@@ -119,7 +119,7 @@ func (d *Dialer) Bootstrap(ctx context.Context, client *ssh.Client, name string)
 		return fail(err)
 	}
 	b := pickBuild(builds, h.uname)
-	d.state(name, StateBootstrapping)
+	d.state(name, StateBootstrapping, nil)
 	n, method, err := d.install(ctx, client, name, h.dir, b)
 	if err != nil {
 		return fail(err)

@@ -28,7 +28,7 @@ func TestColdThenWarm(t *testing.T) {
 	var states []string
 	var mu sync.Mutex
 	o := e.opts()
-	o.OnState = func(target, state string) {
+	o.OnState = func(target, state string, _ error) {
 		mu.Lock()
 		states = append(states, target+":"+state)
 		mu.Unlock()

@@ -39,10 +39,20 @@ func (d *Dialer) Connect(ctx context.Context, t Target) (*Conn, error) {
 	rc, sess, info, err := d.Bootstrap(ctx, dl.client, dl.e.name)
 	if err != nil {
 		dl.client.Close()
+		d.state(dl.e.name, StateFailed, err)
 		return nil, err
 	}
-	d.state(dl.e.name, StateReady)
+	d.state(dl.e.name, StateReady, nil)
 	return &Conn{Name: dl.e.name, Client: rc, Session: sess, SSH: dl.client, Info: info, conn: dl.conn}, nil
+}
+
+// used reports to OnState how the use of a dialled connection ended.
+func (d *Dialer) used(name string, err *error) {
+	if *err != nil {
+		d.state(name, StateFailed, *err)
+		return
+	}
+	d.state(name, StateReady, nil)
 }
 
 // Close ends the session (rexd stops the processes that were not
@@ -101,7 +111,7 @@ type CheckResult struct {
 // Check connects to t and reports reachability, authentication, platform
 // and the cached rexd, without uploading anything. Failing to reach or log
 // in is the error.
-func (d *Dialer) Check(ctx context.Context, t Target) (CheckResult, error) {
+func (d *Dialer) Check(ctx context.Context, t Target) (_ CheckResult, err error) {
 	go d.loadBuilds()
 	start := time.Now()
 	dl, err := d.dialTarget(ctx, t)
@@ -112,6 +122,7 @@ func (d *Dialer) Check(ctx context.Context, t Target) (CheckResult, error) {
 		}
 		return CheckResult{Target: name}, err
 	}
+	defer d.used(dl.e.name, &err)
 	defer dl.client.Close()
 	r := CheckResult{Target: dl.e.name, Addr: dl.e.addr(), User: dl.e.user, Handshake: time.Since(start)}
 	rtt := time.Now()
@@ -148,11 +159,12 @@ func (d *Dialer) Check(ctx context.Context, t Target) (CheckResult, error) {
 
 // Clean removes this version's rexd cache directories (every build hash)
 // from t and returns what it removed.
-func (d *Dialer) Clean(ctx context.Context, t Target) ([]string, error) {
+func (d *Dialer) Clean(ctx context.Context, t Target) (_ []string, err error) {
 	dl, err := d.dialTarget(ctx, t)
 	if err != nil {
 		return nil, err
 	}
+	defer d.used(dl.e.name, &err)
 	defer dl.client.Close()
 	out, stderr, status, err := run(ctx, dl.client, bootCommand("clean", nil, nil), nil)
 	if err != nil || status != 0 {

@@ -31,6 +31,7 @@ func (d *Dialer) Dial(ctx context.Context, t Target) (*ssh.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	d.state(c.e.name, StateReady, nil)
 	return c.client, nil
 }
 
@@ -41,19 +42,30 @@ type dialed struct {
 	e      *endpoint
 }
 
+// dialTarget dials t. A failure is reported to OnState here; the caller
+// reports how a successful dial's use ends (ready or failed).
 func (d *Dialer) dialTarget(ctx context.Context, t Target) (*dialed, error) {
 	e, err := d.resolve(t)
 	if err != nil {
+		name := t.Name
+		if name == "" {
+			name = t.Host
+		}
+		d.state(name, StateFailed, err)
 		return nil, err
 	}
-	d.state(e.name, StateConnecting)
+	d.state(e.name, StateConnecting, nil)
 	b := newBudget(e.timeout)
-	return d.dial(ctx, e, b, 0)
+	dl, err := d.dial(ctx, e, b, 0)
+	if err != nil {
+		d.state(e.name, StateFailed, err)
+	}
+	return dl, err
 }
 
-func (d *Dialer) state(target, state string) {
+func (d *Dialer) state(target, state string, err error) {
 	if d.opts.OnState != nil {
-		d.opts.OnState(target, state)
+		d.opts.OnState(target, state, err)
 	}
 }
 

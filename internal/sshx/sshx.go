@@ -63,9 +63,12 @@ type Options struct {
 	// Session are the session.open params; ClientName defaults to "rex" and
 	// ClientVersion to this version.
 	Session protocol.SessionOpenParams
-	// OnState is told how a target progresses: "connecting",
-	// "bootstrapping" (rexd is being uploaded), "ready".
-	OnState func(target, state string)
+	// OnState is told how a target progresses: "connecting" when a dial
+	// starts, "bootstrapping" while rexd is checked and uploaded, and how
+	// every dial ends: "ready" (reached and logged in; for Connect, rexd
+	// runs too) or "failed" with the error. A front end can show from it
+	// what the last real contact with each target said.
+	OnState func(target, state string, err error)
 
 	// HomeDir is the local home directory for ~ in paths and the default
 	// files; default os.UserHomeDir().
@@ -82,6 +85,7 @@ const (
 	StateConnecting    = "connecting"
 	StateBootstrapping = "bootstrapping"
 	StateReady         = "ready"
+	StateFailed        = "failed"
 )
 
 // Defaults, as OpenSSH has them where it has them.
