@@ -58,6 +58,7 @@ var (
 	ErrCycle           = errors.New("chain has a cycle")
 	ErrTooDeep         = errors.New("chain is too long")
 	ErrInvalidChain    = errors.New("chain failed validation")
+	ErrNotRunnable     = errors.New("not a tool")
 )
 
 // Options configures an Engine.
@@ -111,6 +112,44 @@ func (c *Chain) String() string {
 
 // Tool returns the first element.
 func (c *Chain) Tool() *Element { return c.Elements[0] }
+
+// Secrets lists the secrets the chain's elements declare, tool first,
+// each once.
+func (c *Chain) Secrets() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, el := range c.Elements {
+		for _, n := range el.Meta.Secrets {
+			if !seen[n] {
+				seen[n] = true
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// Runnable says why id's chain cannot run as a tool, or returns nil: a
+// runtime or a primitive asked for directly runs nothing of its own.
+func (c *Chain) Runnable() error {
+	el := c.Tool()
+	switch {
+	case el.Meta.Primitive || el.Builtin:
+		return &NotRunnableError{ID: c.ID, Msg: fmt.Sprintf("%s is the primitive that runs the command a runtime builds; it does nothing on its own: run a tool (\"rex tool list\" shows them)", c.ID)}
+	case el.Meta.ToolType == "runtime":
+		return &NotRunnableError{ID: c.ID, Msg: fmt.Sprintf("%s is a runtime, not a tool: it runs the tools that name it in their header (executor_id: %s); write one with \"rex tool new my/tool --runtime %s\" and run that", c.ID, c.ID, c.ID)}
+	}
+	return nil
+}
+
+// NotRunnableError is a runtime or primitive asked to run as a tool.
+type NotRunnableError struct {
+	ID  string
+	Msg string
+}
+
+func (e *NotRunnableError) Error() string { return e.Msg }
+func (e *NotRunnableError) Unwrap() error { return ErrNotRunnable }
 
 // CacheStats counts cache use since the Engine was made.
 type CacheStats struct {

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/rexconsole/rex/internal/secrets"
 )
 
 // Metadata is what an item file declares, whatever its format.
@@ -33,6 +35,9 @@ type Metadata struct {
 	ChildConstraints *Constraints
 	Inputs, Outputs  []string // declared I/O types; nil when not declared
 	Files            []string // files next to the element that must travel with it
+	// Secrets names the secrets the element needs; each reaches the
+	// process as an environment variable of that name (see internal/secrets).
+	Secrets []string
 
 	// Notes explains metadata that was present but could not be used, such
 	// as a Python assignment that is not a literal.
@@ -125,6 +130,8 @@ func pythonNames() [][2]string {
 		{"__outputs__", "outputs"},
 		{"OUTPUTS", "outputs"},
 		{"__files__", "files"},
+		{"__secrets__", "secrets"},
+		{"SECRETS", "secrets"},
 		{"ENV_CONFIG", "env_config"},
 		{"CONFIG", "config"},
 		{"CONFIG_SCHEMA", "config_schema"},
@@ -337,12 +344,17 @@ func metadataFromRaw(raw map[string]any, yamlSrc []byte) (*Metadata, error) {
 	for _, f := range []struct {
 		key string
 		dst *[]string
-	}{{"inputs", &m.Inputs}, {"outputs", &m.Outputs}, {"files", &m.Files}} {
+	}{{"inputs", &m.Inputs}, {"outputs", &m.Outputs}, {"files", &m.Files}, {"secrets", &m.Secrets}} {
 		if v, ok := raw[f.key]; ok && v != nil {
 			*f.dst = []string{}
 			if err := convert(v, f.dst); err != nil {
 				return nil, fmt.Errorf("%s: %w", f.key, err)
 			}
+		}
+	}
+	for _, name := range m.Secrets {
+		if err := secrets.CheckName(name); err != nil {
+			return nil, fmt.Errorf("secrets: %w", err)
 		}
 	}
 	for i, f := range m.Files {

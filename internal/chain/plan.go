@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rexconsole/rex/internal/secrets"
 )
 
 // PlanRequest asks for the exact process that runs a tool on a target.
@@ -32,6 +34,11 @@ type PlanRequest struct {
 	TargetRoot string
 	// Trace records every decision in Plan.Trace.
 	Trace bool
+	// Secrets names secrets the process gets besides the ones the chain
+	// declares (a device's). The plan never holds their values: the
+	// caller lays them over Plan.Env when it runs the plan (RunWith), so
+	// nothing that prints a plan or a trace can show one.
+	Secrets []string
 }
 
 // Plan is the exact process that runs a tool, and the files it needs.
@@ -51,6 +58,9 @@ type Plan struct {
 	Files    []ShipFile
 	Warnings []string
 	Trace    *Trace
+	// Secrets names every secret the process must get as environment:
+	// the chain's and PlanRequest.Secrets.
+	Secrets []string
 }
 
 // ShipFile is one local file the tool needs on the target.
@@ -115,6 +125,7 @@ type planner struct {
 	ctxVals  map[string]string // execution context, target paths
 	anchor   *anchorInfo
 	ship     map[string]int // Rel → index in plan.Files
+	secret   map[string]bool
 }
 
 type anchorInfo struct {
@@ -143,6 +154,9 @@ func (e *Engine) Plan(ctx context.Context, req PlanRequest) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := c.Runnable(); err != nil {
+		return nil, err
+	}
 	if probs := Validate(c); len(probs) > 0 {
 		tr.add(TraceEvent{Step: StepValidate, ItemID: req.ID, Detail: fmt.Sprintf("%d problem(s)", len(probs))})
 		return nil, &ValidationError{ID: req.ID, Problems: probs}
@@ -154,6 +168,19 @@ func (e *Engine) Plan(ctx context.Context, req PlanRequest) (*Plan, error) {
 		overlay: map[string]string{},
 		dotenv:  map[string]bool{},
 		ship:    map[string]int{},
+		secret:  map[string]bool{},
+	}
+	for _, n := range append(c.Secrets(), req.Secrets...) {
+		if err := secrets.CheckName(n); err != nil {
+			return nil, err
+		}
+		if !p.secret[n] {
+			p.secret[n] = true
+			p.plan.Secrets = append(p.plan.Secrets, n)
+		}
+	}
+	if len(p.plan.Secrets) > 0 {
+		tr.add(TraceEvent{Step: StepEnv, ItemID: "secrets", Keys: p.plan.Secrets, Detail: "set when the process starts; values are never planned, traced or shown"})
 	}
 	if err := p.run(ctx); err != nil {
 		return nil, err
@@ -381,7 +408,7 @@ func uniqueSorted(keys []string) []string {
 
 // plainRender renders trusted text with ${VAR} and the context values.
 func (p *planner) plainRender(s, what string) (string, error) {
-	out, unresolved, err := render(s, renderOpts{lookup: p.lookup, vals: p.ctxVals, what: what})
+	out, unresolved, err := render(s, renderOpts{lookup: p.lookup, vals: p.ctxVals, what: what, secret: p.secret})
 	if err != nil {
 		return "", err
 	}
@@ -806,7 +833,7 @@ func (p *planner) execution(params map[string]any) error {
 			}
 			vv["runtime_dir"] = dir
 		}
-		o := renderOpts{lookup: p.lookup, vals: vv, mode: mode, refusal: refusal, tainted: tainted, what: what}
+		o := renderOpts{lookup: p.lookup, vals: vv, mode: mode, refusal: refusal, tainted: tainted, what: what, secret: p.secret}
 		if allowStdin {
 			o.paramsJSON = &paramsJSON
 		}

@@ -176,6 +176,9 @@ type renderOpts struct {
 	tainted    map[string]bool // values that hold parameter text
 	paramsJSON *string         // non-nil: {params_json} may appear (stdin only)
 	what       string          // names the template in errors
+	// secret names the variables that are secrets: a template may not
+	// refer to them.
+	secret map[string]bool
 	// refusal explains, for modeNoParams, why a parameter may not go
 	// here; it follows "{name} carries a parameter into ...".
 	refusal string
@@ -221,6 +224,9 @@ func renderTaint(tmpl string, o renderOpts) (string, []string, []string, error) 
 		c := tmpl[i]
 		if c == '$' {
 			if ref, ok := scanVar(tmpl, i); ok {
+				if o.secret[ref.name] {
+					return "", nil, nil, fmt.Errorf("%s: ${%s} names a secret; secrets reach the tool as environment only and never enter its command line or config: read $%s inside the tool", o.what, ref.name, ref.name)
+				}
 				if err := emit(ref.value(o.lookup, 0), "${"+ref.name+"}", false); err != nil {
 					return "", nil, nil, err
 				}

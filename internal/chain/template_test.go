@@ -112,7 +112,7 @@ func TestShellQuoteRoundTrip(t *testing.T) {
 
 func TestTemplateRules(t *testing.T) {
 	rt := func(args string, extra string) string {
-		return "tool_type: runtime\nexecutor_id: rex/core/primitives/execute\nconfig:\n  command: /bin/sh\n  args: " + args + "\n" + extra
+		return "executor_id: rex/core/primitives/execute\nconfig:\n  command: /bin/sh\n  args: " + args + "\n" + extra
 	}
 	proj := project(t, map[string]string{
 		".ai/tools/t/quoted.yaml":   rt(`["-c", "echo '{msg}'"]`, ""),
@@ -126,9 +126,9 @@ func TestTemplateRules(t *testing.T) {
 		".ai/tools/t/envq.yaml":       rt(`["-c", "printf '%s\\n' ${HOME_DIR}"]`, ""),
 		".ai/tools/t/escaped.yaml":    rt(`["-c", "printf '%s\\n' \\{msg}"]`, ""),
 		".ai/tools/t/tool.yaml":       "executor_id: t/nested\n",
-		".ai/tools/t/pycode.yaml":     "tool_type: runtime\nexecutor_id: rex/core/primitives/execute\nconfig:\n  command: python3\n  args: [\"-c\", \"print('{msg}')\"]\n",
-		".ai/tools/t/pyindirect.yaml": "tool_type: runtime\nexecutor_id: rex/core/primitives/execute\nconfig:\n  command: /usr/bin/env\n  args: [python3, \"-c\", \"print({quoted})\"]\n  quoted: \"'{msg}'\"\n",
-		".ai/tools/t/pyctx.yaml":      "tool_type: runtime\nexecutor_id: rex/core/primitives/execute\nconfig:\n  command: python3\n  args: [\"-c\", \"import sys; print(sys.argv[1], '{tool_id}')\", \"{msg}\"]\n  input_data: \"{params_json}\"\n",
+		".ai/tools/t/pycode.yaml":     "executor_id: rex/core/primitives/execute\nconfig:\n  command: python3\n  args: [\"-c\", \"print('{msg}')\"]\n",
+		".ai/tools/t/pyindirect.yaml": "executor_id: rex/core/primitives/execute\nconfig:\n  command: /usr/bin/env\n  args: [python3, \"-c\", \"print({quoted})\"]\n  quoted: \"'{msg}'\"\n",
+		".ai/tools/t/pyctx.yaml":      "executor_id: rex/core/primitives/execute\nconfig:\n  command: python3\n  args: [\"-c\", \"import sys; print(sys.argv[1], '{tool_id}')\", \"{msg}\"]\n  input_data: \"{params_json}\"\n",
 		".ai/tools/t/override.yaml":   "executor_id: t/nested\nconfig:\n  c: \"tool-{msg}\"\n",
 	})
 	e := newEngine(t, Options{ProjectRoot: proj})

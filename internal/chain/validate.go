@@ -2,6 +2,7 @@ package chain
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 )
 
@@ -161,6 +162,90 @@ type ShowResult struct {
 	Chain    *Chain
 	Problems []Problem // nil when the chain is valid
 	Trace    *Trace    // nil unless asked for
+	// NotRunnable says why the id is not a tool (a runtime or the
+	// primitive); nil for a tool.
+	NotRunnable error
+	Params      []Param  // the tool's parameters, required first
+	Secrets     []string // the secrets the chain declares
+}
+
+// Param is one parameter as config_schema declares it.
+type Param struct {
+	Name        string `json:"name"`
+	Type        string `json:"type"`
+	Default     any    `json:"default,omitempty"`
+	Required    bool   `json:"required"`
+	Enum        []any  `json:"enum,omitempty"`
+	Description string `json:"description,omitempty"`
+}
+
+// Params lists the parameters a config_schema declares: the required ones
+// first, then by name.
+func Params(schema map[string]any) []Param {
+	props, _ := schema["properties"].(map[string]any)
+	req := map[string]bool{}
+	if list, ok := schema["required"].([]any); ok {
+		for _, r := range list {
+			if n, ok := r.(string); ok {
+				req[n] = true
+			}
+		}
+	}
+	out := make([]Param, 0, len(props))
+	for name, pv := range props {
+		prop, _ := pv.(map[string]any)
+		p := Param{Name: name, Type: "string", Required: req[name]}
+		if prop != nil {
+			p.Type = schemaType(prop)
+			if t, ok := prop["type"].([]any); ok {
+				var names []string
+				for _, x := range t {
+					if s, ok := x.(string); ok {
+						names = append(names, s)
+					}
+				}
+				p.Type = strings.Join(names, "|")
+			}
+			p.Default = prop["default"]
+			p.Enum, _ = prop["enum"].([]any)
+			p.Description, _ = prop["description"].(string)
+		}
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Required != out[j].Required {
+			return out[i].Required
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// Example is a command line that runs the tool, with a value for every
+// required parameter: its first allowed value, its default, or its name in
+// capitals.
+func (r *ShowResult) Example() string {
+	var b strings.Builder
+	b.WriteString("rex tool run " + r.Chain.ID)
+	for _, p := range r.Params {
+		if !p.Required {
+			continue
+		}
+		v := strings.ToUpper(p.Name)
+		switch {
+		case len(p.Enum) > 0:
+			v, _ = scalarString(p.Enum[0])
+		case p.Default != nil:
+			if s, ok := scalarString(p.Default); ok {
+				v = s
+			}
+		}
+		if v == "" || strings.ContainsAny(v, " \t\n'\"$`\\*?[]{}()<>|&;#~") {
+			v = "'" + strings.ReplaceAll(v, "'", `'\''`) + "'"
+		}
+		b.WriteString(" --param " + p.Name + "=" + v)
+	}
+	return b.String()
 }
 
 // Show resolves and validates id. With trace set, the result carries the
@@ -180,5 +265,6 @@ func (e *Engine) Show(id string, trace bool) (*ShowResult, error) {
 		detail = fmt.Sprintf("%d problem(s)", len(probs))
 	}
 	tr.add(TraceEvent{Step: StepValidate, ItemID: id, Detail: detail})
-	return &ShowResult{Chain: c, Problems: probs, Trace: tr}, nil
+	return &ShowResult{Chain: c, Problems: probs, Trace: tr, NotRunnable: c.Runnable(),
+		Params: Params(c.Tool().Meta.ConfigSchema), Secrets: c.Secrets()}, nil
 }
