@@ -335,7 +335,7 @@ func TestOpsRHEL(t *testing.T) {
 		showProps + "sshd":  {out: "MainPID=812\nLoadState=loaded\nActiveState=active\nSubState=running\nUnitFileState=enabled\nDescription=OpenSSH server daemon\nActiveEnterTimestamp=Mon 2026-01-12 09:00:01 UTC"},
 		showProps + "httpd": {out: "MainPID=0\nLoadState=loaded\nActiveState=failed\nSubState=failed\nUnitFileState=disabled\nDescription=The Apache HTTP Server\nActiveEnterTimestamp="},
 		showProps + "nope":  {out: "MainPID=0\nLoadState=not-found\nActiveState=inactive\nSubState=dead\nUnitFileState=\nDescription=nope.service\nActiveEnterTimestamp="},
-		"stop -- sshd":       {},
+		"stop -- sshd":      {},
 	})
 	shim(t, u.bin, "journalctl", map[string]fixture{
 		"--no-pager -q -o short-iso -n 3 -u sshd --since 1 hour ago": {out: "2026-01-12T09:00:01+0000 rocky sshd[812]: Server listening on 0.0.0.0 port 22.\n2026-01-12T09:00:01+0000 rocky sshd[812]: Server listening on :: port 22.\n2026-01-12T09:14:22+0000 rocky sshd[1290]: Accepted publickey for bob from 10.0.0.5 port 50522 ssh2"},
