@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/BurntSushi/toml"
 
@@ -31,6 +32,7 @@ const ConfigFile = "config.toml"
 //	scrollback = 10000      # lines kept per pane
 //	terminal_scrollback = 2000  # lines of history per terminal pane (/attach)
 //	mouse = true            # wheel scrolling and click to focus
+//	idle_timeout = "10m"    # close a connection unused that long; "0s" keeps it
 //	[keys]                  # action = [keys...]; see the help overlay
 //	zoom = ["ctrl+o", "f2"]
 type Config struct {
@@ -40,9 +42,12 @@ type Config struct {
 	Scrollback  int    `toml:"scrollback"`
 	// TermScrollback is the history of a terminal pane: kept as styled
 	// cells, a line costs the emulator far more than a task pane's line.
-	TermScrollback int                 `toml:"terminal_scrollback"`
-	Mouse          *bool               `toml:"mouse"`
-	Keys           map[string][]string `toml:"keys"`
+	TermScrollback int   `toml:"terminal_scrollback"`
+	Mouse          *bool `toml:"mouse"`
+	// IdleTimeout closes a target's connection (and its rexd) once no
+	// pane, task or terminal has used it for that long; 0 keeps it.
+	IdleTimeout time.Duration       `toml:"idle_timeout"`
+	Keys        map[string][]string `toml:"keys"`
 }
 
 // Limits of the numeric settings.
@@ -61,6 +66,7 @@ func defaultConfig() Config {
 		Concurrency:    fanout.DefaultConcurrency,
 		Scrollback:     DefaultScrollback,
 		TermScrollback: DefaultTermScrollback,
+		IdleTimeout:    fanout.DefaultIdleTimeout,
 	}
 }
 
@@ -102,7 +108,7 @@ func parseConfig(data []byte) (Config, error) {
 		return defaultConfig(), fmt.Errorf("%v; fix it, rex uses the defaults until then", err)
 	}
 	if und := md.Undecoded(); len(und) > 0 {
-		return defaultConfig(), fmt.Errorf("unknown setting %q; the settings are theme, layout, concurrency, scrollback, terminal_scrollback, mouse and [keys]", und[0].String())
+		return defaultConfig(), fmt.Errorf("unknown setting %q; the settings are theme, layout, concurrency, scrollback, terminal_scrollback, mouse, idle_timeout and [keys]", und[0].String())
 	}
 	if err := themes.ValidateName(cfg.Theme); err != nil {
 		return defaultConfig(), fmt.Errorf("theme: %w", err)
@@ -118,6 +124,9 @@ func parseConfig(data []byte) (Config, error) {
 	}
 	if cfg.TermScrollback < minScrollback || cfg.TermScrollback > maxTermHistory {
 		return defaultConfig(), fmt.Errorf("terminal_scrollback %d: use a number of lines from %d to %d", cfg.TermScrollback, minScrollback, maxTermHistory)
+	}
+	if cfg.IdleTimeout < 0 {
+		return defaultConfig(), fmt.Errorf("idle_timeout %s: use a duration such as \"10m\", or \"0s\" to keep connections open", cfg.IdleTimeout)
 	}
 	keys := DefaultKeyMap()
 	if err := keys.apply(cfg.Keys); err != nil {

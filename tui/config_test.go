@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	tea "charm.land/bubbletea/v2"
 )
@@ -34,6 +35,11 @@ func TestParseConfig(t *testing.T) {
 		{"no keys", "[keys]\nzoom = []\n", nil, "has no keys"},
 		{"bad key", "[keys]\nzoom = [\"cmd+z\"]\n", nil, `unknown modifier "cmd"`},
 		{"wrong type", "mouse = \"yes\"\n", nil, "fix it"},
+		{"idle timeout by default", "", func(c Config) bool { return c.IdleTimeout == 10*time.Minute }, ""},
+		{"idle timeout", "idle_timeout = \"90s\"\n", func(c Config) bool { return c.IdleTimeout == 90*time.Second }, ""},
+		{"idle timeout off", "idle_timeout = \"0s\"\n", func(c Config) bool { return c.IdleTimeout == 0 }, ""},
+		{"negative idle timeout", "idle_timeout = \"-1m\"\n", nil, "idle_timeout -1m0s"},
+		{"bad idle timeout", "idle_timeout = \"soon\"\n", nil, "fix it"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

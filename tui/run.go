@@ -82,8 +82,11 @@ func Run(ctx context.Context, opts Options) error {
 	defer cancel()
 
 	var m *Model
+	// A broken config.toml is reported by the model; its defaults serve.
+	cfg, _ := loadConfig(opts.ConfigDir)
 	pool := fanout.NewPool(opts.Connector, fanout.PoolOptions{
-		OnState: func(target, state string, err error) { m.states.Report(engine.FromPool, target, state, err) },
+		IdleTimeout: cfg.IdleTimeout,
+		OnState:     func(target, state string, err error) { m.states.Report(engine.FromPool, target, state, err) },
 	})
 	defer pool.Close()
 	run := func(ctx context.Context, targets []fanout.Target, t fanout.Task, o fanout.Options) *fanout.Summary {
@@ -143,7 +146,7 @@ const termConnectTimeout = 30 * time.Second
 func poolTerminals(pool *fanout.Pool) openTermFunc {
 	return func(ctx context.Context, t fanout.Target, p protocol.PTYOpenParams, out io.Writer) (remoteTerm, func(), error) {
 		actx, cancel := context.WithTimeout(ctx, termConnectTimeout)
-		sess, err := pool.Acquire(actx, t)
+		lease, err := pool.Acquire(actx, t)
 		cancel()
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			err = fmt.Errorf("connect %s: no answer within %s; is the host up and reachable?", t.Name, termConnectTimeout)
@@ -151,12 +154,12 @@ func poolTerminals(pool *fanout.Pool) openTermFunc {
 		if err != nil {
 			return nil, nil, err
 		}
-		pty, err := sess.OpenPTY(ctx, p, rexclient.ExecOptions{Stdout: out})
+		pty, err := lease.Session().OpenPTY(ctx, p, rexclient.ExecOptions{Stdout: out})
 		if err != nil {
-			pool.Release(t)
+			lease.Release()
 			return nil, nil, fmt.Errorf("open a terminal on %s: %w", t.Name, err)
 		}
-		return pty, func() { pool.Release(t) }, nil
+		return pty, lease.Release, nil
 	}
 }
 

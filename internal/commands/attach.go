@@ -79,12 +79,13 @@ func Attach(ctx context.Context, app *App, o IO, spec AttachSpec) error {
 	}
 	t := targets[0]
 	cctx, cancel := context.WithTimeout(ctx, cmp.Or(spec.ConnectTimeout, app.connectTimeout()))
-	sess, err := app.Pool.Acquire(cctx, t)
+	lease, err := app.Pool.Acquire(cctx, t)
 	cancel()
 	if err != nil {
 		return &ExitError{Code: 255, Err: err}
 	}
-	defer app.Pool.Release(t)
+	defer lease.Release()
+	sess := lease.Session()
 	code, err := AttachTerminal(ctx, sess, in, out, cmd)
 	if err != nil {
 		return &ExitError{Code: 255, Err: fmt.Errorf("attach %s: %w", t.Name, err)}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/rexconsole/rex/internal/fanout"
+	"github.com/rexconsole/rex/internal/rexclient"
 )
 
 // TestAcquireAsOpensANamedSession: a task run under a client name runs in
@@ -17,25 +18,16 @@ func TestAcquireAsOpensANamedSession(t *testing.T) {
 	ctx := context.Background()
 	tg := fanout.Target{Name: "n1"}
 
-	base, err := pool.Acquire(ctx, tg)
-	if err != nil {
-		t.Fatal(err)
+	var sessions []*rexclient.Session
+	for _, client := range []string{"", "rex-agent", "rex-agent", "rex-mcp/inspector"} {
+		l, err := pool.AcquireAs(ctx, tg, client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions = append(sessions, l.Session())
+		l.Release()
 	}
-	agent, err := pool.AcquireAs(ctx, tg, "rex-agent")
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, err := pool.AcquireAs(ctx, tg, "rex-agent")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mcp, err := pool.AcquireAs(ctx, tg, "rex-mcp/inspector")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 4; i++ {
-		pool.Release(tg)
-	}
+	base, agent, again, mcp := sessions[0], sessions[1], sessions[2], sessions[3]
 	if agent == base || agent != again || mcp == agent {
 		t.Fatalf("sessions: base %p agent %p again %p mcp %p; want one per client name, reused", base, agent, again, mcp)
 	}

@@ -42,15 +42,15 @@ func Each(ctx context.Context, pool *Pool, targets []Target, opts Options,
 			}
 			defer func() { <-sem }()
 			start := time.Now()
-			sess, err := acquire(ctx, pool, t, opts)
+			lease, err := acquire(ctx, pool, t, opts)
 			if err != nil {
 				r.Err, r.Unreachable = err, true
 				return
 			}
-			defer pool.Release(t)
-			r.Err = fn(ctx, t, sess)
+			defer lease.Release()
+			r.Err = fn(ctx, t, lease.Session())
 			if errors.Is(r.Err, rexclient.ErrClosed) {
-				pool.Drop(t)
+				lease.Drop()
 			}
 			r.Duration = time.Since(start)
 		}(i, t)

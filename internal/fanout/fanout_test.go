@@ -285,10 +285,16 @@ func TestPoolReusesAndRedials(t *testing.T) {
 		t.Fatalf("3 runs on 2 targets dialled %d times, want 2", n)
 	}
 	// Kill h1's rexd: the next run dials it again.
+	lease, err := pool.Acquire(context.Background(), fanout.Target{Name: "h1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := lease.Session().Client().Done()
+	lease.Release()
 	f.mu.Lock()
 	f.procs["h1"].Process.Kill()
 	f.mu.Unlock()
-	time.Sleep(200 * time.Millisecond)
+	<-gone // the client has seen its connection end
 	if s := fanout.Run(context.Background(), pool, ts, fanout.Task{Argv: []string{"true"}}, fanout.Options{}); s.OK != 2 {
 		t.Fatalf("after a dead connection: %+v", s.Results[0].Err)
 	}
@@ -305,37 +311,77 @@ func TestPoolReusesAndRedials(t *testing.T) {
 	}
 }
 
-func TestPoolClosesIdle(t *testing.T) {
-	f := newFleet(t)
-	pool := fanout.NewPool(f, fanout.PoolOptions{IdleTimeout: 200 * time.Millisecond})
-	defer pool.Close()
-	fanout.Run(context.Background(), pool, targets("h1"), fanout.Task{Argv: []string{"true"}}, fanout.Options{})
-	time.Sleep(700 * time.Millisecond)
-	fanout.Run(context.Background(), pool, targets("h1"), fanout.Task{Argv: []string{"true"}}, fanout.Options{})
-	if n := f.dials.Load(); n != 2 {
-		t.Fatalf("an idle connection was kept: %d dials", n)
-	}
-}
-
+// TestConcurrencyBound: with a bound of 2, exactly 2 targets run at once:
+// each command blocks on a FIFO until the test lets one finish, and the
+// test lets one go only when 2 are running.
 func TestConcurrencyBound(t *testing.T) {
 	f := newFleet(t)
 	pool := fanout.NewPool(f, fanout.PoolOptions{})
 	defer pool.Close()
-	var running, peak atomic.Int64
+	fifo := filepath.Join(t.TempDir(), "gate")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Held open for writing (and reading, so opening never blocks) for the
+	// whole run: the commands never see EOF, only the lines sent.
+	gate, err := os.OpenFile(fifo, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gate.Close()
+	var mu sync.Mutex
+	running, peak := 0, 0
+	changed := make(chan int, 64)
 	names := []string{"a", "b", "c", "d", "e", "f"}
-	fanout.Run(context.Background(), pool, targets(names...), fanout.Task{Command: "sleep 0.2"},
-		fanout.Options{Concurrency: 2, OnEvent: func(ev fanout.Event) {
-			switch ev.Kind {
-			case fanout.EventStart:
-				if n := running.Add(1); n > peak.Load() {
-					peak.Store(n)
+	done := make(chan *fanout.Summary)
+	go func() {
+		done <- fanout.Run(context.Background(), pool, targets(names...), fanout.Task{Command: "read x < " + fifo},
+			fanout.Options{Concurrency: 2, OnEvent: func(ev fanout.Event) {
+				mu.Lock()
+				switch ev.Kind {
+				case fanout.EventStart:
+					running++
+					peak = max(peak, running)
+				case fanout.EventResult:
+					running--
 				}
-			case fanout.EventResult:
-				running.Add(-1)
+				n := running
+				mu.Unlock()
+				if ev.Kind == fanout.EventStart {
+					changed <- n
+				}
+			}})
+	}()
+	release := func() {
+		if _, err := gate.WriteString("\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	released := 0
+	for starts := 0; starts < len(names); starts++ {
+		select {
+		case n := <-changed:
+			if n == 2 { // both slots taken: let one command finish
+				release()
+				released++
 			}
-		}})
-	if p := peak.Load(); p > 2 || p < 1 {
-		t.Fatalf("peak concurrency %d with a bound of 2", p)
+		case <-time.After(time.Minute):
+			mu.Lock()
+			defer mu.Unlock()
+			t.Fatalf("after %d starts no other began (peak %d, running %d)", starts, peak, running)
+		}
+	}
+	for ; released < len(names); released++ {
+		release()
+	}
+	s := <-done
+	if s.OK != len(names) {
+		t.Fatalf("summary %+v", s)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if peak != 2 {
+		t.Fatalf("peak concurrency %d with a bound of 2, want exactly 2", peak)
 	}
 }
 

@@ -55,12 +55,24 @@ const (
 
 // PoolOptions tune a Pool.
 type PoolOptions struct {
-	// IdleTimeout closes connections unused for that long; 0 keeps them.
+	// IdleTimeout closes connections nobody has used for that long; 0
+	// keeps them until the pool closes.
 	IdleTimeout time.Duration
+	// ConnectTimeout bounds one dial (connect, bootstrap, session), which
+	// runs on a context of its own so that callers sharing it each wait
+	// only as long as their own context allows. Default 2 minutes.
+	ConnectTimeout time.Duration
 	// OnState reports connection state changes (for the console sidebar).
 	// err is set with StateError.
 	OnState func(target, state string, err error)
 }
+
+// DefaultIdleTimeout is how long the console keeps an unused connection.
+const DefaultIdleTimeout = 10 * time.Minute
+
+// defaultDialTimeout bounds a shared dial when PoolOptions say nothing; a
+// caller's own, usually shorter, connect timeout applies to its wait.
+const defaultDialTimeout = 2 * time.Minute
 
 // Pool keeps one live session per target key: dialled and bootstrapped
 // once, reused by later tasks, closed when idle, re-dialled when dead.
@@ -73,14 +85,26 @@ type Pool struct {
 	closed  bool
 	stop    chan struct{}
 	wg      sync.WaitGroup
+
+	// waitHook, when set (by tests), is called each time a caller starts
+	// waiting for a dial, with the number of callers now waiting.
+	waitHook func(waiters int)
 }
 
+// entry is one connection of the pool, from its dial to its close. Leases
+// point at the entry they were taken on, so nothing done through an old
+// lease can touch the entry that replaced it.
 type entry struct {
+	key      string
+	name     string        // the target's name, for OnState
 	ready    chan struct{} // closed when the dial ended (conn or err set)
 	conn     *Conn
 	err      error
 	lastUsed time.Time
-	users    int
+	users    int    // leases not yet released
+	waiters  int    // callers waiting for the dial
+	cancel   func() // ends the dial
+	removed  bool   // no longer in entries: close conn once the dial ends
 
 	// named are further sessions on conn, one per client name (AcquireAs);
 	// namedMu serialises opening them. They end with the connection.
@@ -88,8 +112,57 @@ type entry struct {
 	named   map[string]*rexclient.Session
 }
 
+// Lease is one use of a target's session, from Acquire to Release. It is
+// a handle on the connection it was taken on: releasing or dropping it
+// never affects a newer connection to the same target.
+type Lease struct {
+	p    *Pool
+	t    Target
+	e    *entry
+	s    *rexclient.Session // a named session (AcquireAs), or nil
+	once sync.Once
+}
+
+// Session is the lease's rexd session.
+func (l *Lease) Session() *rexclient.Session {
+	if l.s != nil {
+		return l.s
+	}
+	return l.e.conn.Session
+}
+
+// Release ends this use of the connection; it stays open for later ones.
+// Calling it more than once does nothing.
+func (l *Lease) Release() {
+	l.once.Do(func() {
+		l.p.mu.Lock()
+		l.e.users--
+		l.e.lastUsed = time.Now()
+		l.p.mu.Unlock()
+	})
+}
+
+// Drop releases the lease and closes its connection (after an error the
+// caller knows to be fatal to it), unless a newer one replaced it already.
+func (l *Lease) Drop() {
+	l.Release()
+	l.p.mu.Lock()
+	e := l.e
+	if e.removed {
+		l.p.mu.Unlock()
+		return
+	}
+	l.p.removeLocked(e)
+	l.p.mu.Unlock()
+	e.conn.Closer.Close()
+	l.p.state(l.t, StateIdle, nil)
+}
+
 // NewPool returns a pool dialling through c.
 func NewPool(c Connector, opts PoolOptions) *Pool {
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = defaultDialTimeout
+	}
 	p := &Pool{connector: c, opts: opts, entries: map[string]*entry{}, stop: make(chan struct{})}
 	if opts.IdleTimeout > 0 {
 		p.wg.Add(1)
@@ -111,9 +184,21 @@ func key(t Target) string {
 	return t.Name
 }
 
-// Acquire returns a live session for t, dialling if needed. Concurrent
-// callers for one target share one dial. Release it when done.
-func (p *Pool) Acquire(ctx context.Context, t Target) (*rexclient.Session, error) {
+// removeLocked takes e out of the pool; its connection is closed by the
+// caller, or by the dial when it has not ended yet.
+func (p *Pool) removeLocked(e *entry) {
+	if p.entries[e.key] == e {
+		delete(p.entries, e.key)
+	}
+	e.removed = true
+}
+
+// Acquire returns a lease on a live session for t, dialling if needed.
+// Concurrent callers for one target share one dial, which runs on a
+// context of its own (bounded by PoolOptions.ConnectTimeout); each caller
+// waits only as long as its own ctx allows, and the dial is abandoned when
+// every caller has gone. Release the lease when done.
+func (p *Pool) Acquire(ctx context.Context, t Target) (*Lease, error) {
 	k := key(t)
 	for attempt := 0; attempt < 2; attempt++ {
 		p.mu.Lock()
@@ -124,59 +209,51 @@ func (p *Pool) Acquire(ctx context.Context, t Target) (*rexclient.Session, error
 		e := p.entries[k]
 		if e != nil && e.done() && (e.err != nil || e.dead()) {
 			// A failed dial or a dead connection: dial again.
+			p.removeLocked(e)
 			if e.conn != nil {
 				go e.conn.Closer.Close()
 			}
-			delete(p.entries, k)
 			e = nil
 		}
-		dial := false
 		if e == nil {
-			e = &entry{ready: make(chan struct{})}
-			p.entries[k] = e
-			dial = true
+			e = p.dialLocked(t, k)
+		}
+		e.waiters++
+		waiters := e.waiters
+		p.mu.Unlock()
+		if p.waitHook != nil {
+			p.waitHook(waiters)
+		}
+
+		select {
+		case <-e.ready:
+		case <-ctx.Done():
+		}
+		p.mu.Lock()
+		e.waiters--
+		if !e.done() {
+			// This caller gives up; the last one to leave ends the dial,
+			// and the next caller starts a fresh one.
+			if e.waiters == 0 {
+				p.removeLocked(e)
+				e.cancel()
+			}
+			p.mu.Unlock()
+			return nil, ctx.Err()
+		}
+		if e.err != nil {
+			err := e.err
+			p.mu.Unlock()
+			return nil, err
+		}
+		if e.removed || e.dead() {
+			p.mu.Unlock()
+			continue
 		}
 		e.users++
 		e.lastUsed = time.Now()
 		p.mu.Unlock()
-
-		if dial {
-			p.state(t, StateConnecting, nil)
-			conn, err := p.connector.Connect(ctx, t)
-			p.mu.Lock()
-			e.conn, e.err = conn, err
-			close(e.ready)
-			p.mu.Unlock()
-			if err != nil {
-				p.state(t, StateError, err)
-				p.mu.Lock()
-				e.users--
-				// A dial cut short by the caller is not remembered as a failure.
-				if ctx.Err() != nil && p.entries[k] == e {
-					delete(p.entries, k)
-				}
-				p.mu.Unlock()
-				return nil, err
-			}
-			p.state(t, StateReady, nil)
-			go p.watch(t, e)
-			return conn.Session, nil
-		}
-		select {
-		case <-e.ready:
-		case <-ctx.Done():
-			p.release(k, e)
-			return nil, ctx.Err()
-		}
-		if e.err != nil {
-			p.release(k, e)
-			return nil, e.err
-		}
-		if e.dead() {
-			p.release(k, e)
-			continue
-		}
-		return e.conn.Session, nil
+		return &Lease{p: p, t: t, e: e}, nil
 	}
 	return nil, fmt.Errorf("connect %s: the connection keeps dropping", t.Name)
 }
@@ -185,26 +262,18 @@ func (p *Pool) Acquire(ctx context.Context, t Target) (*rexclient.Session, error
 // opened once under client's name and reused: rexd's audit log then names
 // who acted (rex-agent, rex-mcp/<client>) while every front end shares one
 // SSH connection and rexd per target. The session gets the workspace roots
-// of the connection's first session. Release it with Release(t). An empty
-// client is Acquire.
-func (p *Pool) AcquireAs(ctx context.Context, t Target, client string) (*rexclient.Session, error) {
-	base, err := p.Acquire(ctx, t)
+// of the connection's first session. An empty client is Acquire.
+func (p *Pool) AcquireAs(ctx context.Context, t Target, client string) (*Lease, error) {
+	l, err := p.Acquire(ctx, t)
 	if err != nil || client == "" {
-		return base, err
+		return l, err
 	}
-	p.mu.Lock()
-	e := p.entries[key(t)]
-	p.mu.Unlock()
-	if e == nil || e.conn == nil || e.conn.Session != base {
-		// Dropped between the two steps: the caller retries as after any
-		// lost connection.
-		p.Release(t)
-		return nil, fmt.Errorf("connect %s: %w", t.Name, rexclient.ErrClosed)
-	}
+	e, base := l.e, l.e.conn.Session
 	e.namedMu.Lock()
 	defer e.namedMu.Unlock()
 	if s := e.named[client]; s != nil {
-		return s, nil
+		l.s = s
+		return l, nil
 	}
 	s, err := base.Client().OpenSession(ctx, protocol.SessionOpenParams{
 		ClientName:     client,
@@ -212,34 +281,58 @@ func (p *Pool) AcquireAs(ctx context.Context, t Target, client string) (*rexclie
 		WorkspaceRoots: base.Info.WorkspaceRoots,
 	})
 	if err != nil {
-		p.Release(t)
+		l.Release()
 		return nil, fmt.Errorf("%s: open a session for %s: %w", t.Name, client, err)
 	}
 	if e.named == nil {
 		e.named = map[string]*rexclient.Session{}
 	}
 	e.named[client] = s
-	return s, nil
+	l.s = s
+	return l, nil
 }
 
-// Release marks one use of t's session as finished.
-func (p *Pool) Release(t Target) {
-	k := key(t)
-	p.mu.Lock()
-	e := p.entries[k]
-	p.mu.Unlock()
-	if e != nil {
-		p.release(k, e)
-	}
-}
-
-func (p *Pool) release(k string, e *entry) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if e.users > 0 {
-		e.users--
-	}
-	e.lastUsed = time.Now()
+// dialLocked starts the one dial of a new entry for t.
+func (p *Pool) dialLocked(t Target, k string) *entry {
+	dctx, cancel := context.WithTimeout(context.Background(), p.opts.ConnectTimeout)
+	e := &entry{key: k, name: t.Name, ready: make(chan struct{}), cancel: cancel, lastUsed: time.Now()}
+	p.entries[k] = e
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer cancel()
+		p.state(t, StateConnecting, nil)
+		conn, err := p.connector.Connect(dctx, t)
+		if err == nil && conn == nil {
+			err = fmt.Errorf("connect %s: the connector returned no connection", t.Name)
+		}
+		p.mu.Lock()
+		e.conn, e.err = conn, err
+		quiet := e.removed // dropped or closed while dialling
+		if err != nil && dctx.Err() != nil {
+			// Every caller left (or the pool closed): not remembered
+			// as a failure of the target.
+			p.removeLocked(e)
+		}
+		drop := e.removed && conn != nil
+		close(e.ready)
+		p.mu.Unlock()
+		switch {
+		case drop:
+			// Nobody can use it any more: close it rather than leak it.
+			conn.Closer.Close()
+			p.state(t, StateIdle, nil)
+		case err != nil:
+			if !quiet {
+				p.state(t, StateError, err)
+			}
+		default:
+			p.state(t, StateReady, nil)
+			p.wg.Add(1)
+			go p.watch(t, e)
+		}
+	}()
+	return e
 }
 
 func (e *entry) done() bool {
@@ -265,12 +358,13 @@ func (e *entry) dead() bool {
 
 // watch reports a connection that dropped.
 func (p *Pool) watch(t Target, e *entry) {
+	defer p.wg.Done()
 	select {
 	case <-e.conn.Session.Client().Done():
 		p.mu.Lock()
-		closed := p.closed
+		quiet := p.closed || e.removed
 		p.mu.Unlock()
-		if !closed {
+		if !quiet {
 			err := e.conn.Session.Client().Err()
 			p.state(t, StateError, fmt.Errorf("connection to %s lost: %v", t.Name, err))
 		}
@@ -278,9 +372,10 @@ func (p *Pool) watch(t Target, e *entry) {
 	}
 }
 
+// reapIdle closes connections no lease has used for IdleTimeout.
 func (p *Pool) reapIdle() {
 	defer p.wg.Done()
-	tick := time.NewTicker(p.opts.IdleTimeout / 2)
+	tick := time.NewTicker(p.opts.IdleTimeout / 4)
 	defer tick.Stop()
 	for {
 		select {
@@ -288,38 +383,39 @@ func (p *Pool) reapIdle() {
 			return
 		case <-tick.C:
 		}
-		var idle []*Conn
-		p.mu.Lock()
-		for k, e := range p.entries {
-			if e.done() && e.users == 0 && time.Since(e.lastUsed) > p.opts.IdleTimeout {
-				if e.conn != nil {
-					idle = append(idle, e.conn)
-				}
-				delete(p.entries, k)
+		p.ReapIdle(time.Now())
+	}
+}
+
+// ReapIdle closes every connection that has had no lease for IdleTimeout
+// as of now, and reports how many it closed. The pool calls it on a timer;
+// it is exported so that a test (or a front end) can run it at a given
+// time.
+func (p *Pool) ReapIdle(now time.Time) int {
+	if p.opts.IdleTimeout <= 0 {
+		return 0
+	}
+	var idle []*entry
+	p.mu.Lock()
+	for _, e := range p.entries {
+		if e.done() && e.users == 0 && e.waiters == 0 && now.Sub(e.lastUsed) >= p.opts.IdleTimeout {
+			p.removeLocked(e)
+			if e.conn != nil {
+				idle = append(idle, e)
 			}
 		}
-		p.mu.Unlock()
-		for _, c := range idle {
-			c.Closer.Close()
+	}
+	p.mu.Unlock()
+	for _, e := range idle {
+		e.conn.Closer.Close()
+		if p.opts.OnState != nil {
+			p.opts.OnState(e.name, StateIdle, nil)
 		}
 	}
+	return len(idle)
 }
 
-// Drop closes t's connection, if any (for example after an error the
-// caller knows to be fatal to it).
-func (p *Pool) Drop(t Target) {
-	k := key(t)
-	p.mu.Lock()
-	e := p.entries[k]
-	delete(p.entries, k)
-	p.mu.Unlock()
-	if e != nil && e.done() && e.conn != nil {
-		e.conn.Closer.Close()
-		p.state(t, StateIdle, nil)
-	}
-}
-
-// Close closes every connection.
+// Close closes every connection and ends dials in progress.
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	if p.closed {
@@ -330,14 +426,22 @@ func (p *Pool) Close() error {
 	close(p.stop)
 	entries := p.entries
 	p.entries = map[string]*entry{}
+	var open []*Conn
+	for _, e := range entries {
+		e.removed = true
+		if e.done() {
+			if e.conn != nil {
+				open = append(open, e.conn)
+			}
+		} else {
+			e.cancel() // the dial closes what it gets
+		}
+	}
 	p.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, e := range entries {
-		<-e.ready
-		if e.conn != nil {
-			wg.Add(1)
-			go func(c *Conn) { defer wg.Done(); c.Closer.Close() }(e.conn)
-		}
+	for _, c := range open {
+		wg.Add(1)
+		go func(c *Conn) { defer wg.Done(); c.Closer.Close() }(c)
 	}
 	wg.Wait()
 	p.wg.Wait()

@@ -169,12 +169,13 @@ func Summarize(results []*Result, took time.Duration) *Summary {
 
 func runOne(ctx context.Context, pool *Pool, t Target, task Task, opts Options, emit func(Event)) *Result {
 	r := &Result{Target: t.Name}
-	sess, err := acquire(ctx, pool, t, opts)
+	lease, err := acquire(ctx, pool, t, opts)
 	if err != nil {
 		r.Err, r.Unreachable = err, true
 		return r
 	}
-	defer pool.Release(t)
+	defer lease.Release()
+	sess := lease.Session()
 
 	p := protocol.ExecStartParams{Argv: task.Argv, Env: task.Env, Cwd: task.Cwd}
 	if len(task.Argv) == 0 {
@@ -191,7 +192,12 @@ func runOne(ctx context.Context, pool *Pool, t Target, task Task, opts Options, 
 		p.TimeoutMS = task.Timeout.Milliseconds()
 	}
 	started := time.Now()
+	// Output can arrive before Exec returns (events are routed as soon as
+	// the start reply is read): whichever comes first reports the start.
+	var startOnce sync.Once
+	reportStart := func() { emit(Event{Target: t.Name, Kind: EventStart}) }
 	proc, err := sess.Exec(ctx, p, rexclient.ExecOptions{OnEvent: func(ev rexclient.Event) {
+		startOnce.Do(reportStart)
 		switch ev.Kind {
 		case rexclient.Stdout:
 			emit(Event{Target: t.Name, Kind: EventStdout, Data: ev.Data})
@@ -201,13 +207,13 @@ func runOne(ctx context.Context, pool *Pool, t Target, task Task, opts Options, 
 	}})
 	if err != nil {
 		if errors.Is(err, rexclient.ErrClosed) {
-			pool.Drop(t)
+			lease.Drop()
 			r.Unreachable = true
 		}
 		r.Err = fmt.Errorf("%s: start command: %w", t.Name, err)
 		return r
 	}
-	emit(Event{Target: t.Name, Kind: EventStart})
+	startOnce.Do(reportStart)
 
 	exit, err := proc.Wait(ctx)
 	if err != nil && ctx.Err() != nil {
@@ -226,7 +232,7 @@ func runOne(ctx context.Context, pool *Pool, t Target, task Task, opts Options, 
 	}
 	if err != nil {
 		if errors.Is(err, rexclient.ErrClosed) {
-			pool.Drop(t)
+			lease.Drop()
 			err = fmt.Errorf("%s: connection lost while the command ran", t.Name)
 		}
 		r.Err = err
@@ -246,15 +252,15 @@ func runOne(ctx context.Context, pool *Pool, t Target, task Task, opts Options, 
 
 // acquire gets t's session within the connect timeout, with the error an
 // operator can act on when the time runs out.
-func acquire(ctx context.Context, pool *Pool, t Target, opts Options) (*rexclient.Session, error) {
+func acquire(ctx context.Context, pool *Pool, t Target, opts Options) (*Lease, error) {
 	timeout := opts.ConnectTimeout
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	sess, err := pool.AcquireAs(cctx, t, opts.ClientName)
+	lease, err := pool.AcquireAs(cctx, t, opts.ClientName)
 	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		err = fmt.Errorf("connect %s: no answer within %s; is the host up and reachable?", t.Name, timeout)
 	}
-	return sess, err
+	return lease, err
 }
 
 // withDefaults fills the zero fields of opts.

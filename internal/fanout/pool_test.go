@@ -1,0 +1,245 @@
+package fanout_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rexconsole/rex/internal/fanout"
+)
+
+// gated dials through a fleet once the test opens the gate, and reports
+// each dial's start and how its context ended.
+type gated struct {
+	f       *fleet
+	gate    chan struct{}
+	started chan context.Context
+}
+
+func newGated(f *fleet) *gated {
+	return &gated{f: f, gate: make(chan struct{}), started: make(chan context.Context, 8)}
+}
+
+func (g *gated) Connect(ctx context.Context, t fanout.Target) (*fanout.Conn, error) {
+	g.started <- ctx
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return g.f.Connect(ctx, t)
+}
+
+// waiters returns a hook that reports callers joining a dial on ch.
+func waiters(ch chan int) func(int) { return func(n int) { ch <- n } }
+
+// TestSharedDialRunsOnItsOwnContext: a caller that gives up does not end
+// the dial another caller still waits for (item 2: shared dials run on a
+// context of their own; each waiter honours only its own).
+func TestSharedDialRunsOnItsOwnContext(t *testing.T) {
+	g := newGated(newFleet(t))
+	pool := fanout.NewPool(g, fanout.PoolOptions{})
+	defer pool.Close()
+	joined := make(chan int, 8)
+	fanout.SetWaitHook(pool, waiters(joined))
+
+	first, cancelFirst := context.WithCancel(context.Background())
+	firstErr := make(chan error, 1)
+	go func() {
+		_, err := pool.Acquire(first, fanout.Target{Name: "h1"})
+		firstErr <- err
+	}()
+	<-joined
+	dialCtx := <-g.started
+	second := make(chan error, 1)
+	var lease *fanout.Lease
+	go func() {
+		l, err := pool.Acquire(context.Background(), fanout.Target{Name: "h1"})
+		lease = l
+		second <- err
+	}()
+	if n := <-joined; n != 2 {
+		t.Fatalf("%d callers wait for the dial, want 2", n)
+	}
+	cancelFirst()
+	if err := <-firstErr; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the caller that gave up got %v, want context.Canceled", err)
+	}
+	if dialCtx.Err() != nil {
+		t.Fatalf("the first caller leaving ended the shared dial: %v", dialCtx.Err())
+	}
+	close(g.gate)
+	if err := <-second; err != nil {
+		t.Fatalf("the caller still waiting got %v, want a session", err)
+	}
+	defer lease.Release()
+	if _, err := lease.Session().SessionInfo(context.Background()); err != nil {
+		t.Fatalf("the shared session does not answer: %v", err)
+	}
+	if n := g.f.dials.Load(); n != 1 {
+		t.Errorf("%d dials, want the one shared", n)
+	}
+}
+
+// TestAbandonedDialIsCancelled: when every caller has gone, the dial is
+// ended, and the next caller dials afresh.
+func TestAbandonedDialIsCancelled(t *testing.T) {
+	g := newGated(newFleet(t))
+	pool := fanout.NewPool(g, fanout.PoolOptions{})
+	defer pool.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := pool.Acquire(ctx, fanout.Target{Name: "h1"})
+		done <- err
+	}()
+	dialCtx := <-g.started
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+	select {
+	case <-dialCtx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the dial nobody waits for was not cancelled")
+	}
+	close(g.gate)
+	lease, err := pool.Acquire(context.Background(), fanout.Target{Name: "h1"})
+	if err != nil {
+		t.Fatalf("a new caller after an abandoned dial: %v", err)
+	}
+	lease.Release()
+}
+
+// TestSharedDialIsBoundedByTheConnectTimeout: the pool's own bound ends a
+// dial that never answers, whatever the callers' contexts.
+func TestSharedDialIsBoundedByTheConnectTimeout(t *testing.T) {
+	g := newGated(newFleet(t))
+	pool := fanout.NewPool(g, fanout.PoolOptions{ConnectTimeout: 50 * time.Millisecond})
+	defer pool.Close()
+	_, err := pool.Acquire(context.Background(), fanout.Target{Name: "h1"})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, want the dial's deadline", err)
+	}
+}
+
+// TestLeasesAreHandles: releasing or dropping an old lease never touches
+// the connection that replaced it (item 2: leases are handles, not names).
+func TestLeasesAreHandles(t *testing.T) {
+	f := newFleet(t)
+	pool := fanout.NewPool(f, fanout.PoolOptions{IdleTimeout: time.Hour})
+	defer pool.Close()
+	h1 := fanout.Target{Name: "h1"}
+	old, err := pool.Acquire(context.Background(), h1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldClient := old.Session().Client()
+	old.Drop()
+	select {
+	case <-oldClient.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Drop did not close the connection")
+	}
+	cur, err := pool.Acquire(context.Background(), h1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Release()
+	// The old lease is used again, twice, as a confused caller would.
+	old.Release()
+	old.Drop()
+	if n := pool.ReapIdle(time.Now().Add(2 * time.Hour)); n != 0 {
+		t.Fatalf("the reaper closed %d connection(s) while a lease is held", n)
+	}
+	if _, err := cur.Session().SessionInfo(context.Background()); err != nil {
+		t.Fatalf("the current connection was closed through an old lease: %v", err)
+	}
+	if n := f.dials.Load(); n != 2 {
+		t.Errorf("%d dials, want 2", n)
+	}
+}
+
+// TestCloseDuringDialLeaksNothing: closing the pool while a dial is in
+// flight ends the dial, and a connection it still makes is closed.
+func TestCloseDuringDialLeaksNothing(t *testing.T) {
+	f := newFleet(t)
+	made := make(chan *fanout.Conn, 1)
+	started := make(chan struct{})
+	c := fanout.ConnectorFunc(func(ctx context.Context, tg fanout.Target) (*fanout.Conn, error) {
+		close(started)
+		<-ctx.Done() // Close cancels the dial ...
+		conn, err := f.Connect(context.Background(), tg)
+		made <- conn // ... which still makes a connection
+		return conn, err
+	})
+	pool := fanout.NewPool(c, fanout.PoolOptions{})
+	errc := make(chan error, 1)
+	go func() {
+		_, err := pool.Acquire(context.Background(), fanout.Target{Name: "h1"})
+		errc <- err
+	}()
+	<-started
+	pool.Close()
+	conn := <-made
+	select {
+	case <-conn.Session.Client().Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the connection a dial made after Close was left open")
+	}
+	if err := <-errc; err == nil {
+		t.Error("Acquire succeeded on a closed pool")
+	}
+}
+
+// TestIdleReaper: a connection with no lease for IdleTimeout is closed
+// (and reported idle); one in use never is.
+func TestIdleReaper(t *testing.T) {
+	f := newFleet(t)
+	var mu sync.Mutex
+	var states []string
+	pool := fanout.NewPool(f, fanout.PoolOptions{IdleTimeout: time.Minute, OnState: func(target, state string, err error) {
+		mu.Lock()
+		states = append(states, target+":"+state)
+		mu.Unlock()
+	}})
+	defer pool.Close()
+	busy, err := pool.Acquire(context.Background(), fanout.Target{Name: "busy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Release()
+	idle, err := pool.Acquire(context.Background(), fanout.Target{Name: "idle"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idleClient := idle.Session().Client()
+	idle.Release()
+	if n := pool.ReapIdle(time.Now().Add(30 * time.Second)); n != 0 {
+		t.Fatalf("reaped %d before the idle timeout", n)
+	}
+	if n := pool.ReapIdle(time.Now().Add(2 * time.Minute)); n != 1 {
+		t.Fatalf("reaped %d, want the idle one", n)
+	}
+	<-idleClient.Done()
+	if _, err := busy.Session().SessionInfo(context.Background()); err != nil {
+		t.Fatalf("the connection in use was reaped: %v", err)
+	}
+	mu.Lock()
+	last := states[len(states)-1]
+	mu.Unlock()
+	if last != "idle:idle" {
+		t.Errorf("last state %q: want the reaped connection reported idle", last)
+	}
+	// The next use dials again.
+	again, err := pool.Acquire(context.Background(), fanout.Target{Name: "idle"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Release()
+	if n := f.dials.Load(); n != 3 {
+		t.Errorf("%d dials, want 3", n)
+	}
+}
