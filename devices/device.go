@@ -115,6 +115,10 @@ func NewDevice(name, hostSpec string, port int, keyPath, description string) (De
 	if err := ValidateName(name); err != nil {
 		return Device{}, err
 	}
+	// Every host form TARGETS accepts: ssh://[user@]host[:port] too.
+	if rest, ok := strings.CutPrefix(hostSpec, "ssh://"); ok {
+		hostSpec = strings.TrimSuffix(rest, "/")
+	}
 	user, host, specPort, err := ParseHost(hostSpec)
 	if err != nil {
 		return Device{}, err

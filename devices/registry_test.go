@@ -184,6 +184,9 @@ func TestNewDeviceValid(t *testing.T) {
 		{"v6bare", "fe80::1%eth0", 0, "", "fe80::1%eth0", 0, "fe80::1%eth0"},
 		{"A_b-c.9", "alice@corp@host", 0, "", "alice@corp@host", 0, "alice@corp@host"},
 		{"idn", "bücher.example", 0, "", "bücher.example", 0, "bücher.example"},
+		{"url", "ssh://h1", 0, "", "h1", 0, "h1"},
+		{"url2", "ssh://admin@h1.lan:2222/", 0, "", "admin@h1.lan", 2222, "admin@h1.lan:2222"},
+		{"url6", "ssh://root@[::1]:2200", 0, "", "root@::1", 2200, "root@[::1]:2200"},
 	}
 	for _, tt := range tests {
 		d, err := NewDevice(tt.name, tt.spec, tt.port, tt.key, "desc")

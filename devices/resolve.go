@@ -3,8 +3,10 @@ package devices
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -38,6 +40,9 @@ type Target struct {
 	// Device is the registry entry for KindDevice, nil otherwise; it
 	// carries the fields rex does not interpret (Device.Extra).
 	Device *Device
+	// Group is the group TARGETS chose this target through ("all" for
+	// all), "" when it was named on its own.
+	Group string
 }
 
 // Addr is the target's address for people: user@host:port, or "local".
@@ -52,9 +57,29 @@ func (t Target) Addr() string {
 // typo such as node[1-1000000] fails fast instead of exhausting memory.
 const MaxTargets = 10000
 
-// Resolve turns a TARGETS list into targets, in the order written, without
-// duplicates. The list is comma-separated (commas inside [...] belong to a
-// range); spaces around items and empty items are ignored. Each item is:
+// ResolveOptions are what Resolve reads besides the registry.
+type ResolveOptions struct {
+	// Aliases lists the explicit Host aliases of the operator's ssh_config;
+	// it is called only when a bare word names no device or group. Nil
+	// means none.
+	Aliases func() []string
+	// ReadFile reads a ^FILE host list; nil reads the file system (at most
+	// MaxHostFile bytes).
+	ReadFile func(name string) ([]byte, error)
+}
+
+// MaxHostFile bounds a ^FILE host list.
+const MaxHostFile = 1 << 20
+
+// Resolve is ResolveWith without ssh_config aliases.
+func (r *Registry) Resolve(targets string) ([]Target, error) {
+	return r.ResolveWith(targets, ResolveOptions{})
+}
+
+// ResolveWith turns a TARGETS list into targets, in the order written,
+// without duplicates. The list is comma-separated (commas inside [...]
+// belong to a range); spaces around items and empty items are ignored.
+// Each item is:
 //
 //   - "local": this machine; "all": every device, sorted by name;
 //   - a device name, or a group name (its members, in group order);
@@ -62,19 +87,28 @@ const MaxTargets = 10000
 //     width of the first bound), n[1,3,5-7], rack[1-2]-n[1-3];
 //   - a glob over device names: web-*, db?, web[ab]; it must match one;
 //   - an ad-hoc host: [user@]host[:port] or [user@][ipv6]:port, or
-//     ssh://[user@]host[:port] for any host name.
+//     ssh://[user@]host[:port] for any host name;
+//   - an explicit Host alias of ssh_config (opts.Aliases), by its bare name;
+//   - ^FILE: the lines of FILE, one item each ('#' starts a comment), where
+//     a bare word that names nothing is a host name;
+//   - !ITEM: an exclusion. Whatever ITEM names (a glob: whatever target it
+//     matches) is left out of the list, wherever the exclusion is written.
 //
-// A device or group name always wins. Otherwise a word that contains '@',
-// '.' or ':' (so every IP address) is an ad-hoc host, and a bare word is an
-// unknown name: an error that suggests the closest names, since a typo of a
-// device name must not turn into a connection to some other machine. A
-// bare host that is not registered is written ssh://host.
+// A device or group name always wins, then an ssh_config alias. Otherwise a
+// word that contains '@', '.' or ':' (so every IP address) is an ad-hoc
+// host, and a bare word is an unknown name: an error that suggests the
+// closest names, since a typo of a device name must not turn into a
+// connection to some other machine (nor a typo in an exclusion into a run
+// on the machine meant to be left out). A bare host that is neither
+// registered nor an alias is written ssh://host.
 //
 // Names produced by a range follow the same rule word by word: node[1-3]
 // needs devices node1..node3, while root@node[1-3] or node[1-3].lan are
 // three ad-hoc hosts. A range that yields unregistered bare names fails,
 // listing them.
-func (r *Registry) Resolve(targets string) ([]Target, error) {
+//
+// Every target chosen through a group (or all) carries that group's name.
+func (r *Registry) ResolveWith(targets string, opts ResolveOptions) ([]Target, error) {
 	items, err := splitTargets(targets)
 	if err != nil {
 		return nil, err
@@ -83,20 +117,52 @@ func (r *Registry) Resolve(targets string) ([]Target, error) {
 		return nil, errors.New("no targets given; name a device, a group, all or local")
 	}
 	home, _ := os.UserHomeDir()
-	rs := resolver{reg: r, home: home, seen: map[string]bool{}}
+	rs := resolver{reg: r, home: home, opts: opts, seen: map[string]bool{}}
+	var excludes []string
 	for _, item := range items {
+		if ex, ok := strings.CutPrefix(item, "!"); ok {
+			if ex = strings.TrimSpace(ex); ex == "" {
+				return nil, errors.New(`"!" names nothing to leave out; write !NAME, !GLOB or !^FILE`)
+			}
+			excludes = append(excludes, ex)
+			continue
+		}
 		if err := rs.item(item); err != nil {
 			return nil, err
 		}
 	}
-	return rs.out, nil
+	if len(excludes) == 0 {
+		return rs.out, nil
+	}
+	if len(rs.out) == 0 {
+		return nil, errors.New("the targets only leave machines out; name what to run on too, as in all,!web3")
+	}
+	drop, err := rs.excluded(excludes)
+	if err != nil {
+		return nil, err
+	}
+	kept := rs.out[:0:0]
+	for _, t := range rs.out {
+		if !drop(t) {
+			kept = append(kept, t)
+		}
+	}
+	if len(kept) == 0 {
+		return nil, fmt.Errorf("the exclusions leave out every one of the %d targets; nothing would run", len(rs.out))
+	}
+	return kept, nil
 }
 
 type resolver struct {
 	reg  *Registry
 	home string
+	opts ResolveOptions
 	out  []Target
 	seen map[string]bool
+
+	group    string // the group being expanded, for Target.Group
+	hostFile bool   // reading a ^FILE: bare words are host names
+	aliases  map[string]bool
 }
 
 func (rs *resolver) add(t Target) error {
@@ -107,19 +173,74 @@ func (rs *resolver) add(t Target) error {
 	if len(rs.out) >= MaxTargets {
 		return fmt.Errorf("the targets name more than %d machines; narrow the list", MaxTargets)
 	}
+	t.Group = rs.group
 	rs.seen[key] = true
 	rs.out = append(rs.out, t)
 	return nil
 }
 
+// excluded resolves the exclusions into a predicate over targets. The name
+// of a chosen target excludes it; a glob matches the names of the targets
+// chosen; anything else resolves as a target would, with the same rules
+// (an unknown name is an error).
+func (rs *resolver) excluded(items []string) (func(Target) bool, error) {
+	sub := resolver{reg: rs.reg, home: rs.home, opts: rs.opts, seen: map[string]bool{}}
+	chosen := map[string]bool{}
+	for _, t := range rs.out {
+		chosen[t.Name] = true
+	}
+	byName := map[string]bool{}
+	var globs []string
+	for _, item := range items {
+		if chosen[item] {
+			// The name of a target in the list (a host from a ^FILE, say).
+			byName[item] = true
+			continue
+		}
+		if isGlob(item) {
+			if _, err := path.Match(item, ""); err != nil {
+				return nil, fmt.Errorf("!%s is not a valid pattern; use * and ? as wildcards and [a-z] for one character of a set", item)
+			}
+			globs = append(globs, item)
+			continue
+		}
+		if err := sub.item(item); err != nil {
+			return nil, fmt.Errorf("!%s: %w", item, err)
+		}
+	}
+	return func(t Target) bool {
+		if byName[t.Name] || sub.seen[string(t.Kind)+"\x00"+t.Name] {
+			return true
+		}
+		for _, g := range globs {
+			if ok, _ := path.Match(g, t.Name); ok {
+				return true
+			}
+		}
+		return false
+	}, nil
+}
+
+// isGlob reports an item with wildcards that are not numeric ranges.
+func isGlob(item string) bool {
+	if strings.ContainsAny(item, "*?") {
+		return true
+	}
+	words, err := expandRanges(item, MaxTargets)
+	return err == nil && len(words) == 1 && strings.Contains(words[0], "[") && !isBracketedIPv6(item)
+}
+
 func (rs *resolver) item(item string) error {
 	switch {
+	case strings.HasPrefix(item, "^"):
+		return rs.hostList(item[1:])
 	case item == Local:
 		return rs.add(Target{Name: Local, Kind: KindLocal})
 	case item == All:
 		if len(rs.reg.devices) == 0 {
 			return errors.New(`"all" names no device because none is registered; add one with rex device add NAME [USER@]HOST`)
 		}
+		defer rs.inGroup(All)()
 		for _, name := range sortedKeys(rs.reg.devices) {
 			if err := rs.device(rs.reg.devices[name]); err != nil {
 				return err
@@ -127,7 +248,7 @@ func (rs *resolver) item(item string) error {
 		}
 		return nil
 	case strings.HasPrefix(item, "ssh://"):
-		return rs.adhoc(item, strings.TrimPrefix(item, "ssh://"))
+		return rs.adhoc(item, strings.TrimSuffix(strings.TrimPrefix(item, "ssh://"), "/"))
 	case isBracketedIPv6(item):
 		return rs.adhoc(item, item)
 	}
@@ -165,6 +286,91 @@ func (rs *resolver) item(item string) error {
 	}
 }
 
+// inGroup marks the targets added until the returned func runs as chosen
+// through group (the outermost group wins).
+func (rs *resolver) inGroup(group string) func() {
+	if rs.group != "" {
+		return func() {}
+	}
+	rs.group = group
+	return func() { rs.group = "" }
+}
+
+// hostList adds the items of a ^FILE, one per line.
+func (rs *resolver) hostList(name string) error {
+	if rs.hostFile {
+		return fmt.Errorf("^%s: a host file cannot name another (^) host file", name)
+	}
+	if name == "" {
+		return errors.New(`"^" names no file; write ^FILE, as in ^hosts.txt`)
+	}
+	file := name
+	if rest, ok := strings.CutPrefix(file, "~/"); ok {
+		if rs.home == "" {
+			return fmt.Errorf("^%s: the home directory is unknown; give the file's full path", name)
+		}
+		file = filepath.Join(rs.home, rest)
+	}
+	read := rs.opts.ReadFile
+	if read == nil {
+		read = readHostFile
+	}
+	data, err := read(file)
+	if err != nil {
+		return fmt.Errorf("read the host list ^%s: %w", name, unwrapPathError(err))
+	}
+	rs.hostFile = true
+	defer func() { rs.hostFile = false }()
+	for n, line := range strings.Split(string(data), "\n") {
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
+		}
+		items, err := splitTargets(line)
+		if err != nil {
+			return fmt.Errorf("%s:%d: %w", name, n+1, err)
+		}
+		for _, item := range items {
+			if strings.HasPrefix(item, "!") {
+				return fmt.Errorf("%s:%d: a host file lists hosts; write exclusions (!%s) on the command line", name, n+1, item[1:])
+			}
+			if err := rs.item(item); err != nil {
+				return fmt.Errorf("%s:%d: %w", name, n+1, err)
+			}
+		}
+	}
+	return nil
+}
+
+// readHostFile reads a host list of at most MaxHostFile bytes.
+func readHostFile(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && !st.Mode().IsRegular() && st.Mode()&os.ModeNamedPipe == 0 {
+		return nil, fmt.Errorf("%s is not a file", name)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxHostFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxHostFile {
+		return nil, fmt.Errorf("it is larger than %d bytes", MaxHostFile)
+	}
+	return data, nil
+}
+
+// unwrapPathError drops the path from an *os.PathError, which the caller
+// names already.
+func unwrapPathError(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
 // word resolves one name after range expansion. It reports false for a
 // bare word that names nothing.
 func (rs *resolver) word(w string) (bool, error) {
@@ -175,6 +381,7 @@ func (rs *resolver) word(w string) (bool, error) {
 		if len(members) == 0 {
 			return true, fmt.Errorf("group %q has no devices; add some with rex device group add %s DEVICE...", w, w)
 		}
+		defer rs.inGroup(w)()
 		for _, m := range members {
 			d, ok := rs.reg.devices[m]
 			if !ok {
@@ -208,7 +415,25 @@ func (rs *resolver) word(w string) (bool, error) {
 	if strings.ContainsAny(w, "@.:") {
 		return true, rs.adhoc(w, w)
 	}
+	if rs.alias(w) || rs.hostFile {
+		// An ssh_config alias, or a host name in a host file: ssh_config
+		// applies to it as to `ssh w`.
+		return true, rs.adhoc(w, w)
+	}
 	return false, nil
+}
+
+// alias reports whether w is an explicit Host alias of ssh_config.
+func (rs *resolver) alias(w string) bool {
+	if rs.aliases == nil {
+		rs.aliases = map[string]bool{}
+		if rs.opts.Aliases != nil {
+			for _, a := range rs.opts.Aliases() {
+				rs.aliases[a] = true
+			}
+		}
+	}
+	return rs.aliases[w]
 }
 
 func (rs *resolver) device(d Device) error {
@@ -235,7 +460,9 @@ func (rs *resolver) adhoc(item, spec string) error {
 func (rs *resolver) candidates() []string {
 	c := []string{All, Local}
 	c = append(c, sortedKeys(rs.reg.devices)...)
-	return append(c, sortedKeys(rs.reg.groups)...)
+	c = append(c, sortedKeys(rs.reg.groups)...)
+	rs.alias("")
+	return append(c, sortedKeys(rs.aliases)...)
 }
 
 // isBracketedIPv6 reports [user@][addr]... where addr holds a ':', which

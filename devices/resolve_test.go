@@ -3,6 +3,7 @@ package devices
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -204,6 +205,87 @@ func TestResolveErrors(t *testing.T) {
 	}
 }
 
+func TestResolveExclusions(t *testing.T) {
+	t.Setenv("HOME", "/home/op")
+	r := fixture(t)
+	opts := ResolveOptions{
+		Aliases: func() []string { return []string{"bastion", "gw"} },
+		ReadFile: func(name string) ([]byte, error) {
+			switch name {
+			case "hosts":
+				return []byte("# the web tier\nweb1\n\n  web2   # old\nnew-box\nroot@10.9.0.1:2222\n"), nil
+			case "/home/op/drain":
+				return []byte("node2\nnode[4-5]\n"), nil
+			case "nested":
+				return []byte("^hosts\n"), nil
+			case "bad":
+				return []byte("web1\n!web2\n"), nil
+			}
+			return nil, &os.PathError{Op: "open", Path: name, Err: os.ErrNotExist}
+		},
+	}
+	tests := []struct {
+		in   string
+		want []string
+		err  string
+	}{
+		{in: "web,!web1", want: []string{"device:web2"}},
+		{in: "!web1,web", want: []string{"device:web2"}},
+		{in: "node[1-6],!node[2-4]", want: []string{"device:node1", "device:node5", "device:node6"}},
+		{in: "node*,rack0?,db1,web*,!node*,!rack0?,!web", want: []string{"device:db1", "device:web-a"}},
+		{in: "prod,web,!prod", want: []string{"device:web2"}},
+		{in: "web1,root@10.0.0.9,!root@10.0.0.9", want: []string{"device:web1"}},
+		{in: "web1,10.0.0.9,!10.0.0.*", want: []string{"device:web1"}},
+		{in: "web,!nomatch*", want: []string{"device:web2", "device:web1"}},
+		{in: "node[1-6],!^~/drain", want: []string{"device:node1", "device:node3", "device:node6"}},
+		{in: "^hosts", want: []string{"device:web1", "device:web2", "adhoc:new-box", "adhoc:root@10.9.0.1:2222"}},
+		{in: "^hosts,!new-box", want: []string{"device:web1", "device:web2", "adhoc:root@10.9.0.1:2222"}},
+		{in: "bastion,web1", want: []string{"adhoc:bastion", "device:web1"}},
+		{in: "web,!web1,!web2", err: "leave out every one of the 2 targets"},
+		{in: "!web1", err: "only leave machines out"},
+		{in: "web,!wbe1", err: `!wbe1: no device or group is named "wbe1"; did you mean web1?`},
+		{in: "web,!", err: `"!" names nothing`},
+		{in: "web,![", err: "no matching ']'"},
+		{in: "^missing", err: "read the host list ^missing: file does not exist"},
+		{in: "^", err: `"^" names no file`},
+		{in: "^nested", err: "cannot name another (^) host file"},
+		{in: "^bad", err: "bad:2: a host file lists hosts"},
+		{in: "bastoin", err: "did you mean bastion?"},
+	}
+	for _, tt := range tests {
+		got, err := r.ResolveWith(tt.in, opts)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("Resolve(%q) = %v, %v; want an error containing %q", tt.in, names(got), err, tt.err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(names(got), tt.want) {
+			t.Errorf("Resolve(%q) = %v, %v; want %v", tt.in, names(got), err, tt.want)
+		}
+	}
+	// Without aliases a bare name stays unknown.
+	if _, err := r.Resolve("bastion"); err == nil {
+		t.Error("Resolve(bastion) without ssh_config aliases succeeded")
+	}
+}
+
+func TestResolveGroupOfTarget(t *testing.T) {
+	r := fixture(t)
+	r.Remove("broken")
+	got, err := r.Resolve("web1,prod,all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := map[string]string{}
+	for _, tg := range got {
+		groups[tg.Name] = tg.Group
+	}
+	if groups["web1"] != "" || groups["db1"] != "prod" || groups["node1"] != "all" {
+		t.Errorf("groups = %v; want web1 alone, db1 through prod, node1 through all", groups)
+	}
+}
+
 func TestResolveKeyNeedsHome(t *testing.T) {
 	t.Setenv("HOME", "")
 	r := fixture(t)
@@ -235,8 +317,15 @@ func FuzzResolve(f *testing.F) {
 		f.Add(s)
 	}
 	r := fixture(f)
+	opts := ResolveOptions{
+		Aliases: func() []string { return []string{"jump", "bastion"} },
+		// ^FILE reads this, never the file system.
+		ReadFile: func(string) ([]byte, error) { return []byte("web1\nhost.lan # comment\nbare\n"), nil },
+	}
+	f.Add("^hosts,!web1")
+	f.Add("all,!web*,!^x,jump")
 	f.Fuzz(func(t *testing.T, in string) {
-		got, err := r.Resolve(in)
+		got, err := r.ResolveWith(in, opts)
 		if err != nil {
 			if err.Error() == "" {
 				t.Fatal("empty error message")

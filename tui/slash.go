@@ -207,7 +207,7 @@ func (m *Model) cmdTarget(args []string) tea.Cmd {
 	if len(names) == 1 && names[0] == spec {
 		m.info("target %s: command lines now run there", spec)
 	} else {
-		m.info("target %s: command lines now run on %s (%s)", spec, plural(len(names), "machine", "machines"), cut(strings.Join(names, ", "), 120))
+		m.info("target %s: command lines now run on %s (%s)", spec, plural(len(names), "machine", "machines"), cut(devices.Fold(names), 120))
 	}
 	return nil
 }

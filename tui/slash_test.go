@@ -64,7 +64,7 @@ func TestSlashCommands(t *testing.T) {
 			if e.m.target != "web" || e.m.targetCount != 3 {
 				t.Errorf("target = %q (%d)", e.m.target, e.m.targetCount)
 			}
-			e.wantMessage("3 machines", "web1, web2, web3")
+			e.wantMessage("3 machines", "web[1-3]")
 			if !strings.Contains(e.screen(), "web (3) ❯") {
 				t.Errorf("prompt does not show the target:\n%s", e.screen())
 			}
@@ -205,7 +205,7 @@ func TestSlashCommands(t *testing.T) {
 		}},
 		{"gather", []string{"/run web -- echo same"}, "/gather", func(t *testing.T, e *testEnv) {
 			g := e.m.gatherTask.gather.sb.Text()
-			for _, want := range []string{"2 different results from 3 targets", "web1, web2 (2 of 3) · exit 0", "web3 (1 of 3) · exit 0 · differs", "different"} {
+			for _, want := range []string{"2 different results from 3 targets", "web[1-2] (2 of 3) · exit 0", "web3 (1 of 3) · exit 0 · differs", "different"} {
 				if !strings.Contains(g, want) {
 					t.Errorf("gathered view lacks %q:\n%s", want, g)
 				}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rexconsole/rex/devices"
 	"github.com/rexconsole/rex/internal/commands"
 	"github.com/rexconsole/rex/internal/fanout"
 )
@@ -184,7 +185,7 @@ func (t *task) refreshGather(now time.Time, keys *KeyMap, limit int, seed maphas
 		if status == "" {
 			status = "exit 0"
 		}
-		sb.Note(kind, fmt.Sprintf("── %s (%d of %d) · %s%s", strings.Join(g.Targets, ", "), len(g.Targets), total, status, note))
+		sb.Note(kind, fmt.Sprintf("── %s (%d of %d) · %s%s", devices.Fold(g.Targets), len(g.Targets), total, status, note))
 		src := t.byName[g.Targets[0]].sb
 		src.mu.Lock()
 		var scratch outLine

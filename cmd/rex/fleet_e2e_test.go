@@ -163,8 +163,8 @@ func TestFanOutGatherAndJSON(t *testing.T) {
 	if code != 3 {
 		t.Errorf("gather exit %d, want 3", code)
 	}
-	want := "---------------\nh1,h3 (2)\n---------------\nsame\n" +
-		"---------------\nh2,h4 (2) exit 3\n---------------\nsame\n"
+	want := "---------------\nh[1,3] (2)\n---------------\nsame\n" +
+		"---------------\nh[2,4] (2) exit 3\n---------------\nsame\n"
 	if out != want {
 		t.Errorf("--gather printed:\n%s\nwant:\n%s", out, want)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/rexconsole/rex/devices"
 	"github.com/rexconsole/rex/internal/fanout"
 	"github.com/rexconsole/rex/internal/protocol"
 )
@@ -413,7 +414,7 @@ func (g *gatherSink) finish(s *fanout.Summary) {
 	})
 	bw := bufio.NewWriter(g.w)
 	for _, gr := range groups {
-		head := fmt.Sprintf("%s (%d)", strings.Join(gr.Targets, ","), len(gr.Targets))
+		head := fmt.Sprintf("%s (%d)", devices.Fold(gr.Targets), len(gr.Targets))
 		if gr.Status != "" {
 			head += " " + gr.Status
 		}

@@ -128,7 +128,7 @@ func TestGatherOutput(t *testing.T) {
 		"gone (1) connect gone (10.0.0.9:22): connection refused; is sshd running there?\n" +
 		"---------------\n" +
 		"---------------\n" +
-		"web1,web2 (2)\n" +
+		"web[1-2] (2)\n" +
 		"---------------\n" +
 		"Linux web1\nup 3 days\nno newline\n"
 	if out.String() != want {

@@ -3,6 +3,8 @@ package commands
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/rexconsole/rex/devices"
 	"github.com/rexconsole/rex/internal/fanout"
@@ -38,26 +40,29 @@ func (c Connectors) Connect(ctx context.Context, t fanout.Target) (*fanout.Conn,
 	}
 }
 
-// Resolver resolves TARGETS through the device registry: `local` becomes
-// the local target, devices and ad-hoc hosts become SSH targets whose Spec
-// is their devices.Target.
+// Resolver resolves TARGETS through the device registry and the explicit
+// Host aliases of ~/.ssh/config: `local` becomes the local target,
+// devices, aliases and ad-hoc hosts become SSH targets whose Spec is their
+// devices.Target.
 func Resolver(store *devices.Store) func(spec string) ([]fanout.Target, error) {
 	return func(spec string) ([]fanout.Target, error) {
 		reg, err := store.Load()
 		if err != nil {
 			return nil, err
 		}
-		ts, err := reg.Resolve(spec)
+		ts, err := reg.ResolveWith(spec, devices.ResolveOptions{Aliases: SSHAliases})
 		if err != nil {
 			return nil, err
 		}
 		out := make([]fanout.Target, 0, len(ts))
 		for _, t := range ts {
 			if t.Kind == devices.KindLocal {
-				out = append(out, LocalTarget())
+				lt := LocalTarget()
+				lt.Group = t.Group
+				out = append(out, lt)
 				continue
 			}
-			out = append(out, fanout.Target{Name: t.Name, Key: string(t.Kind) + ":" + t.Name, Spec: t})
+			out = append(out, fanout.Target{Name: t.Name, Key: string(t.Kind) + ":" + t.Name, Group: t.Group, Spec: t})
 		}
 		return out, nil
 	}
@@ -71,6 +76,7 @@ func TargetNames(store *devices.Store) ([]string, error) {
 		return nil, err
 	}
 	names := []string{devices.All, LocalName}
+	names = append(names, SSHAliases()...)
 	for _, d := range reg.Devices() {
 		names = append(names, d.Name)
 	}
@@ -78,4 +84,18 @@ func TargetNames(store *devices.Store) ([]string, error) {
 		names = append(names, g.Name)
 	}
 	return names, nil
+}
+
+// SSHAliases lists the explicit Host aliases of ~/.ssh/config, or none when
+// it cannot be read (dialing reports a broken file).
+func SSHAliases() []string {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return nil
+	}
+	cfg, err := devices.ParseSSHConfig(filepath.Join(home, ".ssh", "config"), home)
+	if err != nil {
+		return nil
+	}
+	return cfg.Aliases()
 }

@@ -23,7 +23,10 @@ import (
 type Target struct {
 	Name string
 	Key  string
-	Spec any
+	// Group is the group TARGETS chose the target through, "" when it was
+	// named on its own; a run passes it on as REX_GROUP.
+	Group string
+	Spec  any
 }
 
 // Conn is a ready connection: a session on a rexd.

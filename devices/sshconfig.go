@@ -1,0 +1,224 @@
+package devices
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// SSHConfig is what rex reads of an ssh_config file for TARGETS and
+// `rex device import ssh-config`: its Host blocks, Include directives
+// followed, in file order. (Dialing reads ssh_config on its own, in sshx.)
+type SSHConfig struct {
+	blocks []sshBlock
+}
+
+type sshBlock struct {
+	patterns []string // nil for a Match block, which rex never applies here
+	match    bool
+	kv       [][2]string
+}
+
+// maxSSHConfigDepth bounds nested Includes, as OpenSSH does.
+const maxSSHConfigDepth = 16
+
+// ParseSSHConfig reads the ssh_config at path. A relative Include is
+// looked up in home/.ssh, as OpenSSH does for a user's file. A missing
+// file is an empty config.
+func ParseSSHConfig(path, home string) (*SSHConfig, error) {
+	c := &SSHConfig{}
+	if err := c.read(path, home, 0, true); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *SSHConfig) read(path, home string, depth int, top bool) error {
+	if depth > maxSSHConfigDepth {
+		return fmt.Errorf("%s: Include nests deeper than %d files; check for a loop", path, maxSSHConfigDepth)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if top && errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("read %s: %w", path, unwrapPathError(err))
+	}
+	// Settings before the first Host line apply to every host.
+	if top {
+		c.blocks = append(c.blocks, sshBlock{patterns: []string{"*"}})
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		key, args := splitSSHLine(sc.Text())
+		if key == "" {
+			continue
+		}
+		switch strings.ToLower(key) {
+		case "host":
+			c.blocks = append(c.blocks, sshBlock{patterns: args})
+		case "match":
+			c.blocks = append(c.blocks, sshBlock{match: true})
+		case "include":
+			for _, pat := range args {
+				p := expandTildeHome(pat, home)
+				if !filepath.IsAbs(p) {
+					p = filepath.Join(home, ".ssh", p)
+				}
+				files, err := filepath.Glob(p)
+				if err != nil {
+					return fmt.Errorf("%s:%d: Include %s: %v", path, n, pat, err)
+				}
+				for _, f := range files {
+					if err := c.read(f, home, depth+1, false); err != nil {
+						return err
+					}
+				}
+			}
+		default:
+			if len(c.blocks) == 0 {
+				c.blocks = append(c.blocks, sshBlock{patterns: []string{"*"}})
+			}
+			b := &c.blocks[len(c.blocks)-1]
+			b.kv = append(b.kv, [2]string{strings.ToLower(key), strings.Join(args, " ")})
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	return nil
+}
+
+// splitSSHLine splits "Key value..." or "Key=value"; quotes group words.
+func splitSSHLine(line string) (string, []string) {
+	line = strings.TrimSpace(line)
+	if line == "" || line[0] == '#' {
+		return "", nil
+	}
+	var words []string
+	var cur strings.Builder
+	inQuote, have := false, false
+	for i := 0; i < len(line); i++ {
+		ch := line[i]
+		switch {
+		case ch == '"':
+			inQuote, have = !inQuote, true
+		case !inQuote && (ch == ' ' || ch == '\t' || ch == '=' && len(words) == 0):
+			if have {
+				words = append(words, cur.String())
+				cur.Reset()
+				have = false
+			}
+		case !inQuote && ch == '#' && !have:
+			i = len(line)
+		default:
+			cur.WriteByte(ch)
+			have = true
+		}
+	}
+	if have {
+		words = append(words, cur.String())
+	}
+	if len(words) == 0 {
+		return "", nil
+	}
+	return words[0], words[1:]
+}
+
+func expandTildeHome(p, home string) string {
+	if rest, ok := strings.CutPrefix(p, "~/"); ok && home != "" {
+		return filepath.Join(home, rest)
+	}
+	return p
+}
+
+// Aliases lists the explicit Host names (no wildcard, no negation), in the
+// order they first appear.
+func (c *SSHConfig) Aliases() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, b := range c.blocks {
+		for _, p := range b.patterns {
+			if strings.ContainsAny(p, "*?!") || seen[p] {
+				continue
+			}
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Get returns key's value for alias as OpenSSH reads it: from the first
+// Host block that matches and sets it. Match blocks are not applied.
+func (c *SSHConfig) Get(alias, key string) string {
+	key = strings.ToLower(key)
+	for _, b := range c.blocks {
+		if b.match || !hostMatches(b.patterns, alias) {
+			continue
+		}
+		for _, kv := range b.kv {
+			if kv[0] == key {
+				return kv[1]
+			}
+		}
+	}
+	return ""
+}
+
+// hostMatches applies a Host line's patterns: some pattern matches and no
+// negated one does.
+func hostMatches(patterns []string, host string) bool {
+	ok := false
+	for _, p := range patterns {
+		if neg, isNeg := strings.CutPrefix(p, "!"); isNeg {
+			if wildMatch(neg, host) {
+				return false
+			}
+			continue
+		}
+		if wildMatch(p, host) {
+			ok = true
+		}
+	}
+	return ok
+}
+
+// wildMatch matches ssh_config's * and ? wildcards, case-insensitively as
+// OpenSSH matches host names.
+func wildMatch(pattern, s string) bool {
+	pattern, s = strings.ToLower(pattern), strings.ToLower(s)
+	for len(pattern) > 0 {
+		switch pattern[0] {
+		case '*':
+			for pattern != "" && pattern[0] == '*' {
+				pattern = pattern[1:]
+			}
+			if pattern == "" {
+				return true
+			}
+			for i := 0; i <= len(s); i++ {
+				if wildMatch(pattern, s[i:]) {
+					return true
+				}
+			}
+			return false
+		case '?':
+			if s == "" {
+				return false
+			}
+		default:
+			if s == "" || s[0] != pattern[0] {
+				return false
+			}
+		}
+		pattern, s = pattern[1:], s[1:]
+	}
+	return s == ""
+}

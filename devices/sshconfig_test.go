@@ -1,0 +1,99 @@
+package devices
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+func TestSSHConfig(t *testing.T) {
+	home := t.TempDir()
+	ssh := filepath.Join(home, ".ssh")
+	os.MkdirAll(filepath.Join(ssh, "conf.d"), 0o700)
+	os.WriteFile(filepath.Join(ssh, "config"), []byte(`# global
+User everyone
+Include conf.d/*.conf
+
+Host web1 web2
+    HostName 10.0.0.%h
+    Port 2222
+Host db1
+    HostName=db1.internal
+    User "db admin"
+    IdentityFile ~/.ssh/id_db
+Host *.lan !bad.lan
+    User lanuser
+Host *
+    User fallback
+    ProxyJump none
+Match host foo
+    User never
+`), 0o600)
+	os.WriteFile(filepath.Join(ssh, "conf.d", "a.conf"), []byte("Host bastion\n  HostName bastion.example.com\n  Port 22\n"), 0o600)
+
+	c, err := ParseSSHConfig(filepath.Join(ssh, "config"), home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.Aliases(), []string{"bastion", "web1", "web2", "db1"}; !slices.Equal(got, want) {
+		t.Errorf("Aliases = %v, want %v", got, want)
+	}
+	tests := []struct{ alias, key, want string }{
+		{"web1", "HostName", "10.0.0.%h"},
+		{"web1", "port", "2222"},
+		{"web1", "User", "everyone"}, // the first value wins, and the global one is first
+		{"db1", "hostname", "db1.internal"},
+		{"db1", "IdentityFile", "~/.ssh/id_db"},
+		{"bastion", "HostName", "bastion.example.com"},
+		{"x.lan", "ProxyJump", "none"},
+		{"foo", "HostName", ""},
+		{"WEB1", "Port", "2222"},
+	}
+	for _, tt := range tests {
+		if got := c.Get(tt.alias, tt.key); got != tt.want {
+			t.Errorf("Get(%s, %s) = %q, want %q", tt.alias, tt.key, got, tt.want)
+		}
+	}
+	// A missing file is an empty config; a missing include is nothing.
+	c, err = ParseSSHConfig(filepath.Join(home, "nope"), home)
+	if err != nil || len(c.Aliases()) != 0 {
+		t.Errorf("missing file: %v %v", c, err)
+	}
+	// An Include loop ends in an error, not a hang.
+	os.WriteFile(filepath.Join(ssh, "loop"), []byte("Include loop\n"), 0o600)
+	if _, err := ParseSSHConfig(filepath.Join(ssh, "loop"), home); err == nil {
+		t.Error("an Include loop was accepted")
+	}
+}
+
+func TestWildMatch(t *testing.T) {
+	tests := []struct {
+		p, s string
+		want bool
+	}{
+		{"*", "", true}, {"*", "abc", true}, {"a*c", "abbbc", true}, {"a?c", "abc", true},
+		{"a?c", "ac", false}, {"*.lan", "x.lan", true}, {"*.lan", "x.lan.com", false},
+		{"Web1", "web1", true}, {"**a", "ba", true},
+	}
+	for _, tt := range tests {
+		if got := wildMatch(tt.p, tt.s); got != tt.want {
+			t.Errorf("wildMatch(%q, %q) = %v", tt.p, tt.s, got)
+		}
+	}
+	if !hostMatches([]string{"*.lan", "!bad.lan"}, "ok.lan") || hostMatches([]string{"*.lan", "!bad.lan"}, "bad.lan") {
+		t.Error("negated patterns")
+	}
+}
+
+func FuzzSSHConfigLine(f *testing.F) {
+	for _, s := range []string{"Host a b", `User "a b"`, "Key=val", "  # c", "Host=x # y", `"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		key, args := splitSSHLine(line)
+		if key == "" && len(args) > 0 {
+			t.Fatalf("args without a key: %q", line)
+		}
+	})
+}
