@@ -1,0 +1,121 @@
+package agent
+
+import (
+	"context"
+	"testing"
+
+	"github.com/rexconsole/rex/internal/toolset"
+)
+
+func TestAllowedPrefix(t *testing.T) {
+	allow := []string{"systemctl status", "df", "uname"}
+	for cmd, want := range map[string]bool{
+		"df":                        true,
+		"df -h":                     true,
+		"systemctl status nginx":    true,
+		"uname -r":                  true,
+		"dfx":                       false,
+		"systemctl stop nginx":      false,
+		"df; rm -rf ~":              false,
+		"df && reboot":              false,
+		"df | sh":                   false,
+		"df $(reboot)":              false,
+		"df `reboot`":               false,
+		"df > /etc/passwd":          false,
+		"df\nreboot":                false,
+		"uname -r & reboot":         false,
+		"systemctl status nginx #x": false,
+		"":                          false,
+	} {
+		if got := allowedPrefix(allow, cmd); got != want {
+			t.Errorf("allowedPrefix(%q) = %v, want %v", cmd, got, want)
+		}
+	}
+}
+
+func TestDenyPatterns(t *testing.T) {
+	deny := []string{"rm -rf", "*reboot*", "dd if=*"}
+	for cmd, want := range map[string]bool{
+		"rm -rf /tmp/x":             true,
+		"sudo rm -rf /":             true,
+		"systemctl reboot":          true,
+		"dd if=/dev/zero of=/dev/x": true,
+		"rm -f x":                   false,
+		"ls /boot":                  false,
+	} {
+		if got := matchAny(deny, cmd); got != want {
+			t.Errorf("matchAny(%q) = %v, want %v", cmd, got, want)
+		}
+	}
+}
+
+func action(tool string, readOnly bool, command, target string) *toolset.Action {
+	return &toolset.Action{Tool: toolset.Tool{Name: tool, ReadOnly: readOnly}, Command: command, Target: target, Hosts: []string{target}}
+}
+
+func TestConsentPolicy(t *testing.T) {
+	ctx := context.Background()
+	asked := 0
+	answer := Deny
+	ask := func(context.Context, Request) (Decision, error) { asked++; return answer, nil }
+	tests := []struct {
+		name    string
+		c       *Consent
+		a       *toolset.Action
+		how     string
+		allowed bool
+		asks    bool
+	}{
+		{"read-only runs", &Consent{Ask: ask}, action("read", true, "read x", "web"), ConsentReadOnly, true, false},
+		{"bash asks", &Consent{Ask: ask}, action("bash", false, "uptime", "web"), ConsentRefused, false, true},
+		{"yolo", &Consent{Ask: ask, Yolo: true}, action("bash", false, "uptime", "web"), ConsentYolo, true, false},
+		{"deny pattern asks under yolo", &Consent{Ask: ask, Yolo: true, Deny: []string{"*reboot*"}}, action("bash", false, "reboot", "web"), ConsentRefused, false, true},
+		{"allow prefix", &Consent{Ask: ask, Allow: []string{"df"}}, action("bash", false, "df -h", "web"), ConsentAllowed, true, false},
+		{"allow prefix is for bash", &Consent{Ask: ask, Allow: []string{"edit"}}, action("edit", false, "edit x", "web"), ConsentRefused, false, true},
+		{"allowed tool", &Consent{Ask: ask, AllowTools: []string{"write"}}, action("write", false, "write 1 line to x", "web"), ConsentTool, true, false},
+		{"no way to ask", &Consent{}, action("bash", false, "uptime", "web"), ConsentRefused, false, false},
+	}
+	for _, tt := range tests {
+		asked = 0
+		how, err := tt.c.Check(ctx, tt.a, "c1", false)
+		if how != tt.how || (err == nil) != tt.allowed || (asked > 0) != tt.asks {
+			t.Errorf("%s: %q, %v, asked %d", tt.name, how, err, asked)
+		}
+	}
+
+	// Allow for the session: keyed on tool and target, cleared when the
+	// target changes.
+	c := &Consent{Ask: ask}
+	c.SetTarget("web")
+	answer, asked = AllowSession, 0
+	for i := 0; i < 3; i++ {
+		if _, err := c.Check(ctx, action("bash", false, "uptime "+string(rune('a'+i)), "web"), "c", false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if asked != 1 {
+		t.Errorf("asked %d times for one session grant", asked)
+	}
+	if _, err := c.Check(ctx, action("edit", false, "edit x", "web"), "c", false); err != nil || asked != 2 {
+		t.Errorf("another tool asks again: %v, asked %d", err, asked)
+	}
+	c.SetTarget("db")
+	c.SetTarget("web")
+	answer = Deny
+	if _, err := c.Check(ctx, action("bash", false, "uptime", "web"), "c", false); err == nil || asked != 3 {
+		t.Errorf("after a target change the grant stayed: %v, asked %d", err, asked)
+	}
+
+	// Allow on all hosts, for /agent each: the same command on other
+	// hosts runs; another command asks.
+	c = &Consent{Ask: ask}
+	answer, asked = AllowAll, 0
+	c.Check(ctx, action("bash", false, "apt-get update", "h1"), "c", true)
+	answer = Deny
+	if how, err := c.Check(ctx, action("bash", false, "apt-get update", "h2"), "c", true); err != nil || how != ConsentAll {
+		t.Errorf("allow on all: %q %v", how, err)
+	}
+	if _, err := c.Check(ctx, action("bash", false, "apt-get upgrade", "h2"), "c", true); err == nil {
+		t.Error("another command ran without asking")
+	}
+}
