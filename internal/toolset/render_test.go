@@ -6,7 +6,6 @@ import (
 	"unicode/utf8"
 )
 
-
 func TestRender(t *testing.T) {
 	outs := []outcome{
 		{host: "web1", ok: true, status: "exit 0", out: text("Linux 6.1\n")},
