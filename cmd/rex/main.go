@@ -162,7 +162,7 @@ globs (web-*), ranges (node[1-16], n[01-08]), hosts that are not registered
 		&cobra.Group{ID: "fleet", Title: "Reaching machines"},
 		&cobra.Group{ID: "setup", Title: "Devices, tools and rex itself"},
 	)
-	for _, c := range []*cobra.Command{newRunCmd(e), newAttachCmd(e), newPushCmd(e), newPullCmd(e)} {
+	for _, c := range []*cobra.Command{newRunCmd(e), newAttachCmd(e), newPushCmd(e), newPullCmd(e), newAskCmd(e)} {
 		c.GroupID = "fleet"
 		root.AddCommand(c)
 	}
