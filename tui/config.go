@@ -48,6 +48,8 @@ type Config struct {
 	// pane, task or terminal has used it for that long; 0 keeps it.
 	IdleTimeout time.Duration       `toml:"idle_timeout"`
 	Keys        map[string][]string `toml:"keys"`
+	// Agent is the [agent] table, which the agent reads and checks itself.
+	Agent toml.Primitive `toml:"agent"`
 }
 
 // Limits of the numeric settings.
@@ -107,8 +109,12 @@ func parseConfig(data []byte) (Config, error) {
 		}
 		return defaultConfig(), fmt.Errorf("%v; fix it, rex uses the defaults until then", err)
 	}
-	if und := md.Undecoded(); len(und) > 0 {
-		return defaultConfig(), fmt.Errorf("unknown setting %q; the settings are theme, layout, concurrency, scrollback, terminal_scrollback, mouse, idle_timeout and [keys]", und[0].String())
+	for _, k := range md.Undecoded() {
+		// [agent] belongs to the agent (internal/agent.LoadConfig checks it).
+		if k[0] == "agent" {
+			continue
+		}
+		return defaultConfig(), fmt.Errorf("unknown setting %q; the settings are theme, layout, concurrency, scrollback, terminal_scrollback, mouse, idle_timeout, [keys] and [agent]", k.String())
 	}
 	if err := themes.ValidateName(cfg.Theme); err != nil {
 		return defaultConfig(), fmt.Errorf("theme: %w", err)

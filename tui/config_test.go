@@ -169,3 +169,13 @@ func FuzzParseConfig(f *testing.F) {
 		}
 	})
 }
+
+func TestConfigLeavesAgentTableToTheAgent(t *testing.T) {
+	cfg, err := parseConfig([]byte("theme = \"dark\"\n[agent]\nmodel = \"llama3.1\"\nmax_steps = 10\n"))
+	if err != nil || cfg.Theme != "dark" {
+		t.Errorf("[agent] in config.toml: %+v, %v", cfg, err)
+	}
+	if _, err := parseConfig([]byte("[agnet]\nmodel = \"x\"\n")); err == nil {
+		t.Error("a misspelt table was accepted")
+	}
+}
