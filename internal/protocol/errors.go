@@ -25,6 +25,9 @@ const (
 	// permission problem get codes of their own, never internal_error.
 	CodeNoSpace    = -32009 // ENOSPC, EDQUOT: the file system or quota is full
 	CodeFileSystem = -32010 // read-only file system, busy, name too long, I/O error, …
+	// CodeRequestCancelled answers a request cancelled by $/cancelRequest
+	// or cut short by the end of the connection (LSP's code).
+	CodeRequestCancelled = -32800
 )
 
 // CodeName returns the spec's snake_case name for code (clients put it in
@@ -61,6 +64,8 @@ func CodeName(code int) string {
 		return "no_space"
 	case CodeFileSystem:
 		return "filesystem_error"
+	case CodeRequestCancelled:
+		return "request_cancelled"
 	}
 	return "error"
 }

@@ -37,7 +37,17 @@ const (
 	MethodPTYInput  = "pty.input"
 	MethodPTYResize = "pty.resize"
 	MethodPTYClose  = "pty.close"
+
+	// MethodCancelRequest is a notification from the client, as in LSP:
+	// stop working on the request whose id is params.id. The request is
+	// still answered, with request_cancelled unless it had finished.
+	MethodCancelRequest = "$/cancelRequest"
 )
+
+// CancelParams are the params of $/cancelRequest.
+type CancelParams struct {
+	ID json.RawMessage `json:"id"`
+}
 
 // Event (notification) method names.
 const (
@@ -56,6 +66,7 @@ const (
 	CapEvents    = "events"
 	CapExecInput = "exec.input"
 	CapPTY       = "pty"
+	CapCancel    = "cancel" // $/cancelRequest is honoured
 )
 
 // Message is one JSON-RPC 2.0 object on the wire: a request (ID and Method),

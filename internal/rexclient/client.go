@@ -41,6 +41,11 @@ type call struct {
 	// onResult runs on the reader before the next message is read, so a
 	// process is routed before its first event can arrive.
 	onResult func(json.RawMessage)
+	// onAbandon undoes a call whose caller gave up before the reply came
+	// (Exec, OpenPTY: stop what was started); it runs on its own goroutine
+	// with the late successful result. abandoned is guarded by Client.mu.
+	onAbandon func(json.RawMessage)
+	abandoned bool
 }
 
 // New starts a client on rwc. Closing the client closes rwc.
@@ -110,8 +115,15 @@ func (c *Client) readLoop(dec *protocol.Decoder) {
 			c.mu.Lock()
 			cl := c.pending[string(msg.ID)]
 			delete(c.pending, string(msg.ID))
+			abandoned := cl != nil && cl.abandoned
 			c.mu.Unlock()
 			if cl == nil {
+				continue
+			}
+			if abandoned {
+				if msg.Error == nil {
+					go cl.onAbandon(msg.Result)
+				}
 				continue
 			}
 			if cl.onResult != nil && msg.Error == nil {
@@ -145,12 +157,28 @@ func (c *Client) readLoop(dec *protocol.Decoder) {
 
 // Call sends a request and decodes its result into result (which may be
 // nil). A REXD error comes back as *protocol.Error.
+//
+// When ctx ends first, Call returns ctx.Err() and tells rexd, with
+// $/cancelRequest, to stop working on the request (rexd still answers it;
+// the answer is dropped). A reply that was already on its way wins.
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
-	return c.call(ctx, method, params, result, nil)
+	return c.call(ctx, method, params, result, nil, nil)
 }
 
-func (c *Client) call(ctx context.Context, method string, params, result any, onResult func(json.RawMessage)) error {
-	cl := &call{resp: make(chan *protocol.Message, 1), onResult: onResult}
+// Notify sends a notification (a request that gets no answer).
+func (c *Client) Notify(method string, params any) error {
+	m, err := protocol.NewNotification(method, params)
+	if err == nil {
+		err = c.enc.Encode(m)
+	}
+	if err != nil {
+		return fmt.Errorf("send %s: %w", method, err)
+	}
+	return nil
+}
+
+func (c *Client) call(ctx context.Context, method string, params, result any, onResult, onAbandon func(json.RawMessage)) error {
+	cl := &call{resp: make(chan *protocol.Message, 1), onResult: onResult, onAbandon: onAbandon}
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -173,26 +201,40 @@ func (c *Client) call(ctx context.Context, method string, params, result any, on
 		c.mu.Unlock()
 		return fmt.Errorf("send %s: %w", method, err)
 	}
+	var resp *protocol.Message
 	select {
-	case resp := <-cl.resp:
-		if resp == nil {
-			return c.Err()
-		}
-		if resp.Error != nil {
-			return resp.Error
-		}
-		if result != nil {
-			if err := json.Unmarshal(resp.Result, result); err != nil {
-				return fmt.Errorf("decode %s result: %w", method, err)
-			}
-		}
-		return nil
+	case resp = <-cl.resp:
 	case <-ctx.Done():
 		c.mu.Lock()
-		delete(c.pending, key)
+		_, waiting := c.pending[key]
+		if waiting {
+			if onAbandon != nil {
+				cl.abandoned = true // the reader undoes it when the reply comes
+			} else {
+				delete(c.pending, key)
+			}
+		}
 		c.mu.Unlock()
-		return ctx.Err()
+		if waiting {
+			c.Notify(protocol.MethodCancelRequest, protocol.CancelParams{ID: msg.ID})
+			return ctx.Err()
+		}
+		// The reader has the reply already: it wins, so nothing started
+		// on the caller's behalf is left without an owner.
+		resp = <-cl.resp
 	}
+	if resp == nil {
+		return c.Err()
+	}
+	if resp.Error != nil {
+		return resp.Error
+	}
+	if result != nil {
+		if err := json.Unmarshal(resp.Result, result); err != nil {
+			return fmt.Errorf("decode %s result: %w", method, err)
+		}
+	}
+	return nil
 }
 
 // route hands an event to the process it names.

@@ -127,15 +127,30 @@ func (s *Session) Exec(ctx context.Context, p protocol.ExecStartParams, opts Exe
 		if json.Unmarshal(raw, &r) == nil {
 			proc.startRoute(r.ProcessID, opts)
 		}
+	}, func(raw json.RawMessage) {
+		// The caller gave up before the reply: nobody owns the process.
+		var r protocol.ExecStartResult
+		if json.Unmarshal(raw, &r) == nil {
+			s.stopAbandoned(protocol.MethodExecKill, protocol.ExecKillParams{SessionID: s.ID, ProcessID: r.ProcessID, Signal: "TERM"})
+		}
 	})
 	if err != nil {
-		if proc.ID != "" { // routed but the caller gave up: stop it
-			go proc.Kill(context.Background(), "KILL")
-		}
 		return nil, err
 	}
 	proc.Pid, proc.StartedAt = res.Pid, res.StartedAt
 	return proc, nil
+}
+
+// abandonWait bounds the call that stops a process whose start the caller
+// gave up on.
+const abandonWait = 30 * time.Second
+
+// stopAbandoned stops a process started for a caller that is gone (its
+// context ended before the start reply came). It runs on its own goroutine.
+func (s *Session) stopAbandoned(method string, params any) {
+	ctx, cancel := context.WithTimeout(context.Background(), abandonWait)
+	defer cancel()
+	s.c.Call(ctx, method, params, nil) // an error means the connection is gone, and rexd stops it then
 }
 
 func (p *Process) startRoute(id string, opts ExecOptions) {
@@ -263,6 +278,11 @@ func (s *Session) OpenPTY(ctx context.Context, p protocol.PTYOpenParams, opts Ex
 		var r protocol.PTYOpenResult
 		if json.Unmarshal(raw, &r) == nil {
 			proc.startRoute(r.ProcessID, opts)
+		}
+	}, func(raw json.RawMessage) {
+		var r protocol.PTYOpenResult
+		if json.Unmarshal(raw, &r) == nil {
+			s.stopAbandoned(protocol.MethodPTYClose, protocol.PTYCloseParams{SessionID: s.ID, PTYID: r.PTYID})
 		}
 	})
 	if err != nil {

@@ -121,7 +121,11 @@ func (s *session) workDir(cwd string) (dir string, f *os.File, abs string, perr 
 	if perr != nil {
 		return "", nil, "", perr
 	}
-	f, err := rp.root.dir.Open(relOrDot(rp.rel))
+	f, err := openDir(rp.root.dir, relOrDot(rp.rel))
+	if errors.Is(err, syscall.ENOTDIR) {
+		return "", nil, "", protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"cwd": rp.abs},
+			"cwd %s is not a directory", rp.abs)
+	}
 	if err != nil {
 		return "", nil, "", s.roots.fsError("open cwd", rp, err)
 	}
@@ -332,7 +336,7 @@ func (c *conn) execWait(ctx context.Context, req *request) (any, *protocol.Error
 	case <-proc.done:
 	case <-timeout:
 	case <-ctx.Done():
-		return nil, protocol.Errorf(protocol.CodeInternalError, nil, "server is shutting down")
+		return nil, c.cancelled(req)
 	}
 	return proc.status(), nil
 }

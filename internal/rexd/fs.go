@@ -64,45 +64,30 @@ func (c *conn) fsRead(ctx context.Context, req *request) (any, *protocol.Error) 
 	if perr != nil {
 		return nil, perr
 	}
-	f, err := rp.root.dir.Open(rp.rel)
-	if err != nil {
-		return nil, s.roots.fsError("read", rp, err)
+	f, fi, perr := openRegular(s, rp, "read")
+	if perr != nil {
+		return nil, perr
 	}
 	defer f.Close()
-	fi, err := f.Stat()
+	limit := int64(maxReadChunk)
+	if want := s.limits.MaxFileReadBytes; want > 0 && want < limit {
+		limit = want
+	}
+	if p.Length != nil && *p.Length < limit {
+		limit = *p.Length
+	}
+	buf, more, err := readChunked(ctx, f, p.Offset, limit, fi.Size())
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, c.cancelled(req)
+		}
 		return nil, s.roots.fsError("read", rp, err)
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"path": rp.abs, "type": fileType(fi.Mode())},
-			"read %s: not a regular file", rp.abs)
-	}
-	want := s.limits.MaxFileReadBytes
-	if p.Length != nil && (want == 0 || *p.Length < want) {
-		want = *p.Length
-	}
-	remaining := fi.Size() - p.Offset
-	if remaining < 0 {
-		remaining = 0
-	}
-	n := remaining
-	if want > 0 && n > want {
-		n = want
-	}
-	if p.Length != nil && *p.Length == 0 {
-		n = 0
-	}
-	buf := make([]byte, n)
-	got, err := f.ReadAt(buf, p.Offset)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, s.roots.fsError("read", rp, err)
-	}
-	buf = buf[:got]
 	res := protocol.FSReadResult{
 		Path:      rp.abs,
 		Size:      fi.Size(),
 		Mtime:     mtimeString(fi.ModTime()),
-		Truncated: p.Offset+int64(got) < fi.Size(),
+		Truncated: more,
 	}
 	if p.Encoding == protocol.EncodingBase64 {
 		res.Content, res.Encoding = encodeBase64(buf), protocol.EncodingBase64
@@ -110,6 +95,75 @@ func (c *conn) fsRead(ctx context.Context, req *request) (any, *protocol.Error) 
 		res.Content, res.Encoding = protocol.EncodeData(buf)
 	}
 	return res, nil
+}
+
+// maxReadChunk is the most one fs.read returns, whatever the limits say: in
+// base64 it still fits a 16 MiB line. A client reads on from offset while
+// truncated is true, so a large file streams through in pieces and rexd
+// never holds more than a piece of it.
+const maxReadChunk = 8 << 20
+
+// readStep is how much one read system call asks for.
+const readStep = 256 << 10
+
+// openRegular opens rp for reading without ever blocking (O_NONBLOCK: a
+// FIFO or a device inside the roots would otherwise hang the open until
+// someone writes) and checks, on the opened file, that it is a regular
+// file.
+func openRegular(s *session, rp resolved, op string) (*os.File, fs.FileInfo, *protocol.Error) {
+	f, err := rp.root.dir.OpenFile(relOrDot(rp.rel), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, s.roots.fsError(op, rp, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, s.roots.fsError(op, rp, err)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"path": rp.abs, "type": fileType(fi.Mode())},
+			"%s %s: not a regular file", op, rp.abs)
+	}
+	return f, fi, nil
+}
+
+// readChunked reads up to limit bytes from offset in steps, stopping early
+// when ctx ends. It trusts EOF rather than the size (files grow; /proc
+// files report 0). more says whether bytes remain past what was read.
+func readChunked(ctx context.Context, f *os.File, offset, limit, size int64) ([]byte, bool, error) {
+	capHint := limit
+	if rest := size - offset; size > 0 && rest >= 0 && rest < capHint {
+		capHint = rest
+	}
+	buf := make([]byte, 0, max(capHint, 0))
+	for int64(len(buf)) < limit {
+		if err := ctx.Err(); err != nil {
+			return nil, false, err
+		}
+		step := min(limit-int64(len(buf)), readStep)
+		if free := int64(cap(buf) - len(buf)); free < step {
+			buf = append(buf, make([]byte, step)...)[:len(buf)]
+		}
+		n, err := f.ReadAt(buf[len(buf):len(buf)+int(step)], offset+int64(len(buf)))
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			return buf, false, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	// At the limit: is there more? One byte says.
+	var probe [1]byte
+	n, _ := f.ReadAt(probe[:], offset+int64(len(buf)))
+	return buf, n > 0, nil
+}
+
+// openDir opens a directory without blocking on whatever else the name
+// may turn out to be.
+func openDir(root *os.Root, rel string) (*os.File, error) {
+	return root.OpenFile(rel, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
 }
 
 func encodeBase64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
@@ -194,13 +248,24 @@ func (c *conn) fsWrite(ctx context.Context, req *request) (any, *protocol.Error)
 		default:
 			flags |= os.O_TRUNC
 		}
-		f, err := root.OpenFile(rp.rel, flags, perm)
+		// O_NONBLOCK: a FIFO swapped in after the check above must not
+		// hang the open; the fstat below refuses it.
+		f, err := root.OpenFile(rp.rel, flags|syscall.O_NONBLOCK, perm)
 		if err != nil {
 			if errors.Is(err, fs.ErrExist) {
 				return nil, protocol.Errorf(protocol.CodeConcurrencyConflict, protocol.ConflictData{Path: rp.abs, Reason: "exists"},
 					"write %s: the file already exists and mode is create; use replace to overwrite it", rp.abs)
 			}
+			if errors.Is(err, syscall.ENXIO) {
+				return nil, protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"path": rp.abs, "type": protocol.TypeOther},
+					"write %s: not a regular file", rp.abs)
+			}
 			return nil, s.roots.fsError("write", rp, err)
+		}
+		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+			f.Close()
+			return nil, protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"path": rp.abs, "type": protocol.TypeOther},
+				"write %s: not a regular file", rp.abs)
 		}
 		_, werr := f.Write(content)
 		if werr == nil {
@@ -378,7 +443,10 @@ func (c *conn) fsList(ctx context.Context, req *request) (any, *protocol.Error) 
 	rel := relOrDot(rp.rel)
 	// Open the directory through the root first: a symlinked directory that
 	// leads outside fails here.
-	d, err := root.Open(rel)
+	d, err := openDir(root, rel)
+	if errors.Is(err, syscall.ENOTDIR) {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"path": rp.abs}, "list %s: not a directory", rp.abs)
+	}
 	if err != nil {
 		return nil, s.roots.fsError("list", rp, err)
 	}
@@ -418,6 +486,9 @@ func (c *conn) fsList(ctx context.Context, req *request) (any, *protocol.Error) 
 	}
 	if p.Recursive {
 		err = fs.WalkDir(fsys, ".", func(name string, de fs.DirEntry, err error) error {
+			if cerr := ctx.Err(); cerr != nil {
+				return cerr
+			}
 			if err != nil {
 				return nil // an unreadable subdirectory is skipped, not fatal
 			}
@@ -508,6 +579,9 @@ func (c *conn) fsGlob(ctx context.Context, req *request) (any, *protocol.Error) 
 	defer sub.Close()
 	budget := globWalkBudget
 	err = fs.WalkDir(sub.FS(), ".", func(name string, de fs.DirEntry, err error) error {
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
 		if budget--; budget < 0 {
 			res.Truncated = true
 			return fs.SkipAll

@@ -8,23 +8,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
-	"sort"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/rexconsole/rex/internal/protocol"
 )
-
-// maxInflight bounds requests handled at once per connection; the reader
-// stops reading when it is reached, which pushes back on the client.
-const maxInflight = 64
 
 // Server holds the policy and the state shared by connections.
 type Server struct {
@@ -32,6 +24,10 @@ type Server struct {
 	roots rootSet
 	audit *auditLog
 	cas   casState
+
+	// testHook, when set (by tests in this package), runs before every
+	// handler, on the goroutine and with the context the handler gets.
+	testHook func(ctx context.Context, method string)
 
 	sessions atomic.Int64     // open sessions, all connections
 	ids      [3]atomic.Uint64 // sessions, processes, PTYs
@@ -98,7 +94,7 @@ func (s *Server) newID(prefix string) string {
 
 // capabilities are what this server implements.
 func (s *Server) capabilities() []string {
-	return []string{protocol.CapExec, protocol.CapFS, protocol.CapEvents, protocol.CapExecInput, protocol.CapPTY, protocol.CapCAS}
+	return []string{protocol.CapExec, protocol.CapFS, protocol.CapEvents, protocol.CapExecInput, protocol.CapPTY, protocol.CapCAS, protocol.CapCancel}
 }
 
 // BuildHash returns the SHA-256 of the running executable.
@@ -117,219 +113,6 @@ func BuildHash() (string, error) {
 		return "", fmt.Errorf("hash own executable: %w", err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// conn is one client connection: its writer and its sessions.
-type conn struct {
-	srv *Server
-	enc *protocol.Encoder
-
-	mu       sync.Mutex
-	sessions map[string]*session
-	closed   bool
-
-	handlers sync.WaitGroup
-}
-
-// Serve answers requests read from r on w until r ends or ctx is done. On
-// the way out it ends every process of the connection's sessions except the
-// detached ones, then waits for those to finish.
-func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
-	c := &conn{srv: s, enc: protocol.NewEncoder(w), sessions: map[string]*session{}}
-	dec := protocol.NewDecoder(r, s.cfg.MaxLine)
-	sem := make(chan struct{}, maxInflight)
-
-	lines := make(chan []byte)
-	readErr := make(chan error, 1)
-	go func() {
-		defer close(lines)
-		for {
-			line, err := dec.ReadLine()
-			if errors.Is(err, protocol.ErrLineTooLong) {
-				c.reply(protocol.NewErrorResponse(nil, protocol.Errorf(protocol.CodeInvalidRequest,
-					map[string]int{"max_line_bytes": s.cfg.MaxLine},
-					"request line longer than %d bytes; send large files in pieces", s.cfg.MaxLine)))
-				continue
-			}
-			if err != nil {
-				if err != io.EOF {
-					readErr <- err
-				}
-				return
-			}
-			cp := make([]byte, len(line))
-			copy(cp, line)
-			select {
-			case lines <- cp:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-
-	var err error
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			err = ctx.Err()
-			break loop
-		case line, ok := <-lines:
-			if !ok {
-				break loop
-			}
-			c.handleLine(ctx, line, sem)
-		}
-	}
-	select {
-	case e := <-readErr:
-		err = e
-	default:
-	}
-	c.shutdown()
-	return err
-}
-
-func (c *conn) reply(m *protocol.Message) {
-	// A write error means the client is gone; the read side notices too.
-	_ = c.enc.Encode(m)
-}
-
-func (c *conn) notify(method string, params any) {
-	m, err := protocol.NewNotification(method, params)
-	if err != nil {
-		return
-	}
-	_ = c.enc.Encode(m)
-}
-
-// handleLine parses one line and dispatches it. Requests are handled in the
-// order they arrive, so a client may pipeline session.open and exec.start;
-// only the methods that wait for processes to end run on their own
-// goroutine, so a long exec.wait never holds up the connection.
-func (c *conn) handleLine(ctx context.Context, line []byte, sem chan struct{}) {
-	msg, perr := protocol.ParseMessage(line)
-	if perr != nil {
-		var id json.RawMessage
-		if msg != nil {
-			id = msg.ID
-		}
-		c.reply(protocol.NewErrorResponse(id, perr))
-		return
-	}
-	if !msg.IsRequest() {
-		return // notifications and stray responses from a client mean nothing here
-	}
-	switch msg.Method {
-	case protocol.MethodExecWait, protocol.MethodSessionClose, protocol.MethodPTYClose:
-	default:
-		c.dispatch(ctx, msg)
-		return
-	}
-	sem <- struct{}{}
-	c.handlers.Add(1)
-	go func() {
-		defer func() { <-sem; c.handlers.Done() }()
-		c.dispatch(ctx, msg)
-	}()
-}
-
-// handler answers one method. It returns a result or an error; queued
-// handlers may instead answer later through reply and return (nil, nil).
-type handler func(c *conn, ctx context.Context, req *request) (any, *protocol.Error)
-
-type request struct {
-	msg     *protocol.Message
-	session *session
-	// deferred is set by handlers that answer asynchronously.
-	deferred bool
-	audit    auditEntry
-}
-
-func (c *conn) dispatch(ctx context.Context, msg *protocol.Message) {
-	h := lookup(msg.Method)
-	req := &request{msg: msg}
-	req.audit = auditEntry{Method: msg.Method, Params: redactParams(msg.Params)}
-	if h == nil {
-		c.finish(req, nil, protocol.Errorf(protocol.CodeMethodNotFound, map[string]string{"method": msg.Method},
-			"method %q not found", msg.Method))
-		return
-	}
-	res, perr := h(c, ctx, req)
-	if req.deferred {
-		return
-	}
-	c.finish(req, res, perr)
-}
-
-// finish sends the response of req and records it in the audit log.
-func (c *conn) finish(req *request, res any, perr *protocol.Error) {
-	if req.session != nil {
-		req.audit.SessionID = req.session.id
-		req.audit.ClientName = req.session.clientName
-	}
-	if perr != nil {
-		req.audit.Error = &auditError{Code: perr.Code, Message: perr.Message}
-		c.reply(protocol.NewErrorResponse(req.msg.ID, perr))
-	} else {
-		m, err := protocol.NewResponse(req.msg.ID, res)
-		if err != nil {
-			perr = protocol.Errorf(protocol.CodeInternalError, nil, "%v", err)
-			c.reply(protocol.NewErrorResponse(req.msg.ID, perr))
-		} else {
-			req.audit.Result = summarize(res)
-			c.reply(m)
-		}
-	}
-	c.srv.audit.write(req.audit)
-}
-
-// decode unmarshals params strictly enough to catch wrong types.
-func decode(raw json.RawMessage, v any) *protocol.Error {
-	if len(raw) == 0 {
-		raw = json.RawMessage("{}")
-	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		return protocol.Errorf(protocol.CodeInvalidParams, nil, "invalid params: %v", err)
-	}
-	return nil
-}
-
-// session finds the caller's session by id.
-func (c *conn) session(req *request, id string) *protocol.Error {
-	if id == "" {
-		return protocol.Errorf(protocol.CodeInvalidParams, nil, "session_id is required; call session.open first")
-	}
-	c.mu.Lock()
-	s := c.sessions[id]
-	c.mu.Unlock()
-	if s == nil {
-		return protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"session_id": id, "reason": "unknown_session"},
-			"unknown session %q; call session.open first", id)
-	}
-	req.session = s
-	return nil
-}
-
-// shutdown closes every session once the client is gone.
-func (c *conn) shutdown() {
-	c.mu.Lock()
-	c.closed = true
-	sessions := make([]*session, 0, len(c.sessions))
-	for _, s := range c.sessions {
-		sessions = append(sessions, s)
-	}
-	c.mu.Unlock()
-	sort.Slice(sessions, func(i, j int) bool { return sessions[i].id < sessions[j].id })
-	var detached []*process
-	for _, s := range sessions {
-		detached = append(detached, s.close(true)...)
-		c.srv.sessions.Add(-1)
-	}
-	c.handlers.Wait()
-	for _, p := range detached {
-		<-p.done
-	}
 }
 
 // lookup returns the handler of a method, or nil.
@@ -488,16 +271,17 @@ func (c *conn) sessionClose(ctx context.Context, req *request) (any, *protocol.E
 	if e := decode(req.msg.Params, &p); e != nil {
 		return nil, e
 	}
-	if e := c.session(req, p.SessionID); e != nil {
-		return nil, e
+	if p.SessionID == "" {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, nil, "session_id is required; call session.open first")
 	}
-	c.mu.Lock()
-	delete(c.sessions, p.SessionID)
-	c.mu.Unlock()
-	s := req.session
+	s := c.takeSession(p.SessionID)
+	if s == nil {
+		return nil, unknownSession(p.SessionID)
+	}
+	req.session = s
 	killed := s.liveCount()
 	detached := s.close(false)
-	c.srv.sessions.Add(-1)
+	c.releaseSlot(detached)
 	return protocol.SessionCloseResult{OK: true, ProcessesKilled: killed - len(detached), ProcessesDetached: len(detached)}, nil
 }
 

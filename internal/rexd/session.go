@@ -30,6 +30,40 @@ type session struct {
 	finished []string // ids of ended processes, oldest first
 	closed   bool
 	uploads  map[string]*cas.Upload // streamed cas puts in progress, by digest
+
+	// active are the requests whose handlers hold the session (conn.session);
+	// drained is closed when the last of them lets go during close.
+	active  map[*request]struct{}
+	drained chan struct{}
+}
+
+// track holds the session for req's handler; false once it is closing.
+func (s *session) track(req *request) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	if s.active == nil {
+		s.active = map[*request]struct{}{}
+	}
+	s.active[req] = struct{}{}
+	return true
+}
+
+// untrack lets go of the session once req's handler has returned.
+func (s *session) untrack(req *request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.active, req)
+	if len(s.active) == 0 && s.drained != nil {
+		close(s.drained)
+		s.drained = nil
+	}
+}
+
+func sortSessions(ss []*session) {
+	sort.Slice(ss, func(i, j int) bool { return sessionSeq(ss[i].id) < sessionSeq(ss[j].id) })
 }
 
 // liveCount counts processes and PTYs that have not ended.
@@ -118,6 +152,24 @@ func (s *session) close(disconnect bool) []*process {
 	for _, p := range victims {
 		select {
 		case <-p.done:
+		case <-deadline:
+		}
+	}
+	// Handlers still at work on the session (a long read, a walk) are
+	// cancelled, and waited for before its roots close under them.
+	s.mu.Lock()
+	var drained chan struct{}
+	for r := range s.active {
+		r.cancel()
+	}
+	if len(s.active) > 0 {
+		s.drained = make(chan struct{})
+		drained = s.drained
+	}
+	s.mu.Unlock()
+	if drained != nil {
+		select {
+		case <-drained:
 		case <-deadline:
 		}
 	}

@@ -1,0 +1,184 @@
+package rexclient_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/rexconsole/rex/internal/protocol"
+	"github.com/rexconsole/rex/internal/rexclient"
+)
+
+// valve passes rexd's output to the client, holding it back while shut:
+// it makes a reply arrive after the caller gave up, on a real rexd.
+type valve struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	shut bool
+	pr   *io.PipeReader
+	pw   *io.PipeWriter
+}
+
+func newValve(r io.Reader) *valve {
+	v := &valve{}
+	v.cond = sync.NewCond(&v.mu)
+	v.pr, v.pw = io.Pipe()
+	go func() {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := r.Read(buf)
+			if n > 0 {
+				v.mu.Lock()
+				for v.shut {
+					v.cond.Wait()
+				}
+				v.mu.Unlock()
+				v.pw.Write(buf[:n])
+			}
+			if err != nil {
+				v.pw.CloseWithError(err)
+				return
+			}
+		}
+	}()
+	return v
+}
+
+func (v *valve) set(shut bool) {
+	v.mu.Lock()
+	v.shut = shut
+	v.cond.Broadcast()
+	v.mu.Unlock()
+}
+
+// valved starts a real rexd whose output goes through a valve.
+func valved(t *testing.T) (*rexclient.Session, *valve, string) {
+	t.Helper()
+	root := t.TempDir()
+	cmd := exec.Command(rexdBin, "--stdio", "--root", root, "--no-audit")
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	v := newValve(out)
+	c := rexclient.NewConn(v.pr, in, in)
+	t.Cleanup(func() { v.set(false); c.Close(); cmd.Wait() })
+	s, err := c.OpenSession(context.Background(), protocol.SessionOpenParams{ClientName: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, v, root
+}
+
+// waitPidFile waits until rexd has started the process that writes file.
+func readPid(t *testing.T, file string) int {
+	t.Helper()
+	var pid int
+	waitFor(t, func() bool {
+		b, err := os.ReadFile(file)
+		if err != nil || !strings.HasSuffix(string(b), "\n") {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil
+	})
+	return pid
+}
+
+// TestCancelledExecKillsTheRemoteProcess (item 1): a caller that gives up
+// before exec.start's reply leaves nothing running: the late reply makes
+// the client stop the process.
+func TestCancelledExecKillsTheRemoteProcess(t *testing.T) {
+	s, v, root := valved(t)
+	pidFile := filepath.Join(root, "pid")
+	v.set(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	execErr := make(chan error, 1)
+	go func() {
+		_, err := s.Exec(ctx, protocol.ExecStartParams{Argv: []string{"sh", "-c", "echo $$ > pid; exec sleep 30"}}, rexclient.ExecOptions{})
+		execErr <- err
+	}()
+	readPid(t, pidFile) // rexd started it; its reply is held
+	cancel()
+	if err := <-execErr; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Exec returned %v, want context.Canceled", err)
+	}
+	v.set(false)
+	bg := context.Background()
+	info, err := s.SessionInfo(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Processes) > 1 {
+		t.Fatalf("processes %+v", info.Processes)
+	}
+	if len(info.Processes) == 1 {
+		wait := int64(10000)
+		var st protocol.ExecWaitResult
+		if err := s.Client().Call(bg, protocol.MethodExecWait, protocol.ExecWaitParams{SessionID: s.ID, ProcessID: info.Processes[0].ProcessID, TimeoutMS: &wait}, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Status != protocol.StatusKilled {
+			t.Fatalf("the abandoned process is %s, want killed", st.Status)
+		}
+	}
+}
+
+// TestCancelledOpenPTYClosesTheTerminal (item 1): the same for pty.open.
+func TestCancelledOpenPTYClosesTheTerminal(t *testing.T) {
+	s, v, root := valved(t)
+	pidFile := filepath.Join(root, "pid")
+	v.set(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	openErr := make(chan error, 1)
+	go func() {
+		_, err := s.OpenPTY(ctx, protocol.PTYOpenParams{Argv: []string{"sh", "-c", "echo $$ > pid; exec sleep 30"}}, rexclient.ExecOptions{})
+		openErr <- err
+	}()
+	pid := readPid(t, pidFile)
+	cancel()
+	if err := <-openErr; !errors.Is(err, context.Canceled) {
+		t.Fatalf("OpenPTY returned %v, want context.Canceled", err)
+	}
+	v.set(false)
+	waitFor(t, func() bool {
+		if err := syscall.Kill(pid, 0); err != nil {
+			return true
+		}
+		st, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		i := strings.LastIndexByte(string(st), ')')
+		return i > 0 && len(st) > i+2 && st[i+2] == 'Z'
+	})
+	info, err := s.SessionInfo(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Processes) != 0 {
+		t.Fatalf("session still lists %+v", info.Processes)
+	}
+}
+
+// TestCancelledCallTellsRexd: a call whose context ends sends
+// $/cancelRequest, and the connection keeps working.
+func TestCancelledCallTellsRexd(t *testing.T) {
+	s, v, _ := valved(t)
+	v.set(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Stat(ctx, "."); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Stat with a cancelled context: %v", err)
+	}
+	v.set(false)
+	if _, err := s.Stat(context.Background(), "."); err != nil {
+		t.Fatalf("the next call: %v", err)
+	}
+}

@@ -1,0 +1,463 @@
+package rexd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rexconsole/rex/internal/protocol"
+)
+
+// How a connection is served (the model is x/tools' jsonrpc2_v2): one
+// goroutine reads requests and starts them in the order they arrive, each
+// with a context of its own.
+//
+//   - Quick methods (session.open and .info, exec.start, .kill and .input,
+//     pty.open, .input and .resize, unknown methods) are handled on the
+//     reading goroutine itself, so they stay in order: a client may
+//     pipeline session.open and exec.start, and input to one process is
+//     written in the order it was sent.
+//   - Methods that touch the file system or the store (fs.*, cas.*) and
+//     those that wait for processes (exec.wait, session.close, pty.close)
+//     run on goroutines of their own and answer when done, while the
+//     reader goes on: a slow read or a large push never holds up a
+//     keystroke on the same connection.
+//
+// A request's context ends when it is answered, when the client sends
+// $/cancelRequest with its id, or when the connection ends.
+const (
+	// maxWorking bounds file and store requests running at once.
+	maxWorking = 64
+	// maxOutstanding bounds requests admitted to run on their own (running
+	// or waiting for a slot); past it the reader waits for one to end,
+	// which pushes back on the client.
+	maxOutstanding = 256
+	// handlerGrace bounds how long the end of a connection waits for
+	// running requests (one stuck in a system call cannot keep rexd up).
+	handlerGrace = 5 * time.Second
+)
+
+// conn is one client connection: its writer, its sessions and the
+// requests it has not answered yet.
+type conn struct {
+	srv *Server
+	enc *protocol.Encoder
+	ctx context.Context // ends with the connection; every request's parent
+
+	mu       sync.Mutex
+	sessions map[string]*session
+	closed   bool
+	inflight map[string]*request // by id, as sent
+
+	handlers    sync.WaitGroup
+	outstanding chan struct{}
+	working     chan struct{}
+}
+
+// Serve answers requests read from r on w until r ends or ctx is done. On
+// the way out it ends every process of the connection's sessions except the
+// detached ones, then waits for those to finish.
+func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c := &conn{
+		srv:         s,
+		enc:         protocol.NewEncoder(w),
+		ctx:         cctx,
+		sessions:    map[string]*session{},
+		inflight:    map[string]*request{},
+		outstanding: make(chan struct{}, maxOutstanding),
+		working:     make(chan struct{}, maxWorking),
+	}
+	dec := protocol.NewDecoder(r, s.cfg.MaxLine)
+
+	lines := make(chan []byte)
+	readErr := make(chan error, 1)
+	go func() {
+		defer close(lines)
+		for {
+			line, err := dec.ReadLine()
+			if errors.Is(err, protocol.ErrLineTooLong) {
+				perr := protocol.Errorf(protocol.CodeInvalidRequest,
+					map[string]int{"max_line_bytes": s.cfg.MaxLine},
+					"request line longer than %d bytes; send large files in pieces", s.cfg.MaxLine)
+				c.reply(protocol.NewErrorResponse(nil, perr))
+				c.auditRefused(nil, perr)
+				continue
+			}
+			if err != nil {
+				if err != io.EOF {
+					readErr <- err
+				}
+				return
+			}
+			cp := make([]byte, len(line))
+			copy(cp, line)
+			select {
+			case lines <- cp:
+			case <-cctx.Done():
+				return
+			}
+		}
+	}()
+
+	var err error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+			break loop
+		case line, ok := <-lines:
+			if !ok {
+				break loop
+			}
+			c.handleLine(line)
+		}
+	}
+	select {
+	case e := <-readErr:
+		err = e
+	default:
+	}
+	c.shutdown(cancel)
+	return err
+}
+
+func (c *conn) reply(m *protocol.Message) {
+	// A write error means the client is gone; the read side notices too.
+	_ = c.enc.Encode(m)
+}
+
+func (c *conn) notify(method string, params any) {
+	m, err := protocol.NewNotification(method, params)
+	if err != nil {
+		return
+	}
+	_ = c.enc.Encode(m)
+}
+
+// requestKind says where a method runs.
+type requestKind int
+
+const (
+	quick requestKind = iota // on the reader, in order
+	work                     // on its own, holding a working slot
+	wait                     // on its own: it waits for processes
+)
+
+func kindOf(method string) requestKind {
+	switch {
+	case method == protocol.MethodExecWait, method == protocol.MethodSessionClose, method == protocol.MethodPTYClose:
+		return wait
+	case strings.HasPrefix(method, "fs."), strings.HasPrefix(method, "cas."):
+		return work
+	}
+	return quick
+}
+
+// handleLine parses one line and starts what it asks for.
+func (c *conn) handleLine(line []byte) {
+	msg, perr := protocol.ParseMessage(line)
+	if perr != nil {
+		var id json.RawMessage
+		if msg != nil {
+			id = msg.ID
+		}
+		c.reply(protocol.NewErrorResponse(id, perr))
+		c.auditRefused(msg, perr)
+		return
+	}
+	if msg.IsNotification() {
+		if msg.Method == protocol.MethodCancelRequest {
+			c.cancelRequest(msg.Params)
+		}
+		return // other notifications mean nothing here
+	}
+	if !msg.IsRequest() {
+		return // a stray response
+	}
+	req := c.begin(msg)
+	kind := kindOf(msg.Method)
+	if kind == quick {
+		c.dispatch(req)
+		return
+	}
+	select {
+	case c.outstanding <- struct{}{}:
+	case <-c.ctx.Done():
+		c.finish(req, nil, c.cancelled(req))
+		return
+	}
+	c.handlers.Add(1)
+	go func() {
+		defer func() { <-c.outstanding; c.handlers.Done() }()
+		if kind == work {
+			select {
+			case c.working <- struct{}{}:
+				defer func() { <-c.working }()
+			case <-req.ctx.Done():
+				c.finish(req, nil, c.cancelled(req))
+				return
+			}
+		}
+		c.dispatch(req)
+	}()
+}
+
+// handler answers one method. It returns a result or an error; handlers
+// that answer later set req.deferred and call finish themselves.
+type handler func(c *conn, ctx context.Context, req *request) (any, *protocol.Error)
+
+type request struct {
+	msg    *protocol.Message
+	ctx    context.Context
+	cancel context.CancelFunc
+	key    string // the id as sent
+
+	session *session
+	// deferred is set by handlers that answer asynchronously.
+	deferred bool
+	audit    auditEntry
+	answered bool // guarded by conn.mu
+}
+
+// begin registers a request so that $/cancelRequest can find it.
+func (c *conn) begin(msg *protocol.Message) *request {
+	ctx, cancel := context.WithCancel(c.ctx)
+	req := &request{msg: msg, ctx: ctx, cancel: cancel, key: string(msg.ID)}
+	req.audit = auditEntry{Method: msg.Method, Params: redactParams(msg.Params)}
+	c.mu.Lock()
+	c.inflight[req.key] = req
+	c.mu.Unlock()
+	return req
+}
+
+// cancelRequest ends the context of the request named by params.id.
+func (c *conn) cancelRequest(params json.RawMessage) {
+	var p protocol.CancelParams
+	if json.Unmarshal(params, &p) != nil || len(p.ID) == 0 {
+		return
+	}
+	c.mu.Lock()
+	req := c.inflight[string(p.ID)]
+	c.mu.Unlock()
+	if req != nil {
+		req.cancel()
+	}
+}
+
+// cancelled is the answer to a request whose context ended first.
+func (c *conn) cancelled(req *request) *protocol.Error {
+	if c.ctx.Err() != nil {
+		return protocol.Errorf(protocol.CodeRequestCancelled, map[string]string{"reason": "shutdown"},
+			"%s was cut short: rexd is shutting down", req.msg.Method)
+	}
+	return protocol.Errorf(protocol.CodeRequestCancelled, map[string]string{"reason": "cancelled"},
+		"%s was cancelled by the client", req.msg.Method)
+}
+
+func (c *conn) dispatch(req *request) {
+	h := lookup(req.msg.Method)
+	if h == nil {
+		c.finish(req, nil, protocol.Errorf(protocol.CodeMethodNotFound, map[string]string{"method": req.msg.Method},
+			"method %q not found", req.msg.Method))
+		return
+	}
+	if c.srv.testHook != nil {
+		c.srv.testHook(req.ctx, req.msg.Method)
+	}
+	if req.ctx.Err() != nil { // cancelled before it began: not run at all
+		c.finish(req, nil, c.cancelled(req))
+		return
+	}
+	res, perr := h(c, req.ctx, req)
+	if s := req.session; s != nil {
+		s.untrack(req)
+	}
+	if req.deferred {
+		return
+	}
+	if perr != nil && req.ctx.Err() != nil {
+		perr = c.cancelled(req)
+	}
+	c.finish(req, res, perr)
+}
+
+// finish sends the response of req and records it in the audit log. Only
+// the first call for a request answers it.
+func (c *conn) finish(req *request, res any, perr *protocol.Error) {
+	c.mu.Lock()
+	if req.answered {
+		c.mu.Unlock()
+		return
+	}
+	req.answered = true
+	if c.inflight[req.key] == req {
+		delete(c.inflight, req.key)
+	}
+	s := req.session
+	if s == nil {
+		s = c.sessionNamedLocked(req.msg.Params)
+	}
+	c.mu.Unlock()
+	req.cancel()
+	if s != nil {
+		req.audit.SessionID = s.id
+		req.audit.ClientName = s.clientName
+	}
+	if perr != nil {
+		req.audit.Error = &auditError{Code: perr.Code, Message: perr.Message}
+		c.reply(protocol.NewErrorResponse(req.msg.ID, perr))
+	} else {
+		m, err := protocol.NewResponse(req.msg.ID, res)
+		if err != nil {
+			perr = protocol.Errorf(protocol.CodeInternalError, nil, "%v", err)
+			req.audit.Error = &auditError{Code: perr.Code, Message: perr.Message}
+			c.reply(protocol.NewErrorResponse(req.msg.ID, perr))
+		} else {
+			req.audit.Result = summarize(res)
+			c.reply(m)
+		}
+	}
+	c.srv.audit.write(req.audit)
+}
+
+// auditRefused records a line that was not a request rexd could start.
+func (c *conn) auditRefused(msg *protocol.Message, perr *protocol.Error) {
+	e := auditEntry{Error: &auditError{Code: perr.Code, Message: perr.Message}}
+	var params json.RawMessage
+	if msg != nil {
+		e.Method, params = msg.Method, msg.Params
+		e.Params = redactParams(params)
+	}
+	c.mu.Lock()
+	s := c.sessionNamedLocked(params)
+	c.mu.Unlock()
+	if s != nil {
+		e.SessionID, e.ClientName = s.id, s.clientName
+	}
+	c.srv.audit.write(e)
+}
+
+// sessionNamedLocked is the session an audit entry of this connection
+// names when its request found none: the one its params name if that is
+// open here, else the connection's oldest open session. c.mu is held.
+func (c *conn) sessionNamedLocked(params json.RawMessage) *session {
+	var p struct {
+		SessionID string `json:"session_id"`
+	}
+	if json.Unmarshal(params, &p) == nil && p.SessionID != "" {
+		if s := c.sessions[p.SessionID]; s != nil {
+			return s
+		}
+	}
+	var oldest *session
+	for _, s := range c.sessions {
+		if oldest == nil || sessionSeq(s.id) < sessionSeq(oldest.id) {
+			oldest = s
+		}
+	}
+	return oldest
+}
+
+// sessionSeq is the number in a session id ("s_12" is 12).
+func sessionSeq(id string) int {
+	n, _ := strconv.Atoi(strings.TrimPrefix(id, "s_"))
+	return n
+}
+
+// decode unmarshals params strictly enough to catch wrong types.
+func decode(raw json.RawMessage, v any) *protocol.Error {
+	if len(raw) == 0 {
+		raw = json.RawMessage("{}")
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return protocol.Errorf(protocol.CodeInvalidParams, nil, "invalid params: %v", err)
+	}
+	return nil
+}
+
+func unknownSession(id string) *protocol.Error {
+	return protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"session_id": id, "reason": "unknown_session"},
+		"unknown session %q; call session.open first", id)
+}
+
+// session finds the caller's session by id and holds it for the handler:
+// closing the session waits for (and first cancels) the handlers that
+// hold it, so none runs on a closed session's roots.
+func (c *conn) session(req *request, id string) *protocol.Error {
+	if id == "" {
+		return protocol.Errorf(protocol.CodeInvalidParams, nil, "session_id is required; call session.open first")
+	}
+	c.mu.Lock()
+	s := c.sessions[id]
+	c.mu.Unlock()
+	if s == nil || !s.track(req) {
+		return unknownSession(id)
+	}
+	req.session = s
+	return nil
+}
+
+// takeSession removes the session id from the connection; of two
+// session.close calls for one session, only one gets it.
+func (c *conn) takeSession(id string) *session {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.sessions[id]
+	delete(c.sessions, id)
+	return s
+}
+
+// releaseSlot gives back a closed session's place in max_concurrent_sessions
+// once its detached processes have ended: they still count, so opening and
+// closing sessions cannot get around the limits.
+func (c *conn) releaseSlot(detached []*process) {
+	if len(detached) == 0 {
+		c.srv.sessions.Add(-1)
+		return
+	}
+	go func() {
+		for _, p := range detached {
+			<-p.done
+		}
+		c.srv.sessions.Add(-1)
+	}()
+}
+
+// shutdown ends every request and closes every session once the client
+// is gone, then waits for detached processes.
+func (c *conn) shutdown(cancel context.CancelFunc) {
+	c.mu.Lock()
+	c.closed = true
+	sessions := make([]*session, 0, len(c.sessions))
+	for _, s := range c.sessions {
+		sessions = append(sessions, s)
+	}
+	c.mu.Unlock()
+	cancel()
+	handled := make(chan struct{})
+	go func() { c.handlers.Wait(); close(handled) }()
+	t := time.NewTimer(handlerGrace)
+	select {
+	case <-handled:
+	case <-t.C:
+	}
+	t.Stop()
+	sortSessions(sessions)
+	var detached []*process
+	for _, s := range sessions {
+		d := s.close(true)
+		detached = append(detached, d...)
+		c.releaseSlot(d)
+	}
+	for _, p := range detached {
+		<-p.done
+	}
+}

@@ -1,0 +1,190 @@
+package rexd_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rexconsole/rex/internal/protocol"
+)
+
+// TestFIFOInsideRootsNeverBlocks (item 3): a FIFO in the roots is opened
+// with O_NONBLOCK and refused after fstat by every file method and as a
+// cwd; the connection keeps answering, and SIGTERM ends rexd at once.
+func TestFIFOInsideRootsNeverBlocks(t *testing.T) {
+	h := start(t)
+	sid := h.open()
+	fifo := filepath.Join(h.root, "pipe")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := h.fails(protocol.MethodFSRead, protocol.FSReadParams{SessionID: sid, Path: "pipe"}, protocol.CodeInvalidParams)
+	if !strings.Contains(e.Message, "not a regular file") {
+		t.Errorf("fs.read of a FIFO: %v", e)
+	}
+	f := false
+	h.fails(protocol.MethodFSWrite, protocol.FSWriteParams{SessionID: sid, Path: "pipe", Content: "x", Mode: protocol.WriteAppend}, protocol.CodeInvalidParams)
+	h.fails(protocol.MethodFSWrite, protocol.FSWriteParams{SessionID: sid, Path: "pipe", Content: "x", Atomic: &f}, protocol.CodeInvalidParams)
+	h.fails(protocol.MethodFSList, protocol.FSListParams{SessionID: sid, Path: "pipe"}, protocol.CodeInvalidParams)
+	h.fails(protocol.MethodExecStart, protocol.ExecStartParams{SessionID: sid, Argv: []string{"true"}, Cwd: "pipe"}, protocol.CodeInvalidParams)
+	var st protocol.FSStatResult
+	h.ok(protocol.MethodFSStat, protocol.FSStatParams{SessionID: sid, Path: "pipe"}, &st)
+	if st.Type != protocol.TypeOther {
+		t.Errorf("fs.stat of a FIFO: %+v", st)
+	}
+	h.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-h.exited:
+	case <-time.After(5 * time.Second):
+		t.Fatal("rexd did not end on SIGTERM")
+	}
+}
+
+// TestPipelinedRequestsKeepTheirOrder: the ordering docs/protocol.md
+// promises survives concurrent serving: session.open, exec.start and a
+// run of exec.input written in one go reach the process in order.
+func TestPipelinedRequestsKeepTheirOrder(t *testing.T) {
+	h := start(t)
+	var b strings.Builder
+	b.WriteString(`{"jsonrpc":"2.0","id":1,"method":"session.open","params":{"client_name":"t"}}` + "\n")
+	b.WriteString(`{"jsonrpc":"2.0","id":2,"method":"exec.start","params":{"session_id":"s_1","argv":["cat"]}}` + "\n")
+	var want strings.Builder
+	for i := 0; i < 200; i++ {
+		line := fmt.Sprintf("line %d\n", i)
+		want.WriteString(line)
+		data, _ := json.Marshal(line)
+		b.WriteString(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"exec.input","params":{"session_id":"s_1","process_id":"p_1","data":%s}}`+"\n", 100+i, data))
+		// A file request in between runs on its own and changes nothing.
+		b.WriteString(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"fs.stat","params":{"session_id":"s_1","path":"."}}`+"\n", 1000+i))
+	}
+	b.WriteString(`{"jsonrpc":"2.0","id":3,"method":"exec.input","params":{"session_id":"s_1","process_id":"p_1","eof":true}}` + "\n")
+	h.send(strings.TrimSuffix(b.String(), "\n"))
+	h.exitOf("p_1", 30*time.Second)
+	out, _ := h.output("p_1")
+	if out != want.String() {
+		t.Fatalf("cat saw the input out of order:\n%s", out)
+	}
+}
+
+// TestAuditNamesTheSessionOfEveryEntry (item 4): requests that fail
+// before reaching a session (unknown method, bad params, a line that is
+// not JSON) are audited with the connection's session and client.
+func TestAuditNamesTheSessionOfEveryEntry(t *testing.T) {
+	h := start(t)
+	var res protocol.SessionOpenResult
+	h.ok(protocol.MethodSessionOpen, protocol.SessionOpenParams{ClientName: "auditor"}, &res)
+	h.ok(protocol.MethodSessionOpen, protocol.SessionOpenParams{ClientName: "second"}, nil)
+	h.fails("no.such.method", map[string]string{"session_id": res.SessionID}, protocol.CodeMethodNotFound)
+	h.fails("no.such.method", nil, protocol.CodeMethodNotFound)
+	h.fails(protocol.MethodFSRead, map[string]any{"session_id": res.SessionID, "path": 7}, protocol.CodeInvalidParams)
+	h.fails(protocol.MethodExecStart, map[string]any{"argv": "not a list"}, protocol.CodeInvalidParams)
+	h.send(`{"jsonrpc":"2.0","id":77,"method":`)
+	h.response("null")
+	h.stdin.Close()
+	<-h.exited
+	b, err := os.ReadFile(h.audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 7 {
+		t.Fatalf("%d audit entries, want 7:\n%s", len(lines), b)
+	}
+	for _, line := range lines[2:] {
+		var e struct {
+			SessionID  string `json:"session_id"`
+			ClientName string `json:"client_name"`
+			Error      *struct {
+				Code int `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatal(err)
+		}
+		if e.SessionID != res.SessionID || e.ClientName != "auditor" || e.Error == nil {
+			t.Errorf("entry %s: want session %s of client auditor, and the error", line, res.SessionID)
+		}
+	}
+}
+
+// TestConcurrentSessionCloseCountsOnce: of many session.close calls for
+// one session at once, one closes it and the others find it gone, so the
+// session count (and max_concurrent_sessions) stays right.
+func TestConcurrentSessionCloseCountsOnce(t *testing.T) {
+	h := start(t, "--limit", "max_concurrent_sessions=1")
+	sid := h.open()
+	var b strings.Builder
+	for i := 0; i < 64; i++ {
+		fmt.Fprintf(&b, `{"jsonrpc":"2.0","id":%d,"method":"session.close","params":{"session_id":%q}}`+"\n", 500+i, sid)
+	}
+	h.send(strings.TrimSuffix(b.String(), "\n"))
+	closed := 0
+	for i := 0; i < 64; i++ {
+		if m := h.response(fmt.Sprint(500 + i)); m.Error == nil {
+			closed++
+		}
+	}
+	if closed != 1 {
+		t.Fatalf("%d of 64 concurrent closes succeeded, want 1", closed)
+	}
+	h.open()
+	h.fails(protocol.MethodSessionOpen, protocol.SessionOpenParams{ClientName: "over"}, protocol.CodeResourceLimit)
+}
+
+// TestFSReadWithoutLimitStreamsInChunks (item 8): with no read limit, a
+// large file comes in pieces of at most 8 MiB (truncated says there is
+// more) instead of one allocation of the whole file, and the pieces read
+// on from offset make up the file exactly.
+func TestFSReadWithoutLimitStreamsInChunks(t *testing.T) {
+	h := start(t, "--limit", "max_file_read_bytes=0")
+	sid := h.open()
+	want := make([]byte, 20<<20+12345)
+	for i := range want {
+		want[i] = byte(i*7 + i>>12)
+	}
+	if err := os.WriteFile(filepath.Join(h.root, "big"), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	for calls := 0; ; calls++ {
+		if calls > 4 {
+			t.Fatal("more pieces than the file has")
+		}
+		var res protocol.FSReadResult
+		h.ok(protocol.MethodFSRead, protocol.FSReadParams{SessionID: sid, Path: "big", Offset: int64(len(got)), Encoding: protocol.EncodingBase64}, &res)
+		b, err := protocol.DecodeData(res.Content, res.Encoding)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) > 8<<20 {
+			t.Fatalf("one fs.read returned %d bytes, want at most 8 MiB", len(b))
+		}
+		if res.Size != int64(len(want)) {
+			t.Errorf("size %d", res.Size)
+		}
+		got = append(got, b...)
+		if !res.Truncated {
+			break
+		}
+	}
+	if string(got) != string(want) {
+		t.Fatalf("the pieces (%d bytes) do not make up the file (%d bytes)", len(got), len(want))
+	}
+}
+
+// TestFSReadReadsToTheEnd: a file whose size says 0 (as /proc files do)
+// is read to its end.
+func TestFSReadReadsToTheEnd(t *testing.T) {
+	h := start(t, "--root", "/proc/self")
+	sid := h.open()
+	var res protocol.FSReadResult
+	h.ok(protocol.MethodFSRead, protocol.FSReadParams{SessionID: sid, Path: "status"}, &res)
+	if res.Size != 0 || !strings.Contains(res.Content, "Pid:") {
+		t.Fatalf("/proc/self/status: size %d, content %q", res.Size, res.Content)
+	}
+}
