@@ -158,7 +158,7 @@ func completeDevice(args []string, src compSource) ([]string, bool) {
 // flags, and TARGETS after --target.
 func completeTool(args []string, word string, src compSource) ([]string, bool) {
 	if len(args) == 0 {
-		return []string{"list", "show", "run"}, false
+		return []string{"list", "show", "run", "new", "check"}, false
 	}
 	verb := args[0]
 	if verb != "show" && verb != "run" {

@@ -31,7 +31,7 @@ func (m *Model) cmdTool(args []string) tea.Cmd {
 		return nil
 	}
 	switch args[0] {
-	case "list", "show":
+	case "list", "show", "new", "check":
 		line := "/tool " + strings.Join(args, " ")
 		app := m.app
 		return m.startVerb(line, false, func(ctx context.Context, o commands.IO) error {
@@ -47,10 +47,10 @@ func (m *Model) cmdTool(args []string) tea.Cmd {
 		return m.toolRun(args[1:])
 	}
 	hint := ""
-	if s := closest(args[0], []string{"list", "show", "run"}); s != "" {
+	if s := closest(args[0], []string{"list", "show", "run", "new", "check"}); s != "" {
 		hint = " (did you mean " + s + "?)"
 	}
-	m.fail(fmt.Errorf("/tool has no verb %q%s; it takes list, show ID or run ID", args[0], hint))
+	m.fail(fmt.Errorf("/tool has no verb %q%s; it takes list, show ID, run ID, new ID or check ID", args[0], hint))
 	return nil
 }
 

@@ -55,14 +55,22 @@ func TestToolCommands(t *testing.T) {
 			if len(e.m.panes) == 1 {
 				text = e.paneText(0)
 			}
-			for _, w := range []string{"ID", "ops/greet", "user", "greet someone and exit with a code", "rex/core/runtimes/bash/bash"} {
+			for _, w := range []string{"ID", "ops/greet", "user", "greet someone and exit with a code", "rex/ops/disk"} {
 				if !strings.Contains(text, w) {
 					t.Errorf("/tool list lacks %q:\n%s", w, text)
 				}
 			}
 		}},
 		{"show", nil, "/tool show ops/greet", func(t *testing.T, e *testEnv) {
-			e.wantMessage("1. tool ops/greet (user)", "runtime rex/core/runtimes/bash/bash", "valid")
+			text := e.message()
+			if len(e.m.panes) == 1 {
+				text = e.paneText(0)
+			}
+			for _, w := range []string{"1. tool ops/greet (user)", "runtime rex/core/runtimes/bash/bash", "valid", "parameters:", "example:"} {
+				if !strings.Contains(text, w) {
+					t.Errorf("/tool show lacks %q:\n%s", w, text)
+				}
+			}
 		}},
 		{"show trace", nil, "/tool show ops/greet --trace", func(t *testing.T, e *testEnv) {
 			text := e.message()

@@ -166,7 +166,7 @@ globs (web-*), ranges (node[1-16], n[01-08]), hosts that are not registered
 		c.GroupID = "fleet"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newDeviceCmd(e), newToolCmd(e), newVersionCmd(), newManCmd()} {
+	for _, c := range []*cobra.Command{newDeviceCmd(e), newToolCmd(e), newSecretCmd(e), newVersionCmd(), newManCmd()} {
 		c.GroupID = "setup"
 		root.AddCommand(c)
 	}

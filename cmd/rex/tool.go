@@ -14,27 +14,73 @@ func newToolCmd(e *env) *cobra.Command {
 ~/.config/rex/.ai/ and rex's system space; the executor chain decides how each
 runs on each target.`,
 		Example: `  rex tool list
-  rex tool show ops/disk --trace
-  rex tool run ops/disk --param path=/var --target web`,
+  rex tool show rex/ops/disk
+  rex tool run rex/ops/disk --param threshold=80 --target web
+  rex tool new my/hello --runtime python && rex tool check my/hello`,
 	})
-	cmd.AddCommand(newToolListCmd(e), newToolShowCmd(e), newToolRunCmd(e))
+	cmd.AddCommand(newToolListCmd(e), newToolShowCmd(e), newToolRunCmd(e), newToolNewCmd(e), newToolCheckCmd(e))
 	return cmd
 }
 
-func newToolListCmd(e *env) *cobra.Command {
+func newToolNewCmd(e *env) *cobra.Command {
+	var spec commands.ToolNewSpec
+	cmd := &cobra.Command{
+		Use:   "new ID",
+		Short: "Write a working tool to start from, in the project (or --user) space",
+		Example: `  rex tool new my/hello
+  rex tool new ops/report --runtime python --user`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := spec.Args(args); err != nil {
+				return err
+			}
+			app, err := e.App()
+			if err != nil {
+				return err
+			}
+			return commands.ToolNew(app, e.io, spec)
+		},
+	}
+	spec.Bind(cmd.Flags())
+	return cmd
+}
+
+func newToolCheckCmd(e *env) *cobra.Command {
+	var spec commands.ToolCheckSpec
 	return &cobra.Command{
+		Use:               "check ID",
+		Short:             "Check a tool without running it: chain, schema, templates, syntax",
+		Example:           `  rex tool check my/hello`,
+		ValidArgsFunction: completeTools(e),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := spec.Args(args); err != nil {
+				return err
+			}
+			app, err := e.App()
+			if err != nil {
+				return err
+			}
+			return commands.ToolCheck(cmd.Context(), app, e.io, spec)
+		},
+	}
+}
+
+func newToolListCmd(e *env) *cobra.Command {
+	var spec commands.ToolListSpec
+	cmd := &cobra.Command{
 		Use:     "list",
-		Short:   "List the tools this directory can use",
-		Example: `  rex tool list`,
+		Short:   "List the tools this directory can use (--all: runtimes and primitives too)",
+		Example: "  rex tool list\n  rex tool list --all",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			app, err := e.App()
 			if err != nil {
 				return err
 			}
-			return commands.ToolList(app, e.io)
+			return commands.ToolList(app, e.io, spec)
 		},
 	}
+	spec.Bind(cmd.Flags())
+	return cmd
 }
 
 func newToolShowCmd(e *env) *cobra.Command {

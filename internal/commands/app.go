@@ -1,9 +1,11 @@
 package commands
 
 import (
+	"sync"
 	"time"
 
 	"github.com/rexconsole/rex/internal/fanout"
+	"github.com/rexconsole/rex/internal/secrets"
 )
 
 // App is what the verbs that reach targets share: the connection pool and
@@ -20,6 +22,14 @@ type App struct {
 	// its .ai/); CacheDir is $XDG_CACHE_HOME/rex.
 	ConfigDir string
 	CacheDir  string
+	// AskSecretPassphrase asks for the encrypted secrets file's passphrase
+	// when REX_SECRETS_PASSPHRASE is not set; nil means it cannot be asked
+	// (the console). See SecretStore.
+	AskSecretPassphrase func(confirm bool) (string, error)
+
+	secretsOnce sync.Once
+	secrets     secrets.Store
+	secretsErr  error
 }
 
 // defaultConnectTimeout bounds reaching one target when App says nothing.

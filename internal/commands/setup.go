@@ -30,6 +30,8 @@ type Setup struct {
 	Connectors Connectors
 	Dialer     *sshx.Dialer
 	Paths      Paths
+
+	console bool
 }
 
 // SetupOptions change how targets are reached for one front end.
@@ -49,7 +51,7 @@ func NewSetup(p Paths, opts SetupOptions) (*Setup, error) {
 		return nil, err
 	}
 	dialer := NewDialer(opts)
-	s := &Setup{Store: store, Dialer: dialer, Paths: p}
+	s := &Setup{Store: store, Dialer: dialer, Paths: p, console: opts.Console}
 	s.Connectors = Connectors{
 		Local: fanout.ConnectorFunc(s.connectLocal),
 		SSH:   SSHConnector{Dialer: dialer},
@@ -69,13 +71,17 @@ func (s *Setup) connectLocal(ctx context.Context, t fanout.Target) (*fanout.Conn
 
 // App returns an App with a fresh pool; close the pool when done.
 func (s *Setup) App(opts fanout.PoolOptions) *App {
-	return &App{
+	app := &App{
 		Pool:      fanout.NewPool(s.Connectors, opts),
 		Resolve:   Resolver(s.Store),
 		CASDir:    filepath.Join(s.Paths.Cache, "cas"),
 		ConfigDir: s.Paths.Config,
 		CacheDir:  s.Paths.Cache,
 	}
+	if !s.console {
+		app.AskSecretPassphrase = AskSecretPassphrase
+	}
+	return app
 }
 
 // DeviceRemote is the SSH half of `rex device`.

@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"sort"
@@ -22,16 +24,19 @@ import (
 	"github.com/rexconsole/rex/internal/fanout"
 	"github.com/rexconsole/rex/internal/protocol"
 	"github.com/rexconsole/rex/internal/rexclient"
+	"github.com/rexconsole/rex/internal/secrets"
 )
 
 // ToolUsage is the synopsis of `rex tool`.
 const ToolUsage = `usage:
-  rex tool list
+  rex tool list [--all]
   rex tool show ID [--trace]
-  rex tool run ID [--param K=V]... [--target TARGETS] [-x NAMES] [--trace] [--connect-timeout D]`
+  rex tool new ID [--runtime sh|bash|python|node|RUNTIME_ID] [--user]
+  rex tool check ID
+  rex tool run ID [--param K=V]... [--target TARGETS] [-x NAMES] [--json] [--trace] [--connect-timeout D]`
 
 // ToolRunUsage is the synopsis of `rex tool run`.
-const ToolRunUsage = "rex tool run ID [--param K=V]... [--target TARGETS] [-x NAMES] [--trace]"
+const ToolRunUsage = "rex tool run ID [--param K=V]... [--target TARGETS] [-x NAMES] [--json] [--trace]"
 
 // engine builds the executor chain engine for the working directory.
 func (app *App) engine() (*chain.Engine, error) {
@@ -65,14 +70,35 @@ func Tool(ctx context.Context, app *App, o IO, args []string) error {
 	}
 	switch args[0] {
 	case "list":
-		pos, err := ParseFlags("tool list", args[1:], func(*pflag.FlagSet) {})
+		var spec ToolListSpec
+		pos, err := ParseFlags("tool list", args[1:], spec.Bind)
 		if err != nil {
 			return helpOr(err)
 		}
 		if len(pos) > 0 {
 			return Usagef("rex tool list takes no arguments")
 		}
-		return ToolList(app, o)
+		return ToolList(app, o, spec)
+	case "new":
+		var spec ToolNewSpec
+		pos, err := ParseFlags("tool new", args[1:], spec.Bind)
+		if err != nil {
+			return helpOr(err)
+		}
+		if err := spec.Args(pos); err != nil {
+			return err
+		}
+		return ToolNew(app, o, spec)
+	case "check":
+		var spec ToolCheckSpec
+		pos, err := ParseFlags("tool check", args[1:], func(*pflag.FlagSet) {})
+		if err != nil {
+			return helpOr(err)
+		}
+		if err := spec.Args(pos); err != nil {
+			return err
+		}
+		return ToolCheck(ctx, app, o, spec)
 	case "show":
 		var spec ToolShowSpec
 		pos, err := ParseFlags("tool show", args[1:], spec.Bind)
@@ -89,13 +115,25 @@ func Tool(ctx context.Context, app *App, o IO, args []string) error {
 	return Usagef("unknown tool verb %q\n%s", args[0], ToolUsage)
 }
 
-// ToolList is `rex tool list`.
-func ToolList(app *App, o IO) error {
+// ToolListSpec is a parsed `rex tool list`.
+type ToolListSpec struct {
+	// All shows runtimes, the primitive and shadowed files too.
+	All bool
+}
+
+// Bind declares the flags of `rex tool list`.
+func (s *ToolListSpec) Bind(fs *pflag.FlagSet) {
+	fs.BoolVarP(&s.All, "all", "a", false, "also list runtimes, the primitive and files shadowed by a higher space")
+}
+
+// ToolList is `rex tool list`: the tools (what `tool run` takes); with
+// --all, also what they are built on.
+func ToolList(app *App, o IO, spec ToolListSpec) error {
 	eng, err := app.engine()
 	if err != nil {
 		return err
 	}
-	return toolList(eng, o)
+	return toolList(eng, o, spec.All)
 }
 
 // ToolShowSpec is a parsed `rex tool show`.
@@ -127,26 +165,47 @@ func ToolShow(app *App, o IO, spec ToolShowSpec) error {
 	return toolShow(eng, o, spec.ID, spec.Trace)
 }
 
-func toolList(eng *chain.Engine, o IO) error {
+func toolList(eng *chain.Engine, o IO, all bool) error {
 	items, err := eng.List()
 	if err != nil {
 		return err
 	}
 	tw := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSPACE\tKIND\tVERSION\tDESCRIPTION")
+	if all {
+		fmt.Fprintln(tw, "ID\tSPACE\tKIND\tVERSION\tDESCRIPTION")
+	} else {
+		fmt.Fprintln(tw, "ID\tSPACE\tVERSION\tDESCRIPTION")
+	}
+	hidden := 0
 	for _, it := range items {
-		if it.ShadowedBy != nil {
+		if !all && (it.ShadowedBy != nil || it.Kind != chain.KindTool) {
+			if it.ShadowedBy == nil {
+				hidden++
+			}
 			continue
 		}
 		desc := it.Description
-		if it.Problem != "" {
+		switch {
+		case it.Problem != "":
 			desc = "(unusable: " + it.Problem + ")"
-		} else if len(it.Shadows) > 0 {
+		case it.ShadowedBy != nil:
+			desc = "(shadowed by " + it.ShadowedBy.Path + ")"
+		case len(it.Shadows) > 0:
 			desc += fmt.Sprintf(" [shadows %d]", len(it.Shadows))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", it.ID, it.Space, it.Kind, it.Version, desc)
+		if all {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", it.ID, it.Space, it.Kind, it.Version, desc)
+		} else {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", it.ID, it.Space, it.Version, desc)
+		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if hidden > 0 {
+		fmt.Fprintf(o.Err, "%d runtime(s) and primitive(s) not shown; rex tool list --all lists them\n", hidden)
+	}
+	return nil
 }
 
 func toolShow(eng *chain.Engine, o IO, id string, trace bool) error {
@@ -154,10 +213,56 @@ func toolShow(eng *chain.Engine, o IO, id string, trace bool) error {
 	if err != nil {
 		return err
 	}
+	el := res.Chain.Tool()
+	head := el.ID
+	if el.Meta.Version != "" {
+		head += " " + el.Meta.Version
+	}
+	fmt.Fprintf(o.Out, "%s (%s %s)\n", head, el.Space, el.Kind)
+	if res.NotRunnable != nil {
+		fmt.Fprintf(o.Out, "  %s\n", res.NotRunnable)
+	}
+	if el.Meta.Description != "" {
+		fmt.Fprintf(o.Out, "  %s\n", el.Meta.Description)
+	}
+	fmt.Fprintf(o.Out, "  file: %s\n", el.Path)
+	if res.NotRunnable == nil {
+		fmt.Fprintln(o.Out, "\nparameters:")
+		if len(res.Params) == 0 {
+			fmt.Fprintln(o.Out, "  none")
+		} else {
+			tw := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "  NAME\tTYPE\tDEFAULT\tREQUIRED\tALLOWED\tDESCRIPTION")
+			for _, p := range res.Params {
+				def, allowed := "-", "-"
+				if p.Default != nil {
+					def = jsonValueText(p.Default)
+				}
+				if len(p.Enum) > 0 {
+					parts := make([]string, len(p.Enum))
+					for i, e := range p.Enum {
+						parts[i] = jsonValueText(e)
+					}
+					allowed = strings.Join(parts, "|")
+				}
+				req := "no"
+				if p.Required {
+					req = "yes"
+				}
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.Type, def, req, allowed, p.Description)
+			}
+			tw.Flush()
+		}
+		if len(res.Secrets) > 0 {
+			fmt.Fprintf(o.Out, "\nsecrets (as environment variables): %s\n", strings.Join(res.Secrets, ", "))
+		}
+		fmt.Fprintf(o.Out, "\nexample:\n  %s\n", res.Example())
+	}
+	fmt.Fprintln(o.Out, "\nchain:")
 	for i, el := range res.Chain.Elements {
-		fmt.Fprintf(o.Out, "%d. %s %s (%s) %s\n", i+1, el.Kind, el.ID, el.Space, el.Path)
+		fmt.Fprintf(o.Out, "  %d. %s %s (%s) %s\n", i+1, el.Kind, el.ID, el.Space, el.Path)
 		for _, sh := range el.Shadowed {
-			fmt.Fprintf(o.Out, "     shadows %s\n", sh.Path)
+			fmt.Fprintf(o.Out, "       shadows %s\n", sh.Path)
 		}
 	}
 	if res.Trace != nil {
@@ -173,6 +278,18 @@ func toolShow(eng *chain.Engine, o IO, id string, trace bool) error {
 	return nil
 }
 
+// jsonValueText renders a schema value: strings bare, the rest as JSON.
+func jsonValueText(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
 // ToolRunSpec is a parsed `rex tool run`.
 type ToolRunSpec struct {
 	ID     string
@@ -183,6 +300,9 @@ type ToolRunSpec struct {
 	TargetFlags
 	Trace          bool
 	ConnectTimeout time.Duration
+	// JSON asks the tool for JSON (REX_OUTPUT=json in its environment)
+	// and prints one JSON object per target.
+	JSON bool
 
 	params []string
 }
@@ -192,6 +312,7 @@ func (r *ToolRunSpec) Bind(fs *pflag.FlagSet) {
 	fs.StringArrayVarP(&r.params, "param", "p", nil, "set the tool's parameter (KEY=VALUE; repeatable)")
 	r.TargetFlags.Bind(fs)
 	fs.BoolVar(&r.Trace, "trace", false, "print how the executor chain resolved the tool on each target")
+	fs.BoolVar(&r.JSON, "json", false, "ask the tool for JSON and print one JSON object per target")
 	BindConnectTimeout(fs, &r.ConnectTimeout)
 }
 
@@ -249,9 +370,30 @@ func ToolRun(ctx context.Context, app *App, o IO, spec ToolRunSpec) error {
 	if err != nil {
 		return err
 	}
-	sink := newPrefixSink(o.Out, o.Err, targets, o.Styled)
 	var traceMu sync.Mutex
-	results, err := RunTool(ctx, app, spec, targets, ToolRunOptions{
+	onTrace := func(target, text string) {
+		traceMu.Lock()
+		defer traceMu.Unlock()
+		fmt.Fprintf(o.Err, "trace for %s:\n%s", target, text)
+	}
+	var results []fanout.EachResult
+	if spec.JSON {
+		// One JSON object per target, printed as each ends.
+		var outMu sync.Mutex
+		col := NewToolCollector(targets, func(r ToolResult) {
+			b, _ := json.Marshal(r)
+			outMu.Lock()
+			defer outMu.Unlock()
+			fmt.Fprintf(o.Out, "%s\n", b)
+		})
+		results, err = RunTool(ctx, app, spec, targets, ToolRunOptions{OnEvent: col.Event, OnTrace: onTrace})
+		if err != nil {
+			return err
+		}
+		return exitOfResults(results, nil)
+	}
+	sink := newPrefixSink(o.Out, o.Err, targets, o.Styled)
+	results, err = RunTool(ctx, app, spec, targets, ToolRunOptions{
 		OnEvent: func(ev fanout.Event) {
 			if ev.Kind == fanout.EventResult {
 				// Finish the target's last lines; its error is printed
@@ -260,15 +402,23 @@ func ToolRun(ctx context.Context, app *App, o IO, spec ToolRunSpec) error {
 			}
 			sink.event(ev)
 		},
-		OnTrace: func(target, text string) {
-			traceMu.Lock()
-			defer traceMu.Unlock()
-			fmt.Fprintf(o.Err, "trace for %s:\n%s", target, text)
-		},
+		OnTrace: onTrace,
 	})
 	sink.finish(nil)
 	if err != nil {
 		return err
+	}
+	return exitOfResults(results, o.Err)
+}
+
+// exitOfResults is a tool run's exit status: the highest exit code, 255
+// when a target was unreachable, 1 when one could not run the tool. With
+// w set, why each target failed is printed there.
+func exitOfResults(results []fanout.EachResult, w io.Writer) error {
+	say := func(r fanout.EachResult) {
+		if w != nil {
+			fmt.Fprintf(w, "%s! %v\n", r.Target, r.Err)
+		}
 	}
 	code := 0
 	for _, r := range results {
@@ -280,10 +430,10 @@ func ToolRun(ctx context.Context, app *App, o IO, spec ToolRunSpec) error {
 				code = ee.Code
 			}
 		case r.Unreachable:
-			fmt.Fprintf(o.Err, "%s! %v\n", r.Target, r.Err)
+			say(r)
 			code = 255
 		default:
-			fmt.Fprintf(o.Err, "%s! %v\n", r.Target, r.Err)
+			say(r)
 			if code == 0 {
 				code = 1
 			}
@@ -294,6 +444,10 @@ func ToolRun(ctx context.Context, app *App, o IO, spec ToolRunSpec) error {
 	}
 	return nil
 }
+
+// OutputEnv is set to "json" in a tool's environment when the caller asked
+// for JSON (rex tool run --json, the console's table of a group run).
+const OutputEnv = "REX_OUTPUT"
 
 // ToolRunOptions let a front end watch a tool run; both may be nil. They
 // are called from one goroutine per target at once.
@@ -323,27 +477,61 @@ func RunTool(ctx context.Context, app *App, spec ToolRunSpec, targets []fanout.T
 	if emit == nil {
 		emit = func(fanout.Event) {}
 	}
+	// What stops every target is found before any starts: an id that is
+	// not a tool, or a secret the tool or a device needs that is not set.
+	c, err := eng.Chain(spec.ID, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Runnable(); err != nil {
+		return nil, err
+	}
+	needs := c.Secrets()
+	devSecrets := map[string][]string{}
+	for _, t := range targets {
+		names, err := deviceSecrets(t)
+		if err != nil {
+			return nil, err
+		}
+		devSecrets[t.Name] = names
+		needs = append(needs, names...)
+	}
+	values, err := secretValues(app, "tool "+spec.ID, needs)
+	if err != nil {
+		return nil, err
+	}
+	// Every value is masked in every target's output.
+	mask := valuesOf(values)
 	runOn := func(ctx context.Context, t fanout.Target, ct chain.Target, root string, ship func(*chain.Plan) error) error {
-		plan, err := eng.Plan(ctx, chain.PlanRequest{ID: spec.ID, Params: spec.Params, Target: ct, TargetRoot: root, Trace: spec.Trace})
+		plan, err := eng.Plan(ctx, chain.PlanRequest{ID: spec.ID, Params: spec.Params, Target: ct, TargetRoot: root, Trace: spec.Trace, Secrets: devSecrets[t.Name]})
 		if err != nil {
 			return err
 		}
 		if spec.Trace && plan.Trace != nil && opts.OnTrace != nil {
 			var b strings.Builder
 			plan.Trace.WriteText(&b)
-			opts.OnTrace(t.Name, b.String())
+			opts.OnTrace(t.Name, secrets.Mask(b.String(), mask))
 		}
 		if ship != nil {
 			if err := ship(plan); err != nil {
 				return err
 			}
 		}
+		extra := map[string]string{}
+		for _, n := range plan.Secrets {
+			extra[n] = values[n]
+		}
+		if spec.JSON {
+			extra[OutputEnv] = "json"
+		}
 		emit(fanout.Event{Target: t.Name, Kind: fanout.EventStart})
-		out := &eventWriter{emit: emit, target: t.Name, kind: fanout.EventStdout}
-		errw := &eventWriter{emit: emit, target: t.Name, kind: fanout.EventStderr}
-		code, err := chain.Run(ctx, plan, ct, out, errw)
+		out := secrets.NewMasker(&eventWriter{emit: emit, target: t.Name, kind: fanout.EventStdout}, mask)
+		errw := secrets.NewMasker(&eventWriter{emit: emit, target: t.Name, kind: fanout.EventStderr}, mask)
+		code, err := chain.RunWith(ctx, plan, ct, extra, out, errw)
+		out.Flush()
+		errw.Flush()
 		if err != nil {
-			return err
+			return errors.New(secrets.Mask(err.Error(), mask))
 		}
 		if code != 0 {
 			return &ExitError{Code: code, Err: fmt.Errorf("exit %d", code)}

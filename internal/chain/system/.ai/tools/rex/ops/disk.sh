@@ -7,7 +7,7 @@
 # rex:   type: object
 # rex:   properties:
 # rex:     threshold: {type: integer, minimum: 0, maximum: 100, default: 90, description: "use% above which a file system counts as full (exit 1)"}
-# rex:     path: {type: string, description: "check only the file system that holds this path"}
+# rex:     path: {type: string, description: "check only the file system that holds this path (relative: from the home directory)"}
 # rex:     all: {type: boolean, default: false, description: "include pseudo file systems (tmpfs, devtmpfs, overlay layers...)"}
 # rex:   additionalProperties: false
 OPS_TOOL=rex/ops/disk
@@ -19,8 +19,9 @@ is_uint "$threshold" && [ "$threshold" -le 100 ] || die 2 "threshold must be a w
 all=0
 is_true "${REX_PARAM_ALL:-false}" && all=1
 if [ -n "${REX_PARAM_PATH:-}" ]; then
-	[ -e "$REX_PARAM_PATH" ] || die 2 "$REX_PARAM_PATH does not exist here"
-	set -- "$REX_PARAM_PATH"
+	p=$(remote_path "$REX_PARAM_PATH")
+	[ -e "$p" ] || die 2 "$p does not exist here"
+	set -- "$p"
 	all=1
 else
 	set --

@@ -7,7 +7,7 @@
 # rex:   type: object
 # rex:   properties:
 # rex:     unit: {type: string, pattern: "^[A-Za-z0-9_][A-Za-z0-9_.@:-]*$", description: "a systemd unit (its journal); without unit or file, the system's journal or syslog"}
-# rex:     file: {type: string, minLength: 1, description: "a log file to read instead of the journal"}
+# rex:     file: {type: string, minLength: 1, description: "a log file to read instead of the journal (relative: from the home directory)"}
 # rex:     lines: {type: integer, minimum: 1, maximum: 10000, default: 50, description: "how many lines, from the end"}
 # rex:     since: {type: string, pattern: "^[A-Za-z0-9 :.+-]+$", description: "only entries since then, as journalctl reads it (\"1 hour ago\", \"2026-01-31 10:00\", today); journal only"}
 # rex:   additionalProperties: false
@@ -17,6 +17,7 @@ case $0 in */*) OPS_DIR=${0%/*} ;; *) OPS_DIR=. ;; esac
 
 unit=${REX_PARAM_UNIT:-}
 file=${REX_PARAM_FILE:-}
+[ -z "$file" ] || file=$(remote_path "$file")
 lines=${REX_PARAM_LINES:-50}
 since=${REX_PARAM_SINCE:-}
 is_uint "$lines" && [ "$lines" -ge 1 ] || die 2 "lines must be a whole number from 1, not '$lines'"

@@ -13,7 +13,10 @@ case $0 in */*) OPS_DIR=${0%/*} ;; *) OPS_DIR=. ;; esac
 . "$OPS_DIR/lib/ops.sh"
 
 proto=${REX_PARAM_PROTOCOL:-all}
-case $proto in all) flags=tu ;; tcp) flags=t ;; udp) flags=u ;; *) die 2 "protocol must be all, tcp or udp, not '$proto'" ;; esac
+case $proto in all | tcp | udp) ;; *) die 2 "protocol must be all, tcp or udp, not '$proto'" ;; esac
+# ss and netstat are always asked for both protocols (ss drops its Netid
+# column when asked for one); the report keeps what was asked for.
+flags=tu
 
 # Every source is turned into "proto<TAB>address<TAB>port<TAB>program" lines.
 # Programs show only for sockets this user may see (all of them as root).
@@ -87,7 +90,9 @@ gather() {
 
 json=0
 ops_json && json=1
-gather | sort -t "$tab" -k3,3n -k1,1 -k2,2 -u | awk -F "$tab" -v json="$json" -v source="$source" "$OPS_AWK"'
+gather | sort -t "$tab" -k3,3n -k1,1 -k2,2 -u | awk -F "$tab" -v json="$json" -v source="$source" -v want="$proto" "$OPS_AWK"'
+want != "all" && $1 != want { next }
+$3 !~ /^[0-9]+$/ { next }
 { n++; P[n] = $1; A[n] = $2; N[n] = $3; G[n] = $4 }
 END {
 	if (json) {

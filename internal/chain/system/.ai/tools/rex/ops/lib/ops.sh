@@ -19,6 +19,17 @@ die() {
 	exit "$code"
 }
 
+# remote_path turns a path parameter into an absolute one the way rex reads
+# remote paths: ~/ and relative paths start at the target user's home.
+remote_path() {
+	case $1 in
+	/*) printf '%s' "$1" ;;
+	"~") printf '%s' "$HOME" ;;
+	"~/"*) printf '%s/%s' "$HOME" "${1#"~/"}" ;;
+	*) printf '%s/%s' "$HOME" "$1" ;;
+	esac
+}
+
 # is_true reads a boolean parameter.
 is_true() {
 	case "$1" in
