@@ -56,7 +56,7 @@ func TestCompleteLine(t *testing.T) {
 		{"/push site srv/site web1,d", 25, []string{"db1", "dbs"}},
 		{"/push site srv/site web ", 24, nil},
 		{"/pull srv/site site d", 20, []string{"db1", "dbs"}},
-		{"/tool ", 6, []string{"list", "run", "show"}},
+		{"/tool ", 6, []string{"check", "list", "new", "run", "show"}},
 		{"/tool r", 6, []string{"run"}},
 		{"/tool list ", 11, nil},
 		{"/tool show o", 11, []string{"ops/check", "ops/greet"}},
