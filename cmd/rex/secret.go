@@ -24,6 +24,8 @@ REX_SECRETS_PASSPHRASE; REX_SECRETS_BACKEND=keyring|file forces a store.`,
 	set := &cobra.Command{
 		Use:   "set NAME",
 		Short: "Store a secret; the value is typed (echo off) or read from stdin, never taken from the command line",
+		Example: `  rex secret set GITHUB_TOKEN
+  gh auth token | rex secret set GITHUB_TOKEN`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return commands.Secret(nil, e.io, append([]string{"set"}, args...))
@@ -39,6 +41,7 @@ REX_SECRETS_PASSPHRASE; REX_SECRETS_BACKEND=keyring|file forces a store.`,
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List the secrets' names (never their values)",
+		Example: `  rex secret list`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			app, err := e.App()
@@ -52,6 +55,7 @@ REX_SECRETS_PASSPHRASE; REX_SECRETS_BACKEND=keyring|file forces a store.`,
 		Use:     "rm NAME",
 		Aliases: []string{"remove", "delete"},
 		Short:   "Remove a secret",
+		Example: `  rex secret rm GITHUB_TOKEN`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			app, err := e.App()
