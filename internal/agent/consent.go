@@ -88,6 +88,11 @@ type Consent struct {
 	Allow, Deny []string
 	Ask         Asker
 
+	// asking puts one question to the operator at a time; a question that
+	// waited is checked again against the grants the earlier answers made
+	// ("allow on all 12" answers the other eleven).
+	asking chan struct{}
+
 	mu     sync.Mutex
 	target string
 	grants map[string]bool // tool + "\x00" + target
@@ -125,26 +130,28 @@ func (c *Consent) Check(ctx context.Context, a *toolset.Action, callID string, e
 	denied := a.Tool.Name == toolset.Bash && matchAny(c.Deny, a.Command)
 	if denied {
 		req.Reason = "it matches a deny pattern of the config, so it always asks"
-	} else {
-		c.mu.Lock()
-		session := c.grants[a.Tool.Name+"\x00"+a.Target]
-		all := c.all[a.Tool.Name+"\x00"+a.Command]
-		c.mu.Unlock()
-		switch {
-		case c.Yolo:
-			return ConsentYolo, nil
-		case contains(c.AllowTools, a.Tool.Name):
-			return ConsentTool, nil
-		case a.Tool.Name == toolset.Bash && allowedPrefix(c.Allow, a.Command):
-			return ConsentAllowed, nil
-		case session:
-			return ConsentSession, nil
-		case each && all:
-			return ConsentAll, nil
-		}
+	} else if how := c.granted(a, each); how != "" {
+		return how, nil
 	}
 	if c.Ask == nil {
 		return ConsentRefused, ErrDenied
+	}
+	c.mu.Lock()
+	if c.asking == nil {
+		c.asking = make(chan struct{}, 1)
+	}
+	sem := c.asking
+	c.mu.Unlock()
+	select {
+	case sem <- struct{}{}:
+	case <-ctx.Done():
+		return ConsentRefused, ctx.Err()
+	}
+	defer func() { <-sem }()
+	if !denied {
+		if how := c.granted(a, each); how != "" {
+			return how, nil
+		}
 	}
 	d, err := c.Ask(ctx, req)
 	if err != nil {
@@ -173,6 +180,27 @@ func (c *Consent) Check(ctx context.Context, a *toolset.Action, callID string, e
 		return ConsentAsked, nil
 	}
 	return ConsentRefused, ErrDenied
+}
+
+// granted says how a call may run without asking, or "".
+func (c *Consent) granted(a *toolset.Action, each bool) string {
+	c.mu.Lock()
+	session := c.grants[a.Tool.Name+"\x00"+a.Target]
+	all := c.all[a.Tool.Name+"\x00"+a.Command]
+	c.mu.Unlock()
+	switch {
+	case c.Yolo:
+		return ConsentYolo
+	case contains(c.AllowTools, a.Tool.Name):
+		return ConsentTool
+	case a.Tool.Name == toolset.Bash && allowedPrefix(c.Allow, a.Command):
+		return ConsentAllowed
+	case session:
+		return ConsentSession
+	case each && all:
+		return ConsentAll
+	}
+	return ""
 }
 
 func contains(list []string, s string) bool {

@@ -30,6 +30,7 @@ type harness struct {
 	consent *agent.Consent
 	ts      *toolset.Toolset
 	store   *agent.Store
+	opts    agent.Options
 
 	mu     sync.Mutex
 	target string
@@ -85,9 +86,13 @@ func newHarness(t *testing.T, srv *llmtest.Server, s setup) *harness {
 	if s.options != nil {
 		s.options(&opts)
 	}
+	h.opts = opts
 	h.sess = agent.New(opts)
 	return h
 }
+
+// sessionOptions are the options the harness's session was made with.
+func (h *harness) sessionOptions() agent.Options { return h.opts }
 
 func (h *harness) currentTarget() string {
 	h.mu.Lock()
