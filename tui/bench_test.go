@@ -14,6 +14,7 @@ import (
 
 	"github.com/rexconsole/rex/internal/fanout"
 	"github.com/rexconsole/rex/themes"
+	"github.com/rexconsole/rex/tui/engine"
 )
 
 // floodRun feeds every target rate bytes per second of 80-byte lines, in
@@ -103,23 +104,12 @@ func BenchmarkConsoleFlood(b *testing.B) {
 	}
 }
 
-// BenchmarkScrollbackWrite measures how fast output is taken into a pane.
-func BenchmarkScrollbackWrite(b *testing.B) {
-	s := newScrollback(DefaultScrollback, maphash.MakeSeed(), func() {})
-	chunk := []byte(strings.Repeat("some ordinary output line of a build log, 64 bytes or so..\n", 64))
-	b.SetBytes(int64(len(chunk)))
-	b.ResetTimer()
-	for range b.N {
-		s.Write(false, chunk)
-	}
-}
-
 // BenchmarkPaneView measures drawing one full-screen pane whose lines
 // change every frame (the worst case: no cached line to reuse).
 func BenchmarkPaneView(b *testing.B) {
-	st := NewStyles(themes.MustDefault(), 1)
-	s := newScrollback(DefaultScrollback, maphash.MakeSeed(), nil)
-	p := newOutputPane(1, "host", nil, &KeyMap{}, s)
+	st := NewStyles(themes.MustDefault(), 1, false)
+	s := engine.NewBuffer(DefaultScrollback, maphash.MakeSeed(), nil)
+	p := newTextPane("host", s, &KeyMap{})
 	p.SetSize(200, 48)
 	c := &paneCtx{st: st, focused: true, now: time.Now()}
 	lines := []byte(strings.Repeat(strings.Repeat("x", 150)+"\n", 48))

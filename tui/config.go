@@ -15,7 +15,12 @@ import (
 
 	"github.com/rexconsole/rex/internal/fanout"
 	"github.com/rexconsole/rex/themes"
+	"github.com/rexconsole/rex/tui/engine"
 )
+
+// DefaultScrollback is how many lines a task pane keeps unless
+// config.toml says otherwise.
+const DefaultScrollback = engine.DefaultScrollback
 
 // DefaultTermScrollback is how many lines of history a terminal pane
 // keeps unless config.toml says otherwise.

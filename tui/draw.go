@@ -1,12 +1,13 @@
 package tui
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
+
+	"github.com/rexconsole/rex/tui/engine"
 )
 
 // Views are built as slices of lines, each exactly as wide as its box,
@@ -78,23 +79,7 @@ func wrapText(s string, w int) []string {
 }
 
 // fmtDuration writes a duration short enough for a pane header.
-func fmtDuration(d time.Duration) string {
-	switch {
-	case d < 0:
-		d = 0
-		fallthrough
-	case d < time.Second:
-		return fmt.Sprintf("%dms", d.Milliseconds())
-	case d < 10*time.Second:
-		return fmt.Sprintf("%.1fs", d.Seconds())
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
-	default:
-		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
-	}
-}
+func fmtDuration(d time.Duration) string { return engine.FmtDuration(d) }
 
 // box draws a border around body lines (each exactly w-2 cells wide):
 // left and right header segments in the top border, a footer segment in

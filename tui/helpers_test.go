@@ -182,8 +182,8 @@ func newEnv(t *testing.T, w, h int, fleet bool) *testEnv {
 	e.m = newModel(context.Background(), opts, e.fleet.run, e.clock.Now)
 	e.m.Update(tea.WindowSizeMsg{Width: w, Height: h})
 	t.Cleanup(func() {
-		for _, tk := range e.m.tasks {
-			tk.stop()
+		for _, tk := range e.m.tasks.List() {
+			tk.Stop()
 		}
 	})
 	return e
@@ -252,17 +252,14 @@ func (e *testEnv) submit(line string) {
 func (e *testEnv) settle() {
 	e.t.Helper()
 	deadline := time.After(10 * time.Second)
-	for _, tk := range e.m.tasks {
-		tk.mu.Lock()
-		cancelled := tk.cancelled
-		tk.mu.Unlock()
-		if tk.command == "sleep" && !cancelled && !tk.isDone() {
+	for _, tk := range e.m.tasks.List() {
+		if tk.Command == "sleep" && !tk.Cancelled() && !tk.Done() {
 			// It runs until cancelled: wait until it has started.
-			for _, p := range tk.panes {
-				for ph, _, _ := p.status(); ph == phaseWaiting; ph, _, _ = p.status() {
+			for _, r := range tk.Runs {
+				for ph, _, _ := r.Status(); ph == engine.Waiting; ph, _, _ = r.Status() {
 					select {
 					case <-deadline:
-						e.t.Fatalf("task %q did not start", tk.command)
+						e.t.Fatalf("task %q did not start", tk.Command)
 					case <-time.After(time.Millisecond):
 					}
 				}
@@ -270,9 +267,9 @@ func (e *testEnv) settle() {
 			continue
 		}
 		select {
-		case <-tk.exited:
+		case <-tk.Exited():
 		case <-deadline:
-			e.t.Fatalf("task %q did not finish", tk.command)
+			e.t.Fatalf("task %q did not finish", tk.Command)
 		}
 	}
 	e.m.Update(frameMsg{})
@@ -398,12 +395,35 @@ func (e *testEnv) wantError(parts ...string) {
 	e.wantMessage(parts...)
 }
 
-// paneText is the text of the i-th pane's scrollback.
+// paneText is the text of the i-th pane: its lines joined, each ended by
+// a newline; a target's pane without its command and status lines (its
+// hosts' output only).
 func (e *testEnv) paneText(i int) string {
 	e.t.Helper()
 	p, ok := e.m.panes[i].(*outputPane)
 	if !ok {
 		e.t.Fatalf("pane %d is a %T", i, e.m.panes[i])
 	}
-	return p.sb.Text()
+	rd := p.read()
+	defer rd.Done()
+	var b strings.Builder
+	for j := range rd.Len() {
+		if l := rd.Line(j); l.Kind != engine.Command && l.Kind != engine.StatusOK && l.Kind != engine.StatusFail && l.Kind != engine.Marker {
+			b.WriteString(l.Text + "\n")
+		}
+	}
+	return b.String()
+}
+
+// paneLines is every line of the i-th pane, as drawn (no wrapping).
+func (e *testEnv) paneLines(i int) []string {
+	e.t.Helper()
+	p := e.m.panes[i].(*outputPane)
+	rd := p.read()
+	defer rd.Done()
+	var out []string
+	for j := range rd.Len() {
+		out = append(out, rd.Line(j).Text)
+	}
+	return out
 }

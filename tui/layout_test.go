@@ -102,9 +102,11 @@ func TestLayoutTooSmall(t *testing.T) {
 // TestLayoutManyPanes shows pages of panes when they do not all fit, the
 // page following the focus.
 func TestLayoutManyPanes(t *testing.T) {
-	e := newEnv(t, 80, 24, false)
+	e := newEnv(t, 80, 24, true)
+	// Commands on other targets than the current one open panes of their
+	// own.
 	for range 20 {
-		e.submit("echo x")
+		e.submit("/run web1 -- echo x")
 	}
 	checkScreen(t, e, 80, 24)
 	g := e.m.geometry()

@@ -35,6 +35,10 @@ const (
 	quitAfterCancel = 2 * time.Second
 )
 
+// runFunc runs a task on targets; fanout.Run over the console's pool, or a
+// scripted stand-in in model tests.
+type runFunc func(ctx context.Context, targets []fanout.Target, t fanout.Task, opts fanout.Options) *fanout.Summary
+
 // frameMsg asks for a redraw; it comes from the frame tick.
 type frameMsg time.Time
 
@@ -149,14 +153,16 @@ type Model struct {
 	hist        *history
 	comp        compState
 
-	panes      []Pane
-	focus      int
-	zoom       bool
-	layout     string
-	tasks      []*task
-	nextID     int
-	gatherTask *task     // the task whose gathered view fills the main area
-	broadcast  *termTask // the terminals every keystroke goes to, or nil
+	panes     []Pane
+	focus     int
+	zoom      bool
+	layout    string
+	tasks     *engine.Tasks // every command run this session
+	reported  map[*engine.Task]bool
+	nextID    int
+	gather    *gatherView // the gathered view filling the main area, or nil
+	gatherOn  bool        // new commands on several targets open gathered
+	broadcast *termTask   // the terminals every keystroke goes to, or nil
 
 	msg      message
 	helpOpen bool
@@ -185,6 +191,9 @@ func newModel(ctx context.Context, opts Options, run runFunc, now func() time.Ti
 		help:   help.New(),
 		target: commands.LocalName,
 		layout: layoutGrid,
+
+		tasks:    &engine.Tasks{},
+		reported: map[*engine.Task]bool{},
 	}
 	m.setRegistry(devices.New())
 	m.states = engine.NewContacts(now, m.signal.mark)
@@ -249,7 +258,7 @@ func (m *Model) themeDir() string {
 
 func (m *Model) setTheme(th themes.Theme) {
 	m.styleGen++
-	m.st = NewStyles(th, m.styleGen)
+	m.st = NewStyles(th, m.styleGen, m.opts.NoColor)
 	m.help.Styles = m.st.Help
 }
 
@@ -371,16 +380,20 @@ func tickCmd() tea.Cmd {
 // and keep ticking while anything changes or runs.
 func (m *Model) onFrame(time.Time) tea.Cmd {
 	now := m.now()
-	for _, t := range m.tasks {
-		if t.isDone() && !t.reported {
-			t.reported = true
+	ended := false
+	for _, t := range m.tasks.List() {
+		if t.Done() && !m.reported[t] {
+			m.reported[t], ended = true, true
 			if m.msg.kind == msgNone || m.msg.transient {
-				m.msg = message{kind: msgInfo, lines: []string{t.summaryLine()}, transient: true}
+				m.msg = message{kind: msgInfo, lines: []string{t.SummaryLine()}, transient: true}
 			}
 		}
 	}
-	if m.gatherTask != nil {
-		m.gatherTask.refreshGather(now, &m.keys, m.cfg.Scrollback, m.seed)
+	if ended {
+		m.tasks.Retain(retainFactor*m.cfg.Scrollback, m.shown)
+	}
+	if m.gather != nil {
+		m.gather.refresh(now, &m.keys, m)
 	}
 	// A terminal that ended gives the keys back to the command line.
 	if tp, ok := m.focusedPane().(*ptyPane); ok && tp.attached && m.keyPane() == nil {
@@ -398,15 +411,40 @@ func (m *Model) onFrame(time.Time) tea.Cmd {
 	return nil
 }
 
+// retainFactor × scrollback is how many lines the output of finished
+// tasks that no pane shows may take, newest first (engine.Tasks.Retain):
+// /tasks reopens them; older ones keep only their status.
+const retainFactor = 10
+
+// shown reports whether a pane shows task t.
+func (m *Model) shown(t *engine.Task) bool {
+	if m.gather != nil && m.gather.task == t {
+		return true
+	}
+	for _, p := range m.panes {
+		op, ok := p.(*outputPane)
+		switch {
+		case !ok:
+		case op.run != nil && op.run.Task == t:
+			return true
+		case op.tr != nil:
+			for _, r := range op.tr.Runs() {
+				if r.Task == t {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // busy reports whether anything is in flight that the frame should show.
 func (m *Model) busy() bool {
 	if m.verb != nil {
 		return true
 	}
-	for _, t := range m.tasks {
-		if !t.isDone() {
-			return true
-		}
+	if m.runningTasks() > 0 {
+		return true
 	}
 	for _, p := range m.panes {
 		if tp, ok := p.(*ptyPane); ok && tp.phase() == termOpening {
@@ -416,15 +454,7 @@ func (m *Model) busy() bool {
 	return false
 }
 
-func (m *Model) runningTasks() int {
-	n := 0
-	for _, t := range m.tasks {
-		if !t.isDone() {
-			n++
-		}
-	}
-	return n
-}
+func (m *Model) runningTasks() int { return len(m.tasks.Running()) }
 
 // info shows a message; fail shows an error.
 func (m *Model) info(format string, args ...any) {
@@ -478,7 +508,7 @@ func (m *Model) onKey(msg tea.KeyPressMsg) tea.Cmd {
 		m.comp = compState{}
 	}
 	switch {
-	case key.Matches(msg, k.EnterPane) && m.input.Value() == "" && m.focusedTerm() != nil && m.gatherTask == nil:
+	case key.Matches(msg, k.EnterPane) && m.input.Value() == "" && m.focusedTerm() != nil && m.gather == nil:
 		return m.enterPane(m.focusedTerm())
 	case key.Matches(msg, k.Submit):
 		return m.submit()
@@ -507,7 +537,9 @@ func (m *Model) onKey(msg tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(msg, k.Zoom):
 		m.toggleZoom()
 	case key.Matches(msg, k.Gather):
-		m.toggleGather()
+		if err := m.toggleGather(); err != nil {
+			m.fail(err)
+		}
 	case key.Matches(msg, k.Search):
 		m.startSearch()
 	case key.Matches(msg, k.Clear):
@@ -532,9 +564,9 @@ func (m *Model) onKey(msg tea.KeyPressMsg) tea.Cmd {
 // the line; on an idle, empty line, twice in a row, it quits.
 func (m *Model) interrupt() tea.Cmd {
 	now := m.now()
-	if t := m.focusedTask(); t != nil && t.stop() {
+	if t := m.focusedTask(); t != nil && t.Stop() {
 		m.lastCancel, m.lastIdleCtrlC = now, time.Time{}
-		m.info("cancelling %s on %s", cut(t.command, 40), plural(len(t.panes), "target", "targets"))
+		m.info("cancelling %s on %s", cut(t.Command, 40), plural(len(t.Runs), "target", "targets"))
 		m.msg.transient = true
 		return m.ensureTick()
 	}
@@ -571,8 +603,8 @@ func plural(n int, one, many string) string {
 // quit stops every task and ends the program; Run waits for the tasks.
 func (m *Model) quit() tea.Cmd {
 	m.quitting = true
-	for _, t := range m.tasks {
-		t.stop()
+	for _, t := range m.tasks.List() {
+		t.Stop()
 	}
 	for _, p := range m.panes {
 		if tp, ok := p.(*ptyPane); ok {
@@ -589,8 +621,8 @@ func (m *Model) quit() tea.Cmd {
 // message area.
 func (m *Model) escape() {
 	switch {
-	case m.gatherTask != nil:
-		m.gatherTask = nil
+	case m.gather != nil:
+		m.gather, m.gatherOn = nil, false
 	case m.zoom:
 		m.zoom = false
 	default:
@@ -646,7 +678,8 @@ func isSlashCommand(line string) bool {
 	return !strings.Contains(first[1:], "/")
 }
 
-// runOnTarget runs a shell command line on the current target.
+// runOnTarget runs a shell command line on the current target, in the
+// target's panes.
 func (m *Model) runOnTarget(line string) tea.Cmd {
 	targets, err := m.resolve(m.target)
 	if err != nil {
@@ -657,58 +690,104 @@ func (m *Model) runOnTarget(line string) tea.Cmd {
 	return cmd
 }
 
-// jobFunc is a task's work on all its targets: it reports each target's
-// start, output and result as fan-out events and returns the summary.
-type jobFunc func(ctx context.Context, onEvent func(fanout.Event)) *fanout.Summary
-
 // fanJob runs one command on targets through the fan-out engine.
-func (m *Model) fanJob(targets []fanout.Target, ft fanout.Task, concurrency int) jobFunc {
+func (m *Model) fanJob(targets []fanout.Target, ft fanout.Task, concurrency int) engine.Job {
 	run := m.run
 	return func(ctx context.Context, onEvent func(fanout.Event)) *fanout.Summary {
 		return run(ctx, targets, ft, fanout.Options{Concurrency: concurrency, OnEvent: onEvent})
 	}
 }
 
-// startTask runs job on targets in the background: a pane per target, fed
-// by the job's events, drawn by the frame tick.
-func (m *Model) startTask(spec, display string, targets []fanout.Target, job jobFunc) (*task, tea.Cmd) {
+// startTask runs job on targets in the background, shown by newTask's
+// panes, drawn by the frame tick.
+func (m *Model) startTask(spec, display string, targets []fanout.Target, job engine.Job) (*engine.Task, tea.Cmd) {
 	if len(targets) == 0 {
 		m.fail(fmt.Errorf("%s names no targets; add devices to it first", spec))
 		return nil, nil
 	}
-	t := m.newTask(spec, display, targets)
+	t := m.newTask(spec, display, targets, spec == m.target)
 	m.runJob(t, job)
 	return t, m.ensureTick()
 }
 
-// newTask makes a task with a pane per target and focuses its first pane.
-func (m *Model) newTask(spec, display string, targets []fanout.Target) *task {
-	ctx, cancel := context.WithCancel(m.ctx)
-	m.nextID++
-	t := &task{
-		id:      m.nextID,
-		command: display,
-		spec:    spec,
-		started: m.now(),
-		ctx:     ctx,
-		cancel:  cancel,
-		byName:  map[string]*outputPane{},
-		exited:  make(chan struct{}),
+// runJob runs a task's job in the background; the frame tick draws it.
+func (m *Model) runJob(t *engine.Task, job engine.Job) {
+	t.Start(job, m.now, m.signal.mark)
+}
+
+// newTask puts a task on the list and shows it: in the target's panes
+// (one per host, reused while the target stays the same, each reading
+// like that host's terminal history) when inTarget is set, else in panes
+// of its own. The focus goes to its first pane.
+func (m *Model) newTask(spec, display string, targets []fanout.Target, inTarget bool) *engine.Task {
+	names := make([]string, len(targets))
+	for i, tg := range targets {
+		names[i] = tg.Name
 	}
-	first := len(m.panes)
-	for _, tg := range targets {
-		m.nextID++
-		sb := newScrollback(m.cfg.Scrollback, m.seed, m.signal.mark)
-		p := newOutputPane(m.nextID, tg.Name, t, &m.keys, sb)
-		t.panes = append(t.panes, p)
-		t.byName[tg.Name] = p
-		m.panes = append(m.panes, p)
+	t := m.tasks.New(m.ctx, display, spec, names, m.now(), m.cfg.Scrollback, m.seed, m.signal.mark)
+	if inTarget {
+		m.showInTarget(t)
+	} else {
+		m.showTask(t)
 	}
-	m.tasks = append(m.tasks, t)
-	m.focus = first
-	m.zoom = false
-	m.gatherTask = nil
+	if m.gatherOn && len(t.Runs) > 1 {
+		m.gather = &gatherView{task: t}
+		m.gather.refresh(m.now(), &m.keys, m)
+	} else {
+		m.gather = nil
+	}
 	return t
+}
+
+// targetPanes are the open panes of the target spec, by host.
+func (m *Model) targetPanes(spec string) map[string]int {
+	out := map[string]int{}
+	for i, p := range m.panes {
+		if op, ok := p.(*outputPane); ok && op.tr != nil && op.tr.Spec == spec {
+			out[op.tr.Host] = i
+		}
+	}
+	return out
+}
+
+// showInTarget appends t's runs to the target's panes, opening panes for
+// hosts that have none yet.
+func (m *Model) showInTarget(t *engine.Task) {
+	have := m.targetPanes(t.Spec)
+	first, opened := -1, false
+	mine := false
+	for _, r := range t.Runs {
+		i, ok := have[r.Target]
+		if !ok {
+			i = len(m.panes)
+			m.panes = append(m.panes, newTranscriptPane(engine.NewTranscript(t.Spec, r.Target, m.cfg.Scrollback), &m.keys))
+			opened = true
+		}
+		p := m.panes[i].(*outputPane)
+		p.tr.Add(r)
+		p.follow = true // a new command shows, as in a terminal
+		if first < 0 || i < first {
+			first = i
+		}
+		mine = mine || i == m.focus
+	}
+	if opened {
+		m.zoom = false
+	}
+	if !mine {
+		// The focus stays on a host of the target the operator looks at.
+		m.setFocus(first, false)
+	}
+}
+
+// showTask opens a pane per run of t.
+func (m *Model) showTask(t *engine.Task) {
+	first := len(m.panes)
+	for _, r := range t.Runs {
+		m.panes = append(m.panes, newRunPane(r, &m.keys))
+	}
+	m.setFocus(first, false)
+	m.zoom = false
 }
 
 // focusedPane is the pane with focus, or nil.
@@ -722,19 +801,20 @@ func (m *Model) focusedPane() Pane {
 // activePane is the pane keys act on: the gathered view while shown,
 // else the focused pane.
 func (m *Model) activePane() Pane {
-	if m.gatherTask != nil && m.gatherTask.gather != nil {
-		return m.gatherTask.gather
+	if m.gather != nil && m.gather.pane != nil {
+		return m.gather.pane
 	}
 	return m.focusedPane()
 }
 
-// focusedTask is the task of the focused pane, or nil.
-func (m *Model) focusedTask() *task {
-	if m.gatherTask != nil {
-		return m.gatherTask
+// focusedTask is the task of the focused pane (a target's pane: its
+// newest running command), or nil.
+func (m *Model) focusedTask() *engine.Task {
+	if m.gather != nil {
+		return m.gather.task
 	}
 	if p, ok := m.focusedPane().(*outputPane); ok {
-		return p.task
+		return p.task()
 	}
 	return nil
 }
@@ -743,7 +823,7 @@ func (m *Model) cycleFocus(d int) {
 	if len(m.panes) == 0 {
 		return
 	}
-	m.gatherTask = nil
+	m.gather, m.gatherOn = nil, false
 	m.setFocus((m.focus+d+len(m.panes))%len(m.panes), false)
 }
 
@@ -753,23 +833,32 @@ func (m *Model) toggleZoom() bool {
 	if len(m.panes) == 0 {
 		return false
 	}
-	m.gatherTask = nil
+	m.gather, m.gatherOn = nil, false
 	m.zoom = !m.zoom
 	return true
 }
 
-// toggleGather shows or hides the gathered view of the focused task.
+// toggleGather shows the gathered view of the focused task and keeps it
+// on for the commands that follow, or turns it off.
 func (m *Model) toggleGather() error {
-	if m.gatherTask != nil {
-		m.gatherTask = nil
+	if m.gather != nil {
+		m.gather, m.gatherOn = nil, false
 		return nil
 	}
-	t := m.focusedTask()
-	if t == nil || len(t.panes) < 2 {
+	if err := m.showGather(m.focusedTask()); err != nil {
+		return err
+	}
+	m.gatherOn = true
+	return nil
+}
+
+// showGather shows the gathered view of t.
+func (m *Model) showGather(t *engine.Task) error {
+	if t == nil || len(t.Runs) < 2 {
 		return errors.New("the gathered view is for a command that ran on several targets; focus one of its panes (tab), or run one with /run GROUP -- CMD")
 	}
-	m.gatherTask = t
-	t.refreshGather(m.now(), &m.keys, m.cfg.Scrollback, m.seed)
+	m.gather = &gatherView{task: t}
+	m.gather.refresh(m.now(), &m.keys, m)
 	return nil
 }
 
@@ -797,28 +886,7 @@ func (m *Model) closePane(i int) {
 	if tp, ok := p.(*ptyPane); ok {
 		m.forgetTerm(tp)
 	}
-	if op, ok := p.(*outputPane); ok && op.task != nil {
-		t := op.task
-		for j, tp := range t.panes {
-			if tp == op {
-				// byName stays as it is: the task's goroutines read it
-				// while its other targets run.
-				t.panes = append(t.panes[:j:j], t.panes[j+1:]...)
-				break
-			}
-		}
-		if len(t.panes) == 0 {
-			for j, tt := range m.tasks {
-				if tt == t {
-					m.tasks = append(m.tasks[:j:j], m.tasks[j+1:]...)
-					break
-				}
-			}
-		}
-		if m.gatherTask == t {
-			m.gatherTask = nil
-		}
-	}
+	// A task stays on the task list (/tasks opens it again).
 	if len(m.panes) == 0 {
 		m.zoom = false
 	}

@@ -3,7 +3,6 @@ package tui
 import (
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -51,40 +50,23 @@ type paneCtx struct {
 	broadcast bool
 }
 
-// Line kinds, which pick a line's style.
-type lineKind uint8
-
-const (
-	lineOut     lineKind = iota // standard output
-	lineErr                     // standard error
-	lineNote                    // what rex says about the task
-	lineHead                    // a group heading of the gathered view
-	lineHeadOdd                 // a heading of a group that differs
-)
-
-// phase is where a pane's task is on its target.
-type phase int
-
-const (
-	phaseWaiting phase = iota // connecting, or waiting for a concurrency slot
-	phaseRunning
-	phaseDone
-)
-
 // spinnerFrames animate running panes; the frame follows the clock, so
 // no extra messages are needed.
 var spinnerFrames = spinner.MiniDot
 
-// outputPane shows one target's output of one task, or (task nil) a block
-// of text such as a long /device listing.
+// outputPane shows output lines from one of three sources: a target's
+// transcript (one host's history of the commands run on the current
+// target), one task's run on one target (/run elsewhere, /push, /pull,
+// /tool, a task reopened from /tasks), or a block of text (a long
+// /device listing, a gathered view). The lines live in the engine; the
+// pane holds only how they are looked at.
 type outputPane struct {
-	id     int
-	target string
-	title  string // for a text pane
-	task   *task
-	keys   *KeyMap
-	sb     *scrollback
-	w, h   int
+	title string             // a text pane's
+	tr    *engine.Transcript // a target's pane
+	run   *engine.Run        // a task's pane
+	buf   *engine.Buffer     // a text pane
+	keys  *KeyMap
+	w, h  int
 
 	// Scrolling: following the newest line, or showing from top, an
 	// absolute line number (lines dropped off the buffer count too).
@@ -95,31 +77,91 @@ type outputPane struct {
 	query   string
 	matches []int64 // absolute line numbers matching query, oldest first
 	matchAt int     // index in matches of the current match, -1 for none
-	matchV  uint64  // scrollback version the matches were found in
-
-	mu      sync.Mutex // guards the fields below, set by fan-out goroutines
-	phase   phase
-	started time.Time
-	result  *fanout.Result
-	// sync is set for the panes of /push and /pull: their progress,
-	// drawn above the lines.
-	sync *syncState
+	matchV  uint64  // the lines' version the matches were found in
 }
 
-func newOutputPane(id int, target string, t *task, keys *KeyMap, sb *scrollback) *outputPane {
-	return &outputPane{id: id, target: target, task: t, keys: keys, sb: sb, follow: true, matchAt: -1}
+func newTranscriptPane(tr *engine.Transcript, keys *KeyMap) *outputPane {
+	return &outputPane{tr: tr, keys: keys, follow: true, matchAt: -1}
+}
+
+func newRunPane(r *engine.Run, keys *KeyMap) *outputPane {
+	return &outputPane{run: r, keys: keys, follow: true, matchAt: -1}
+}
+
+func newTextPane(title string, b *engine.Buffer, keys *KeyMap) *outputPane {
+	return &outputPane{title: title, buf: b, keys: keys, follow: true, matchAt: -1}
+}
+
+// lineReader is locked access to a pane's lines.
+type lineReader interface {
+	Len() int
+	Line(i int) *engine.Line
+	Dropped() int64
+	Version() uint64
+	Done()
+}
+
+// read locks the pane's lines; call Done on the reader.
+func (p *outputPane) read() lineReader {
+	switch {
+	case p.tr != nil:
+		return p.tr.Read()
+	case p.run != nil:
+		return p.run.Buf.Read()
+	}
+	return p.buf.Read()
+}
+
+// current is the run the header describes: a task pane's run, or the
+// newest command of a target's pane; nil for text.
+func (p *outputPane) current() *engine.Run {
+	switch {
+	case p.run != nil:
+		return p.run
+	case p.tr != nil:
+		return p.tr.Latest()
+	}
+	return nil
+}
+
+// task is the task the pane's keys act on (ctrl+c, the gathered view):
+// the newest one still running in a target's pane, else its newest.
+func (p *outputPane) task() *engine.Task {
+	if p.tr != nil {
+		runs := p.tr.Runs()
+		for i := len(runs) - 1; i >= 0; i-- {
+			if runs[i].Running() {
+				return runs[i].Task
+			}
+		}
+	}
+	if r := p.current(); r != nil {
+		return r.Task
+	}
+	return nil
 }
 
 func (p *outputPane) Title() string {
-	if p.task == nil {
-		return p.title
+	switch {
+	case p.tr != nil:
+		return p.tr.Host
+	case p.run != nil:
+		return p.run.Target
 	}
-	return p.target
+	return p.title
 }
 
 func (p *outputPane) SetSize(w, h int) tea.Cmd { p.w, p.h = w, h; return nil }
 
 func (p *outputPane) CapturesKeys() bool { return false }
+
+// sync is the sync state of a /push or /pull pane.
+func (p *outputPane) sync() (engine.SyncState, bool) {
+	if p.run == nil {
+		return engine.SyncState{}, false
+	}
+	return p.run.Sync()
+}
 
 // bodyHeight is how many rows the lines get.
 func (p *outputPane) bodyHeight() int { return max(0, p.h-2-p.syncHeight()) }
@@ -155,24 +197,23 @@ func (p *outputPane) Update(msg tea.Msg) tea.Cmd {
 }
 
 // rowCount is how many screen rows line l takes at width w (lines wrap).
-func rowCount(l *outLine, w int) int {
+func rowCount(l *engine.Line, w int) int {
 	switch {
-	case w <= 0 || l.width <= w:
+	case w <= 0 || l.Width <= w:
 		return 1
-	case l.cacheW == w && l.cache != nil:
-		return len(l.cache)
+	case l.Drawn != nil && l.Drawn.Width == w:
+		return len(l.Drawn.Rows)
 	}
-	return len(wrapCells(l.text, l.width, w))
+	return len(wrapCells(l.Text, l.Width, w))
 }
 
-// followStartLocked is the first line shown when following: as many of
-// the newest lines as fill the body.
-func (p *outputPane) followStartLocked() int {
-	n, bh, w := p.sb.lenLocked(), p.bodyHeight(), p.w-2
-	var scratch outLine
+// followStart is the first line shown when following: as many of the
+// newest lines as fill the body.
+func (p *outputPane) followStart(rd lineReader) int {
+	n, bh, w := rd.Len(), p.bodyHeight(), p.w-2
 	rows, i := 0, n
 	for i > 0 {
-		r := rowCount(p.sb.lineLocked(i-1, &scratch), w)
+		r := rowCount(rd.Line(i-1), w)
 		if rows+r > bh && rows > 0 {
 			break
 		}
@@ -182,39 +223,48 @@ func (p *outputPane) followStartLocked() int {
 	return i
 }
 
-// startLocked is the index of the first line shown.
-func (p *outputPane) startLocked() int {
-	last := p.followStartLocked()
+// start is the index of the first line shown.
+func (p *outputPane) start(rd lineReader) int {
+	last := p.followStart(rd)
 	if p.follow {
 		return last
 	}
-	return min(max(0, int(p.top-p.sb.dropped)), last)
+	return min(max(0, int(p.top-rd.Dropped())), last)
 }
 
 // scroll moves the view by delta lines (negative: older). Reaching the
 // newest line turns follow mode back on.
 func (p *outputPane) scroll(delta int) {
-	p.sb.mu.Lock()
-	defer p.sb.mu.Unlock()
-	p.scrollToLocked(p.startLocked() + delta)
+	rd := p.read()
+	defer rd.Done()
+	p.scrollIn(rd, p.start(rd)+delta)
 }
 
 func (p *outputPane) scrollTo(start int) {
-	p.sb.mu.Lock()
-	defer p.sb.mu.Unlock()
-	p.scrollToLocked(start)
+	rd := p.read()
+	defer rd.Done()
+	p.scrollIn(rd, start)
 }
 
-func (p *outputPane) scrollToLocked(start int) {
-	last := p.followStartLocked()
+func (p *outputPane) scrollIn(rd lineReader, start int) {
+	last := p.followStart(rd)
 	start = min(max(0, start), last)
 	p.follow = start == last
-	p.top = p.sb.dropped + int64(start)
+	p.top = rd.Dropped() + int64(start)
 }
 
-// Clear empties the pane and follows again.
+// Clear empties the pane and follows again: a target's pane forgets its
+// commands that ended (running ones start afresh), a task's pane its
+// lines.
 func (p *outputPane) Clear() {
-	p.sb.Clear()
+	switch {
+	case p.tr != nil:
+		p.tr.Clear()
+	case p.run != nil:
+		p.run.Buf.Clear()
+	default:
+		p.buf.Clear()
+	}
 	p.follow = true
 	p.matches, p.matchAt = nil, -1
 }
@@ -269,9 +319,9 @@ func (p *outputPane) SearchStatus() string {
 }
 
 func (p *outputPane) findMatches() {
-	p.sb.mu.Lock()
-	defer p.sb.mu.Unlock()
-	if p.matches != nil && p.matchV == p.sb.version {
+	rd := p.read()
+	defer rd.Done()
+	if p.matches != nil && p.matchV == rd.Version() {
 		return
 	}
 	var cur int64 = -1
@@ -279,12 +329,11 @@ func (p *outputPane) findMatches() {
 		cur = p.matches[p.matchAt]
 	}
 	p.matches, p.matchAt = p.matches[:0], -1
-	var scratch outLine
 	fold := p.query == strings.ToLower(p.query)
-	for i := range p.sb.lenLocked() {
-		l := p.sb.lineLocked(i, &scratch)
-		if matchIndex(l.text, p.query, fold) >= 0 {
-			abs := p.sb.dropped + int64(i)
+	for i := range rd.Len() {
+		l := rd.Line(i)
+		if l.Kind != engine.Marker && matchIndex(l.Text, p.query, fold) >= 0 {
+			abs := rd.Dropped() + int64(i)
 			if abs == cur {
 				p.matchAt = len(p.matches)
 			}
@@ -294,15 +343,15 @@ func (p *outputPane) findMatches() {
 	if p.matches == nil {
 		p.matches = []int64{}
 	}
-	p.matchV = p.sb.version
+	p.matchV = rd.Version()
 }
 
 func (p *outputPane) showMatch(i int) {
 	p.matchAt = i
-	p.sb.mu.Lock()
-	defer p.sb.mu.Unlock()
-	rel := int(p.matches[i] - p.sb.dropped)
-	p.scrollToLocked(rel - p.bodyHeight()/2)
+	rd := p.read()
+	defer rd.Done()
+	rel := int(p.matches[i] - rd.Dropped())
+	p.scrollIn(rd, rel-p.bodyHeight()/2)
 }
 
 // matchIndex finds q in s, ignoring case when fold is set (the query is
@@ -318,54 +367,43 @@ func matchIndex(s, q string, fold bool) int {
 	return strings.Index(ls, q)
 }
 
-func (p *outputPane) setRunning(now time.Time) {
-	p.mu.Lock()
-	p.phase, p.started = phaseRunning, now
-	p.mu.Unlock()
-}
-
-func (p *outputPane) setResult(r *fanout.Result) {
-	p.mu.Lock()
-	p.phase, p.result = phaseDone, r
-	p.mu.Unlock()
-}
-
-func (p *outputPane) status() (phase, time.Time, *fanout.Result) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.phase, p.started, p.result
-}
-
-// running reports whether the pane's target is still busy with its task.
+// running reports whether any command shown in the pane still runs.
 func (p *outputPane) running() bool {
-	if p.task == nil {
-		return false
+	switch {
+	case p.run != nil:
+		return p.run.Running()
+	case p.tr != nil:
+		for _, r := range p.tr.Runs() {
+			if r.Running() {
+				return true
+			}
+		}
 	}
-	ph, _, _ := p.status()
-	return ph != phaseDone
+	return false
 }
 
 // headerStatus is the right part of the header, in forms from longest
 // to shortest: a spinner and the time so far, or how the command ended.
 func (p *outputPane) headerStatus(c *paneCtx) []boxSeg {
-	if p.task == nil {
+	r := p.current()
+	if r == nil {
 		return nil
 	}
 	st := c.st
-	ph, started, r := p.status()
-	if ph == phaseDone {
+	ph, started, res := r.Status()
+	if ph == engine.Done {
 		if end := p.syncEnd(); end != nil {
-			return end(st, r)
+			return end(st, res)
 		}
 	}
 	switch ph {
-	case phaseWaiting:
-		from := p.task.started
+	case engine.Waiting:
+		from := r.Task.Started
 		word := "waiting"
 		if c.states != nil {
-			switch s := string(c.states.Get(p.target).State); s {
-			case stateConnecting, stateBootstrapping:
-				word = s
+			switch s := c.states.Get(r.Target).State; s {
+			case engine.Connecting, engine.Bootstrapping:
+				word = string(s)
 			}
 		}
 		spin := spinnerAt(c.now, from)
@@ -374,14 +412,14 @@ func (p *outputPane) headerStatus(c *paneCtx) []boxSeg {
 			seg(st.Pane.Running, spin+" "+word),
 			seg(st.Pane.Running, spin),
 		}
-	case phaseRunning:
+	case engine.Running:
 		spin := spinnerAt(c.now, started)
 		return []boxSeg{
 			seg(st.Pane.Running, spin+" "+fmtDuration(c.now.Sub(started))),
 			seg(st.Pane.Running, spin),
 		}
 	}
-	return resultSegs(st, r)
+	return resultSegs(st, res)
 }
 
 // resultSegs says how a command ended, longest form first.
@@ -397,7 +435,7 @@ func resultSegs(st *Styles, r *fanout.Result) []boxSeg {
 	case r.Unreachable:
 		return []boxSeg{seg(st.Pane.ExitFail, "unreachable"), seg(st.Pane.ExitFail, "✗")}
 	case r.Err != nil && r.ExitCode == nil:
-		if strings.HasSuffix(r.Err.Error(), "cancelled") || strings.Contains(r.Err.Error(), "cancelled;") {
+		if engine.IsCancelled(r.Err) {
 			return bad("cancelled", "✗")
 		}
 		return bad("failed", "✗")
@@ -424,7 +462,7 @@ func spinnerAt(now, from time.Time) string {
 }
 
 // View draws the pane: header with target, command and status; the
-// visible lines of the scrollback; a footer when scrolled or searching.
+// visible lines; a footer when scrolled or searching.
 func (p *outputPane) View(c *paneCtx) []string {
 	w, h := p.w, p.h
 	if w < 4 || h < 2 {
@@ -451,8 +489,8 @@ func (p *outputPane) View(c *paneCtx) []string {
 		right = boxSeg{}
 	}
 	cmd := ""
-	if p.task != nil {
-		cmd = p.task.command
+	if r := p.current(); r != nil {
+		cmd = r.Task.Command
 	}
 	room := inner - right.width - 3
 	nameSeg := seg(title, cut(name, max(1, room-2)))
@@ -463,30 +501,29 @@ func (p *outputPane) View(c *paneCtx) []string {
 	}
 
 	body := make([]string, 0, h-2)
-	if p.sync != nil {
+	if _, ok := p.sync(); ok {
 		body = append(body, p.syncRows(c, inner)[:min(p.syncHeight(), h-2)]...)
 	}
 	var foot boxSeg
-	p.sb.mu.Lock()
-	n := p.sb.lenLocked()
-	start := p.startLocked()
+	rd := p.read()
+	n := rd.Len()
+	start := p.start(rd)
 	fold := p.query == strings.ToLower(p.query)
-	var scratch outLine
-	rowsOf := func(l *outLine) []string {
-		if p.query != "" && matchIndex(l.text, p.query, fold) >= 0 {
+	rowsOf := func(l *engine.Line) []string {
+		if p.query != "" && l.Kind != engine.Marker && matchIndex(l.Text, p.query, fold) >= 0 {
 			return renderMatch(st, l, inner, p.query, fold)
 		}
 		return renderLine(st, l, inner)
 	}
 	next := start
 	for ; next < n && len(body) < h-2; next++ {
-		rows := rowsOf(p.sb.lineLocked(next, &scratch))
+		rows := rowsOf(rd.Line(next))
 		body = append(body, rows[:min(len(rows), h-2-len(body))]...)
 	}
 	if below := n - next; !p.follow && below > 0 {
 		foot = seg(st.Muted, fmt.Sprintf("↓ %d more", below))
 	}
-	p.sb.mu.Unlock()
+	rd.Done()
 	if s := p.SearchStatus(); s != "" {
 		foot = joinSegs(foot, seg(st.Pane.Match, "/"+p.query+" "+s))
 	}
@@ -494,46 +531,89 @@ func (p *outputPane) View(c *paneCtx) []string {
 }
 
 // lineStyle picks the style of a line kind.
-func lineStyle(st *Styles, k lineKind) lipgloss.Style {
+func lineStyle(st *Styles, k engine.Kind) lipgloss.Style {
 	switch k {
-	case lineErr:
+	case engine.Err:
 		return st.Pane.Stderr
-	case lineNote:
+	case engine.Note:
 		return st.Pane.Info
-	case lineHead:
+	case engine.Head:
 		return st.Pane.Heading
-	case lineHeadOdd:
+	case engine.HeadOdd:
 		return st.Pane.HeadingOdd
+	case engine.Command:
+		return st.Pane.CommandLine
+	case engine.StatusOK:
+		return st.Pane.ExitOK
+	case engine.StatusFail:
+		return st.Pane.ExitFail
+	case engine.Marker:
+		return st.Pane.Info
 	}
 	return st.Pane.Stdout
 }
 
 // renderLine draws a line as rows of exactly w cells, wrapping it, from
 // its cache when it was drawn at that width with these styles before.
-func renderLine(st *Styles, l *outLine, w int) []string {
-	if l.cacheW == w && l.cacheGen == st.gen && l.cache != nil {
-		return l.cache
+// The program's own colours (the line's spans) are drawn over the line's
+// style, as the theme and NO_COLOR allow.
+func renderLine(st *Styles, l *engine.Line, w int) []string {
+	if d := l.Drawn; d != nil && d.Width == w && d.Gen == st.gen {
+		return l.Drawn.Rows
 	}
-	style := st.lines[l.kind]
+	style := st.lines[l.Kind]
 	var rows []string
-	for _, r := range wrapCells(l.text, l.width, w) {
+	off := 0
+	for _, r := range wrapCells(l.Text, l.Width, w) {
 		if r.text == "" {
 			rows = append(rows, spaces(w))
 			continue
 		}
-		rows = append(rows, style.wrap(r.text)+spaces(w-r.width))
+		if l.Spans == nil {
+			rows = append(rows, style.wrap(r.text)+spaces(w-r.width))
+		} else {
+			rows = append(rows, renderSpans(st, style, r.text, off, l.Spans)+spaces(w-r.width))
+		}
+		off += len(r.text)
 	}
-	l.cache, l.cacheW, l.cacheGen = rows, w, st.gen
+	l.Drawn = &engine.Drawn{Rows: rows, Width: w, Gen: st.gen}
 	return rows
+}
+
+// renderSpans draws text (at byte offset off of its line) in base, with
+// the parts that spans cover in the program's colours.
+func renderSpans(st *Styles, base sgr, text string, off int, spans []engine.Span) string {
+	var b strings.Builder
+	pos, end := off, off+len(text)
+	for i := range spans {
+		sp := &spans[i]
+		if sp.End <= pos {
+			continue
+		}
+		if sp.Start >= end {
+			break
+		}
+		if sp.Start > pos {
+			b.WriteString(base.wrap(text[pos-off : sp.Start-off]))
+			pos = sp.Start
+		}
+		e := min(sp.End, end)
+		b.WriteString(base.pre + st.programStyle(sp.Style) + text[pos-off:e-off] + ansi.ResetStyle)
+		pos = e
+	}
+	if pos < end {
+		b.WriteString(base.wrap(text[pos-off:]))
+	}
+	return b.String()
 }
 
 // renderMatch draws a line with every occurrence of q highlighted (a
 // match cut by the wrap is highlighted in neither row).
-func renderMatch(st *Styles, l *outLine, w int, q string, fold bool) []string {
-	base := st.lines[l.kind]
+func renderMatch(st *Styles, l *engine.Line, w int, q string, fold bool) []string {
+	base := st.lines[l.Kind]
 	match := sgrOf(st.Pane.Match)
 	var rows []string
-	for _, r := range wrapCells(l.text, l.width, w) {
+	for _, r := range wrapCells(l.Text, l.Width, w) {
 		var b strings.Builder
 		rest := r.text
 		for rest != "" {
@@ -585,7 +665,7 @@ func wrapCells(text string, tw, w int) []cellRow {
 		}
 		if i < len(text) && text[i] != ' ' {
 			if sp := strings.LastIndexByte(text[:i], ' '); sp >= 0 && sp+1 > i/2 {
-				cw -= textWidth(text[sp+1 : i])
+				cw -= engine.TextWidth(text[sp+1 : i])
 				i = sp + 1
 			}
 		}

@@ -14,77 +14,10 @@ import (
 	"github.com/rexconsole/rex/themes"
 )
 
-func TestScrollbackLines(t *testing.T) {
-	tests := []struct {
-		name   string
-		writes []string // "!" prefix: stderr
-		want   string
-	}{
-		{"lines", []string{"a\nb\n"}, "a\nb\n"},
-		{"split across writes", []string{"hel", "lo\nwor", "ld\n"}, "hello\nworld\n"},
-		{"unfinished line shows", []string{"a\nprompt> "}, "a\nprompt> \n"},
-		{"crlf", []string{"a\r\nb\r\n"}, "a\nb\n"},
-		{"carriage return redraws", []string{"10%\r50%\r100%\n"}, "100%\n"},
-		{"escapes stripped", []string{"\x1b[31mred\x1b[0m \x1b]0;title\x07x\n"}, "red x\n"},
-		{"tabs expand", []string{"a\tb\tc\n"}, "a       b       c\n"},
-		{"controls replaced", []string{"a\x00b\x7fc\n"}, "a\ufffdb\ufffdc\n"},
-		{"invalid utf-8", []string{"a\xffb\n"}, "a\ufffdb\n"},
-		{"lines in order of completion", []string{"out1 ", "!err1\n", "out2\n"}, "err1\nout1 out2\n"},
-		{"wide runes", []string{"日本語\n"}, "日本語\n"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := newScrollback(100, maphash.MakeSeed(), nil)
-			for _, w := range tt.writes {
-				if rest, ok := strings.CutPrefix(w, "!"); ok {
-					s.Write(true, []byte(rest))
-				} else {
-					s.Write(false, []byte(w))
-				}
-			}
-			if got := s.Text(); got != tt.want {
-				t.Errorf("text = %q, want %q", got, tt.want)
-			}
-		})
-	}
-}
-
-func TestScrollbackBounds(t *testing.T) {
-	s := newScrollback(100, maphash.MakeSeed(), nil)
-	for i := range 1000 {
-		s.Write(false, fmt.Appendf(nil, "line %d\n", i))
-	}
-	s.mu.Lock()
-	n, dropped := s.lenLocked(), s.dropped
-	var scratch outLine
-	first := s.lineLocked(0, &scratch).text
-	s.mu.Unlock()
-	if n != 100 || dropped != 900 || first != "line 900" {
-		t.Errorf("kept %d lines from %q, dropped %d; want the newest 100", n, first, dropped)
-	}
-	// One huge line without a newline is cut into bounded lines.
-	s.Clear()
-	s.Write(false, []byte(strings.Repeat("x", 5*maxLineBytes+7)))
-	s.Write(false, []byte("日本"))
-	s.Flush()
-	lines := strings.Split(strings.TrimSuffix(s.Text(), "\n"), "\n")
-	if len(lines) != 6 {
-		t.Fatalf("%d lines, want 6", len(lines))
-	}
-	for _, l := range lines {
-		if len(l) > maxLineBytes {
-			t.Errorf("a line of %d bytes is kept; the cap is %d", len(l), maxLineBytes)
-		}
-	}
-	if !strings.HasSuffix(lines[5], "日本") {
-		t.Errorf("last line %q lost its runes", lines[5])
-	}
-}
-
 // TestScrollbackConcurrent writes from many goroutines while reading, for
 // the race detector, and checks that nothing is lost or torn.
 func TestScrollbackConcurrent(t *testing.T) {
-	s := newScrollback(100000, maphash.MakeSeed(), func() {})
+	s := engine.NewBuffer(100000, maphash.MakeSeed(), func() {})
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Add(1)
@@ -98,8 +31,8 @@ func TestScrollbackConcurrent(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		st := NewStyles(themes.MustDefault(), 1)
-		p := newOutputPane(1, "x", nil, &KeyMap{}, s)
+		st := NewStyles(themes.MustDefault(), 1, false)
+		p := newTextPane("x", s, &KeyMap{})
 		p.SetSize(40, 10)
 		for range 200 {
 			p.View(&paneCtx{st: st})
@@ -119,13 +52,14 @@ func TestScrollbackConcurrent(t *testing.T) {
 	}
 }
 
+// TestPaneScrolling scrolls a target's pane: its command's header line,
+// the output, the status line.
 func TestPaneScrolling(t *testing.T) {
 	e := newEnv(t, 80, 24, false)
 	e.submit("seq 200")
 	e.press("ctrl+o") // zoom: one pane, a body of 19 lines
 	p := e.m.panes[0].(*outputPane)
 	body := func() []string {
-		e.screen() // lays out and draws
 		var out []string
 		for _, l := range strings.Split(e.screen(), "\n") {
 			// sidebar │ pane body │
@@ -135,45 +69,51 @@ func TestPaneScrolling(t *testing.T) {
 		}
 		return out
 	}
-	last := func() string { b := body(); return b[len(b)-1] }
+	last := func(n int) string { b := body(); return b[len(b)-1-n] }
 	first := func() string { return body()[0] }
-	if !p.follow || last() != "200" {
-		t.Fatalf("following: last line %q", last())
+	if !p.follow || last(0) != "✓ exit 0 · 1.5s" || last(1) != "200" {
+		t.Fatalf("following: last lines %q %q", last(1), last(0))
 	}
 	e.press("pgup")
-	if p.follow || last() == "200" {
-		t.Errorf("pgup: still at the bottom (%q)", last())
+	if p.follow || last(1) == "200" {
+		t.Errorf("pgup: still at the bottom (%q)", last(0))
 	}
 	if !strings.Contains(e.screen(), "more") {
 		t.Error("a scrolled pane does not say how much is below")
 	}
 	e.press("ctrl+home")
-	if first() != "1" {
+	if first() != "❯ seq 200 · 12:00:00" {
 		t.Errorf("ctrl+home: first line %q", first())
 	}
 	e.press("shift+down")
-	if first() != "2" {
+	if first() != "1" {
 		t.Errorf("shift+down: first line %q", first())
 	}
 	// New output does not move a scrolled pane.
-	e.m.panes[0].(*outputPane).sb.Write(false, []byte("201\n"))
-	if first() != "2" {
+	p.current().Buf.Write(false, []byte("201\n"))
+	if first() != "1" {
 		t.Errorf("output moved a scrolled pane to %q", first())
 	}
 	// The wheel scrolls; reaching the bottom follows again.
 	for range 100 {
 		e.m.Update(tea.MouseWheelMsg{X: 40, Y: 5, Button: tea.MouseWheelDown})
 	}
-	if !p.follow || last() != "201" {
-		t.Errorf("wheel to the bottom: follow %v, last %q", p.follow, last())
+	if !p.follow || last(1) != "201" {
+		t.Errorf("wheel to the bottom: follow %v, last %q", p.follow, last(1))
 	}
 	e.m.Update(tea.MouseWheelMsg{X: 40, Y: 5, Button: tea.MouseWheelUp})
 	if p.follow {
 		t.Error("wheel up kept following")
 	}
 	e.press("ctrl+end")
-	if !p.follow || last() != "201" {
-		t.Errorf("ctrl+end: follow %v, last %q", p.follow, last())
+	if !p.follow || last(1) != "201" {
+		t.Errorf("ctrl+end: follow %v, last %q", p.follow, last(1))
+	}
+	// The next command shows at once, even in a pane scrolled back.
+	e.press("pgup", "pgup")
+	e.submit("echo next")
+	if !p.follow || last(0) != "✓ exit 0 · 1.5s" || last(1) != "next" || last(2) != "❯ echo next · 12:00:00" {
+		t.Errorf("after the next command: follow %v, %q", p.follow, body())
 	}
 }
 
@@ -218,7 +158,7 @@ func TestPaneSearch(t *testing.T) {
 }
 
 func TestPaneHeaders(t *testing.T) {
-	st := NewStyles(themes.MustDefault(), 1)
+	st := NewStyles(themes.MustDefault(), 1, false)
 	e := newEnv(t, 120, 40, true)
 	e.submit("/run web1,db1 -- fail")
 	e.submit("/run web2 -- hostname")
@@ -296,8 +236,9 @@ func TestCancelFocusedTask(t *testing.T) {
 	e.press("shift+tab") // focus web1's pane
 	e.press("ctrl+c")
 	e.settle()
-	if !e.m.tasks[0].isDone() || e.m.tasks[1].isDone() {
-		t.Fatalf("ctrl+c stopped tasks %v %v; want only the focused one", e.m.tasks[0].isDone(), e.m.tasks[1].isDone())
+	tasks := e.m.tasks.List()
+	if !tasks[0].Done() || tasks[1].Done() {
+		t.Fatalf("ctrl+c stopped tasks %v %v; want only the focused one", tasks[0].Done(), tasks[1].Done())
 	}
 	if e.m.quitting {
 		t.Fatal("ctrl+c closed the console")

@@ -45,7 +45,7 @@ func BenchmarkPTYPaneThroughput(b *testing.B) {
 			defer p.shutdown()
 			p.SetSize(sz.w, sz.h)
 			out := &termOutput{p: p, gen: p.gen}
-			st := NewStyles(themes.MustDefault(), 1)
+			st := NewStyles(themes.MustDefault(), 1, false)
 			c := &paneCtx{st: st, focused: true, now: time.Now()}
 			chunk := termOutputSample(32 << 10)
 			// Fill the history first: the steady state drops its oldest

@@ -180,7 +180,7 @@ func newPTYPane(ctx context.Context, id int, t fanout.Target, task *termTask, ke
 		CursorStyle: func(style vt.CursorStyle, steady bool) {
 			p.cursorShape, p.cursorBlink, p.cursorStyled = tea.CursorShape(style), !steady, true
 		},
-		Title: func(s string) { p.title = sanitize([]byte(s)) },
+		Title: func(s string) { p.title = engine.Sanitize([]byte(s)) },
 	})
 	go p.forwardReplies()
 	return p

@@ -766,7 +766,7 @@ func FuzzPTYPaneOutput(f *testing.F) {
 		p.SetSize(width, height)
 		out := &termOutput{p: p, gen: p.gen}
 		out.Write(data)
-		st := NewStyles(themes.MustDefault(), 1)
+		st := NewStyles(themes.MustDefault(), 1, false)
 		for _, ctx := range []*paneCtx{{st: st, focused: true}, {st: st, broadcast: true}} {
 			lines := p.View(ctx)
 			if len(lines) != height {

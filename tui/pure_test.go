@@ -14,7 +14,7 @@ import (
 // shown. Everything else reachable from the model is state View must
 // leave alone.
 var memoFields = map[string]bool{
-	"cache": true, "cacheW": true, "cacheGen": true, // a line's wrapped rows
+	"Drawn":     true,                                   // a line's wrapped rows
 	"drawnRows": true, "drawnV": true, "drawnKey": true, // a terminal body
 }
 

@@ -119,9 +119,9 @@ func withRexdFleet(e *testEnv, f *rexdFleet) {
 		e.m.states.Report(engine.FromPool, target, state, err)
 	}})
 	e.t.Cleanup(func() {
-		for _, tk := range e.m.tasks {
-			tk.stop()
-			<-tk.exited
+		for _, tk := range e.m.tasks.List() {
+			tk.Stop()
+			<-tk.Exited()
 		}
 		pool.Close()
 	})

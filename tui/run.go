@@ -1,12 +1,17 @@
 // Package tui is rex's console: a sidebar of devices and groups with
-// their connection states, split panes of live task output, and a command
+// their connection states, split panes of live output, and a command
 // line that runs shell commands on the current target and slash commands
 // that share their implementation with the rex command line.
 //
-// One root Model routes every message. Output from the fan-out goroutines
-// is appended to bounded pane buffers under their locks and drawn by a
-// frame tick that runs only while something changes, so a flood of output
-// never floods the program with messages and keys stay responsive.
+// One root Model routes every message and lays the screen out in Update;
+// View only draws. The state that is not about drawing lives in package
+// engine: the session's tasks and every target's output (bounded
+// buffers that keep programs' colours), the per-host transcripts the
+// panes of the current target read like that host's terminal history,
+// and what the last contact with each target said. Fan-out goroutines
+// append under the engine's locks and a frame tick, running only while
+// something changes, draws the result, so a flood of output never floods
+// the program with messages and keys stay responsive.
 //
 // /attach opens terminal panes: remote PTYs whose output is interpreted by
 // a terminal emulator (github.com/charmbracelet/x/vt) on the connection's
@@ -26,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
@@ -61,6 +67,9 @@ type Options struct {
 	// DeviceVerb runs `rex device ARGS`, writing to io.Out and io.Err.
 	// When nil, the registry-only verbs of commands.Device serve.
 	DeviceVerb func(ctx context.Context, io commands.IO, args []string) error
+	// NoColor draws task output without the colours programs print (the
+	// NO_COLOR convention); rex sets it from the environment.
+	NoColor bool
 	// States, when set, carries connection progress only the connector
 	// knows (sshx's "bootstrapping") to the sidebar; give its Report
 	// method to the connector.
@@ -92,6 +101,7 @@ func Run(ctx context.Context, opts Options) error {
 	run := func(ctx context.Context, targets []fanout.Target, t fanout.Task, o fanout.Options) *fanout.Summary {
 		return fanout.Run(ctx, pool, targets, t, o)
 	}
+	opts.NoColor = opts.NoColor || os.Getenv("NO_COLOR") != ""
 	m = newModel(ctx, opts, run, time.Now)
 	m.app.Pool = pool
 	m.openTerm = poolTerminals(pool)
@@ -112,8 +122,8 @@ func Run(ctx context.Context, opts Options) error {
 	m.signal.send.Store(nil)
 
 	// Stop whatever still runs and give remote processes a moment to end.
-	for _, t := range m.tasks {
-		t.stop()
+	for _, t := range m.tasks.List() {
+		t.Stop()
 	}
 	var ended []<-chan struct{}
 	for _, p := range m.panes {
@@ -121,8 +131,8 @@ func Run(ctx context.Context, opts Options) error {
 			ended = append(ended, tp.shutdown())
 		}
 	}
-	for _, t := range m.tasks {
-		ended = append(ended, t.exited)
+	for _, t := range m.tasks.List() {
+		ended = append(ended, t.Exited())
 	}
 	deadline := time.NewTimer(shutdownWait)
 	defer deadline.Stop()

@@ -13,6 +13,7 @@ import (
 	"github.com/rexconsole/rex/devices"
 	"github.com/rexconsole/rex/internal/commands"
 	"github.com/rexconsole/rex/themes"
+	"github.com/rexconsole/rex/tui/engine"
 )
 
 // slashCmd is one slash command: its name, its arguments and what it
@@ -147,7 +148,7 @@ func (m *Model) verbDone(d verbDoneMsg) tea.Cmd {
 	var lines []string
 	if text != "" {
 		for _, l := range strings.Split(text, "\n") {
-			lines = append(lines, sanitize([]byte(l)))
+			lines = append(lines, engine.Sanitize([]byte(l)))
 		}
 	}
 	if d.err != nil {
@@ -176,17 +177,13 @@ func (m *Model) messageRoom() int {
 
 // openText shows lines in a new text pane and focuses it.
 func (m *Model) openText(title string, lines []string) {
-	m.nextID++
-	sb := newScrollback(max(m.cfg.Scrollback, len(lines)), m.seed, m.signal.mark)
-	for _, l := range lines {
-		sb.Note(lineOut, l)
-	}
-	p := newOutputPane(m.nextID, "", nil, &m.keys, sb)
-	p.title = title
+	buf := engine.NewBuffer(max(m.cfg.Scrollback, len(lines)), m.seed, m.signal.mark)
+	buf.Note(engine.Out, strings.Join(lines, "\n"))
+	p := newTextPane(title, buf, &m.keys)
 	p.follow = false
 	m.panes = append(m.panes, p)
-	m.focus = len(m.panes) - 1
-	m.zoom, m.gatherTask = false, nil
+	m.setFocus(len(m.panes)-1, false)
+	m.zoom, m.gather = false, nil
 }
 
 func (m *Model) cmdTarget(args []string) tea.Cmd {
@@ -235,9 +232,10 @@ func (m *Model) cmdRun(args []string) tea.Cmd {
 	if spec.Concurrency > 0 {
 		conc = spec.Concurrency
 	}
-	_, cmd := m.startTask(spec.Targets, display, targets, m.fanJob(targets, spec.Task, conc))
-	if spec.Gather && len(targets) > 1 {
-		m.toggleGather()
+	t, cmd := m.startTask(spec.Targets, display, targets, m.fanJob(targets, spec.Task, conc))
+	if spec.Gather && t != nil && m.gather == nil {
+		// This one gathered; what follows as the operator chose (ctrl+g).
+		m.showGather(t)
 	}
 	return cmd
 }
@@ -256,12 +254,12 @@ func (m *Model) cmdKill(args []string) tea.Cmd {
 		return m.ensureTick()
 	}
 	t := m.focusedTask()
-	if t == nil || !t.stop() {
+	if t == nil || !t.Stop() {
 		m.fail(errors.New("nothing is running in the focused pane; focus a running one with tab"))
 		return nil
 	}
 	m.lastCancel = m.now()
-	m.info("cancelling %s on %s", cut(t.command, 40), plural(len(t.panes), "target", "targets"))
+	m.info("cancelling %s on %s", cut(t.Command, 40), plural(len(t.Runs), "target", "targets"))
 	m.msg.transient = true
 	return m.ensureTick()
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	tea "charm.land/bubbletea/v2"
+	"github.com/rexconsole/rex/tui/engine"
 )
 
 // TestSlashCommands runs every slash command's happy path and its error
@@ -105,7 +106,7 @@ func TestSlashCommands(t *testing.T) {
 			}
 		}},
 		{"run gather", nil, "/run web --gather -- echo same", func(t *testing.T, e *testEnv) {
-			if e.m.gatherTask == nil {
+			if e.m.gather == nil {
 				t.Fatal("--gather did not open the gathered view")
 			}
 		}},
@@ -128,7 +129,7 @@ func TestSlashCommands(t *testing.T) {
 			e.wantMessage("sleep — cancelled: 0 ok, 2 failed")
 			e.settle()
 			for i := range e.m.panes {
-				if ph, _, r := e.m.panes[i].(*outputPane).status(); ph != phaseDone || r.Err == nil {
+				if ph, _, r := e.m.panes[i].(*outputPane).current().Status(); ph != engine.Done || r.Err == nil {
 					t.Errorf("pane %d did not end cancelled", i)
 				}
 			}
@@ -139,12 +140,12 @@ func TestSlashCommands(t *testing.T) {
 		{"kill nothing", []string{"echo hi"}, "/kill", func(t *testing.T, e *testEnv) {
 			e.wantError("nothing is running")
 		}},
-		{"close", []string{"echo a", "echo b"}, "/close", func(t *testing.T, e *testEnv) {
+		{"close", []string{"/run web1 -- echo a", "/run web2 -- echo b"}, "/close", func(t *testing.T, e *testEnv) {
 			if len(e.m.panes) != 1 || e.m.focus != 0 {
 				t.Errorf("%d panes, focus %d; want 1, 0", len(e.m.panes), e.m.focus)
 			}
-			if len(e.m.tasks) != 1 {
-				t.Errorf("%d tasks left, want the closed pane's task forgotten", len(e.m.tasks))
+			if n := len(e.m.tasks.List()); n != 2 {
+				t.Errorf("%d tasks on the list, want both (/tasks opens a closed one again)", n)
 			}
 		}},
 		{"close all", []string{"/run web -- echo a", "/run web1 -- sleep"}, "/close all", func(t *testing.T, e *testEnv) {
@@ -204,7 +205,7 @@ func TestSlashCommands(t *testing.T) {
 			}
 		}},
 		{"gather", []string{"/run web -- echo same"}, "/gather", func(t *testing.T, e *testEnv) {
-			g := e.m.gatherTask.gather.sb.Text()
+			g := e.m.gather.pane.buf.Text()
 			for _, want := range []string{"2 different results from 3 targets", "web[1-2] (2 of 3) · exit 0", "web3 (1 of 3) · exit 0 · differs", "different"} {
 				if !strings.Contains(g, want) {
 					t.Errorf("gathered view lacks %q:\n%s", want, g)

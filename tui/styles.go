@@ -6,6 +6,8 @@ import (
 
 	"charm.land/bubbles/v2/help"
 	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/colorprofile"
+	uv "github.com/charmbracelet/ultraviolet"
 
 	"github.com/rexconsole/rex/themes"
 	"github.com/rexconsole/rex/tui/engine"
@@ -32,6 +34,8 @@ type Styles struct {
 		Title         lipgloss.Style
 		TitleFocused  lipgloss.Style
 		Command       lipgloss.Style
+		// CommandLine heads a command in a target's pane: "❯ free -m · 14:02:11".
+		CommandLine lipgloss.Style
 		Stdout        lipgloss.Style
 		Stderr        lipgloss.Style
 		Heading       lipgloss.Style // a group heading in the gathered view
@@ -75,7 +79,40 @@ type Styles struct {
 	// lines are the line kinds' styles as raw escape sequences, so that a
 	// line is drawn by concatenation: lipgloss's Render is general and
 	// costs more than the rest of a frame.
-	lines [lineHeadOdd + 1]sgr
+	lines [engine.Kinds]sgr
+
+	// colors says how the colours programs print are drawn.
+	colors programColors
+}
+
+// programColors is how a task pane draws the colours in command output.
+type programColors int
+
+const (
+	colorsKept  programColors = iota // as the program chose them
+	colorsBasic                      // mapped to the 16 colours of the terminal's palette (theme ansi)
+	colorsNone                       // none (NO_COLOR); bold, underline and the like stay
+)
+
+// programStyle is the SGR sequence that draws a program's style under the
+// console's colour policy.
+func (s *Styles) programStyle(ps uv.Style) string {
+	switch s.colors {
+	case colorsNone:
+		ps.Fg, ps.Bg, ps.UnderlineColor = nil, nil, nil
+	case colorsBasic:
+		conv := func(c color.Color) color.Color {
+			if c == nil {
+				return nil
+			}
+			return colorprofile.ANSI.Convert(c)
+		}
+		ps.Fg, ps.Bg, ps.UnderlineColor = conv(ps.Fg), conv(ps.Bg), conv(ps.UnderlineColor)
+	}
+	if ps.IsZero() {
+		return ""
+	}
+	return ps.String()
 }
 
 // stateStyle is the colour of a connection state.
@@ -101,8 +138,11 @@ func sgrOf(st lipgloss.Style) sgr {
 	return sgr{pre: out[:i], post: out[i+1:]}
 }
 
-// NewStyles builds the console's styles from t.
-func NewStyles(t themes.Theme, gen int) *Styles {
+// NewStyles builds the console's styles from t. Programs' colours are
+// kept, but mapped to the terminal's own 16 under the ansi theme (whose
+// point is the terminal's palette), and dropped when noColor is set
+// (NO_COLOR).
+func NewStyles(t themes.Theme, gen int, noColor bool) *Styles {
 	c := t.Colors
 	fg := func(col color.Color) lipgloss.Style {
 		if col == nil {
@@ -117,6 +157,12 @@ func NewStyles(t themes.Theme, gen int) *Styles {
 		return s.Background(col)
 	}
 	s := &Styles{Theme: t, gen: gen}
+	switch {
+	case noColor:
+		s.colors = colorsNone
+	case t.Name == "ansi":
+		s.colors = colorsBasic
+	}
 	s.Text = fg(c.Text)
 	s.Muted = fg(c.Muted)
 	s.Accent = fg(c.Accent)
@@ -129,6 +175,7 @@ func NewStyles(t themes.Theme, gen int) *Styles {
 	s.Pane.Title = fg(c.Text).Bold(true)
 	s.Pane.TitleFocused = fg(c.Focus).Bold(true)
 	s.Pane.Command = fg(c.Muted)
+	s.Pane.CommandLine = fg(c.Accent).Bold(true)
 	s.Pane.Stdout = fg(c.Text)
 	s.Pane.Stderr = fg(c.Stderr)
 	s.Pane.Heading = fg(c.Accent).Bold(true)
@@ -172,7 +219,7 @@ func NewStyles(t themes.Theme, gen int) *Styles {
 	s.Help.FullDesc = fg(c.Text)
 	s.Help.FullSeparator = fg(c.Border)
 
-	for k := lineOut; k <= lineHeadOdd; k++ {
+	for k := range engine.Kinds {
 		s.lines[k] = sgrOf(lineStyle(s, k))
 	}
 

@@ -13,9 +13,9 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
-	"github.com/rexconsole/rex/internal/cas"
 	"github.com/rexconsole/rex/internal/commands"
 	"github.com/rexconsole/rex/internal/fanout"
+	"github.com/rexconsole/rex/tui/engine"
 )
 
 // pushFunc and pullFunc are how /push and /pull do their work
@@ -25,63 +25,28 @@ type (
 	pullFunc func(ctx context.Context, app *commands.App, t fanout.Target, remoteDir, localDir string, opts commands.SyncOptions) (commands.PullResult, fanout.EachResult)
 )
 
-// syncState is a /push or /pull on one target, as its pane shows it.
-// The pane's mu guards it.
-type syncState struct {
-	pull  bool
-	local string // the local directory (pull: where the tree is written)
-	phase commands.SyncPhase
-	moved cas.Progress
-	// end says how the sync ended when it ended well ("done", "up to
-	// date") or with conflicts; failures show as their result does.
-	end   string
-	endOK bool
-}
-
 // syncRowCount is how many rows a sync pane's progress takes: what it is
 // doing, then a bar.
 const syncRowCount = 2
 
 func (p *outputPane) syncHeight() int {
-	if p.sync == nil {
+	if _, ok := p.sync(); !ok {
 		return 0
 	}
 	return min(syncRowCount, max(0, p.h-2))
 }
 
-// setSync records a sync's progress; it runs on the sync's goroutines.
-func (p *outputPane) setSync(sp commands.SyncProgress, now time.Time) {
-	p.mu.Lock()
-	if p.phase == phaseWaiting {
-		p.phase, p.started = phaseRunning, now
-	}
-	p.sync.phase, p.sync.moved = sp.Phase, sp.Progress
-	p.mu.Unlock()
-	p.sb.touch()
-}
-
-// endSync records how a sync ended before its result arrives.
-func (p *outputPane) endSync(end string, ok bool) {
-	p.mu.Lock()
-	p.sync.end, p.sync.endOK = end, ok
-	p.mu.Unlock()
-}
-
 // syncEnd returns how to draw the header of a finished sync pane, or nil
 // when the pane is not one or its result says it better (a failure).
 func (p *outputPane) syncEnd() func(st *Styles, r *fanout.Result) []boxSeg {
-	if p.sync == nil {
+	s, ok := p.sync()
+	if !ok || s.End == "" {
 		return nil
 	}
-	p.mu.Lock()
-	end, ok := p.sync.end, p.sync.endOK
-	p.mu.Unlock()
-	if end == "" {
-		return nil
-	}
+	end, good := s.End, s.EndOK
 	return func(st *Styles, r *fanout.Result) []boxSeg {
 		style := st.Pane.ExitOK
-		if !ok {
+		if !good {
 			style = st.Pane.ExitFail
 		}
 		segs := []boxSeg{}
@@ -95,20 +60,18 @@ func (p *outputPane) syncEnd() func(st *Styles, r *fanout.Result) []boxSeg {
 // syncRows draws a sync's progress w cells wide: a line saying what it
 // does, and a bar.
 func (p *outputPane) syncRows(c *paneCtx, w int) []string {
-	p.mu.Lock()
-	s := *p.sync
-	ph, r := p.phase, p.result
-	p.mu.Unlock()
+	s, _ := p.sync()
+	ph, _, r := p.run.Status()
 	conn := ""
 	if c.states != nil {
-		conn = string(c.states.Get(p.target).State)
+		conn = string(c.states.Get(p.run.Target).State)
 	}
-	text, frac := syncText(s, p.target, conn, ph == phaseDone, r)
+	text, frac := syncText(s, p.run.Target, conn, ph == engine.Done, r)
 	st := c.st
 	style := st.Pane.Info
-	if ph == phaseDone {
+	if ph == engine.Done {
 		style = st.Pane.ExitOK
-		if !s.endOK {
+		if !s.EndOK {
 			style = st.Pane.ExitFail
 		}
 	}
@@ -117,30 +80,30 @@ func (p *outputPane) syncRows(c *paneCtx, w int) []string {
 
 // syncText says what a sync is doing, and how far along it is (0 to 1).
 // conn is the target's connection state; done and r say how it ended.
-func syncText(s syncState, target, conn string, done bool, r *fanout.Result) (string, float64) {
-	moved := s.moved.Blobs + s.moved.Trees
+func syncText(s engine.SyncState, target, conn string, done bool, r *fanout.Result) (string, float64) {
+	moved := s.Moved.Blobs + s.Moved.Trees
 	frac := 0.0
 	switch {
-	case s.phase == commands.SyncMoving && !s.moved.Walking && s.moved.TotalBytes > 0:
-		frac = float64(s.moved.Bytes) / float64(s.moved.TotalBytes)
-	case s.phase == commands.SyncMoving && !s.moved.Walking && s.moved.TotalObjects > 0:
-		frac = float64(moved) / float64(s.moved.TotalObjects)
-	case s.phase >= commands.SyncMerging:
+	case s.Phase == commands.SyncMoving && !s.Moved.Walking && s.Moved.TotalBytes > 0:
+		frac = float64(s.Moved.Bytes) / float64(s.Moved.TotalBytes)
+	case s.Phase == commands.SyncMoving && !s.Moved.Walking && s.Moved.TotalObjects > 0:
+		frac = float64(moved) / float64(s.Moved.TotalObjects)
+	case s.Phase >= commands.SyncMerging:
 		frac = 1
 	}
 	frac = min(1, max(0, frac))
 	verb, past, base := "sending", "sent", "send"
-	if s.pull {
+	if s.Pull {
 		verb, past, base = "receiving", "received", "receive"
 	}
 	if done {
 		switch {
-		case s.end != "" && s.endOK && moved > 0:
-			return fmt.Sprintf("%s · %s %s · %s", s.end, past, plural(moved, "object", "objects"), commands.HumanBytes(s.moved.Bytes)), 1
-		case s.end != "" && s.endOK:
-			return fmt.Sprintf("%s · nothing to %s", s.end, base), 1
-		case s.end != "":
-			return s.end, 1
+		case s.End != "" && s.EndOK && moved > 0:
+			return fmt.Sprintf("%s · %s %s · %s", s.End, past, plural(moved, "object", "objects"), commands.HumanBytes(s.Moved.Bytes)), 1
+		case s.End != "" && s.EndOK:
+			return fmt.Sprintf("%s · nothing to %s", s.End, base), 1
+		case s.End != "":
+			return s.End, 1
 		case r != nil && r.Unreachable:
 			return "unreachable", frac
 		case r != nil && r.Err != nil && strings.HasPrefix(r.Err.Error(), "cancelled"):
@@ -148,12 +111,12 @@ func syncText(s syncState, target, conn string, done bool, r *fanout.Result) (st
 		}
 		return "failed", frac
 	}
-	switch s.phase {
+	switch s.Phase {
 	case commands.SyncReading:
-		if s.pull {
+		if s.Pull {
 			return "reading the tree on " + target, 0
 		}
-		return "reading " + s.local, 0
+		return "reading " + s.Local, 0
 	case commands.SyncConnecting:
 		switch conn {
 		case stateConnecting:
@@ -163,21 +126,21 @@ func syncText(s syncState, target, conn string, done bool, r *fanout.Result) (st
 		}
 		return "waiting for " + target, 0
 	case commands.SyncAsking:
-		if s.pull {
+		if s.Pull {
 			return "finding what is missing here", 0
 		}
-		return fmt.Sprintf("asking what %s lacks · %s", target, plural(s.moved.Queries, "query", "queries")), 0
+		return fmt.Sprintf("asking what %s lacks · %s", target, plural(s.Moved.Queries, "query", "queries")), 0
 	case commands.SyncMoving:
-		if s.moved.Walking {
+		if s.Moved.Walking {
 			return fmt.Sprintf("%s directories · %d so far", verb, moved), 0
 		}
-		return fmt.Sprintf("%s %d/%d objects · %s/%s", verb, moved, s.moved.TotalObjects,
-			commands.HumanBytes(s.moved.Bytes), commands.HumanBytes(s.moved.TotalBytes)), frac
+		return fmt.Sprintf("%s %d/%d objects · %s/%s", verb, moved, s.Moved.TotalObjects,
+			commands.HumanBytes(s.Moved.Bytes), commands.HumanBytes(s.Moved.TotalBytes)), frac
 	case commands.SyncMerging:
 		return "merging with the local changes", frac
 	case commands.SyncWriting:
-		if s.pull {
-			return "writing " + s.local, frac
+		if s.Pull {
+			return "writing " + s.Local, frac
 		}
 		return "writing the tree on " + target, frac
 	}
@@ -300,9 +263,9 @@ func (m *Model) cmdPush(args []string) tea.Cmd {
 		return nil
 	}
 	display := "push " + spec.LocalDir + " " + spec.RemoteDir
-	t := m.newTask(spec.Targets, display, targets)
-	for _, p := range t.panes {
-		p.sync = &syncState{local: spec.LocalDir}
+	t := m.newTask(spec.Targets, display, targets, false)
+	for _, r := range t.Runs {
+		r.StartSync(engine.SyncState{Local: spec.LocalDir})
 	}
 	app, now, push := m.app, m.now, m.push
 	remote := spec.RemoteDir
@@ -310,16 +273,16 @@ func (m *Model) cmdPush(args []string) tea.Cmd {
 		log := newResultLog(onEvent)
 		_, err := push(ctx, app, local, remote, targets, commands.SyncOptions{
 			Progress: func(target string, sp commands.SyncProgress) {
-				if p := t.byName[target]; p != nil {
-					p.setSync(sp, now())
+				if r := t.Run(target); r != nil {
+					r.SetSync(sp, now())
 				}
 			},
 			Pushed: func(po commands.PushOutcome) {
-				p := t.byName[po.Target]
+				p := t.Run(po.Target)
 				if p == nil {
 					return
 				}
-				r := &fanout.Result{Target: po.Target, Duration: now().Sub(t.started), Unreachable: po.Unreachable}
+				r := &fanout.Result{Target: po.Target, Duration: now().Sub(t.Started), Unreachable: po.Unreachable}
 				if po.Err != nil {
 					r.Err = cancelled(ctx, po.Err, "run /push again to finish")
 					// Stopped, not unreachable, when ctrl+c cut the connecting.
@@ -329,8 +292,8 @@ func (m *Model) cmdPush(args []string) tea.Cmd {
 					if po.UpToDate() {
 						end = "up to date"
 					}
-					p.endSync(end, true)
-					p.sb.Note(lineOut, po.Line())
+					p.EndSync(end, true)
+					p.Buf.Note(engine.Out, po.Line())
 					r.ExitCode = new(int)
 				}
 				log.event(fanout.Event{Target: po.Target, Kind: fanout.EventResult, Result: r})
@@ -340,10 +303,10 @@ func (m *Model) cmdPush(args []string) tea.Cmd {
 			// Nothing was sent anywhere: each pane says why.
 			for _, tg := range targets {
 				log.event(fanout.Event{Target: tg.Name, Kind: fanout.EventResult,
-					Result: &fanout.Result{Target: tg.Name, Err: cancelled(ctx, err, ""), Duration: now().Sub(t.started)}})
+					Result: &fanout.Result{Target: tg.Name, Err: cancelled(ctx, err, ""), Duration: now().Sub(t.Started)}})
 			}
 		}
-		return log.summary(targets, now().Sub(t.started))
+		return log.summary(targets, now().Sub(t.Started))
 	})
 	return m.ensureTick()
 }
@@ -380,37 +343,37 @@ func (m *Model) cmdPull(args []string) tea.Cmd {
 	}
 	tg := targets[0]
 	display := "pull " + spec.RemoteDir + " " + spec.LocalDir
-	t := m.newTask(spec.Target, display, targets)
-	p := t.panes[0]
-	p.sync = &syncState{pull: true, local: spec.LocalDir}
+	t := m.newTask(spec.Target, display, targets, false)
+	p := t.Runs[0]
+	p.StartSync(engine.SyncState{Pull: true, Local: spec.LocalDir})
 	app, now, pull := m.app, m.now, m.pull
 	remote := spec.RemoteDir
 	m.runJob(t, func(ctx context.Context, onEvent func(fanout.Event)) *fanout.Summary {
 		log := newResultLog(onEvent)
 		res, er := pull(ctx, app, tg, remote, local, commands.SyncOptions{
-			Progress: func(_ string, sp commands.SyncProgress) { p.setSync(sp, now()) },
+			Progress: func(_ string, sp commands.SyncProgress) { p.SetSync(sp, now()) },
 		})
-		r := &fanout.Result{Target: tg.Name, Duration: now().Sub(t.started), Unreachable: er.Unreachable}
+		r := &fanout.Result{Target: tg.Name, Duration: now().Sub(t.Started), Unreachable: er.Unreachable}
 		if er.Err != nil {
 			r.Err = cancelled(ctx, er.Err, "")
 			r.Unreachable = r.Unreachable && r.Err == er.Err
 		} else {
 			// The operator typed the local directory; say it their way.
 			res.LocalDir = spec.LocalDir
-			p.sb.Note(lineOut, res.Line())
+			p.Buf.Note(engine.Out, res.Line())
 			for _, l := range res.ConflictLines() {
-				p.sb.Note(lineErr, l)
+				p.Buf.Note(engine.Err, l)
 			}
 			if cerr := res.ConflictError(); cerr != nil {
-				p.endSync(plural(len(res.Conflicts), "conflict", "conflicts"), false)
+				p.EndSync(plural(len(res.Conflicts), "conflict", "conflicts"), false)
 				r.Err = cerr
 			} else {
-				p.endSync("done", true)
+				p.EndSync("done", true)
 				r.ExitCode = new(int)
 			}
 		}
 		log.event(fanout.Event{Target: tg.Name, Kind: fanout.EventResult, Result: r})
-		return log.summary(targets, now().Sub(t.started))
+		return log.summary(targets, now().Sub(t.Started))
 	})
 	return m.ensureTick()
 }
@@ -420,15 +383,4 @@ func firstName(targets []fanout.Target, none string) string {
 		return none
 	}
 	return targets[0].Name
-}
-
-// runJob runs a task's job in the background; the frame tick draws it.
-func (m *Model) runJob(t *task, job jobFunc) {
-	now := m.now
-	go func() {
-		defer t.cancel()
-		s := job(t.ctx, t.onEvent(now))
-		t.finish(s)
-		m.signal.mark()
-	}()
 }

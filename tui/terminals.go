@@ -77,7 +77,7 @@ func (m *Model) cmdAttach(args []string) tea.Cmd {
 		t.panes = append(t.panes, p)
 		m.panes = append(m.panes, p)
 	}
-	m.zoom, m.gatherTask = false, nil
+	m.zoom, m.gather = false, nil
 	m.setFocus(first, true)
 	// Size the panes before their terminals open, so that programs start
 	// at the size they are drawn at.
@@ -378,7 +378,7 @@ func (m *Model) cmdFocus(args []string) tea.Cmd {
 		m.fail(fmt.Errorf("/focus %s: no pane has that number or target; the panes are 1 to %d", args[0], len(m.panes)))
 		return nil
 	}
-	m.gatherTask = nil
+	m.gather, m.gatherOn = nil, false
 	m.setFocus(i, true)
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rexconsole/rex/internal/commands"
 	"github.com/rexconsole/rex/internal/fanout"
+	"github.com/rexconsole/rex/tui/engine"
 )
 
 // toolUsage is `rex tool`'s synopsis as the console spells it.
@@ -96,30 +97,30 @@ func (m *Model) toolRun(args []string) tea.Cmd {
 	}
 	display := "tool " + spec.ID
 	app, now := m.app, m.now
-	var t *task
+	var t *engine.Task
 	job := func(ctx context.Context, onEvent func(fanout.Event)) *fanout.Summary {
 		log := newResultLog(onEvent)
 		_, err := commands.RunTool(ctx, app, spec, targets, commands.ToolRunOptions{
 			OnEvent: log.event,
 			OnTrace: func(target, text string) {
-				if p := t.byName[target]; p != nil {
-					p.sb.Note(lineNote, "trace:\n"+strings.TrimRight(text, "\n"))
+				if r := t.Run(target); r != nil {
+					r.Buf.Note(engine.Note, "trace:\n"+strings.TrimRight(text, "\n"))
 				}
 			},
 		})
 		if err != nil {
 			for _, tg := range targets {
 				log.event(fanout.Event{Target: tg.Name, Kind: fanout.EventResult,
-					Result: &fanout.Result{Target: tg.Name, Err: err, Duration: now().Sub(t.started)}})
+					Result: &fanout.Result{Target: tg.Name, Err: err, Duration: now().Sub(t.Started)}})
 			}
 		}
-		return log.summary(targets, now().Sub(t.started))
+		return log.summary(targets, now().Sub(t.Started))
 	}
 	if len(targets) == 0 {
 		m.fail(fmt.Errorf("/tool run: %s names no targets; add devices to it first", spec.Targets))
 		return nil
 	}
-	t = m.newTask(spec.Targets, display, targets)
+	t = m.newTask(spec.Targets, display, targets, false)
 	m.runJob(t, job)
 	return m.ensureTick()
 }

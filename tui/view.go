@@ -62,8 +62,8 @@ func (m *Model) geometry() geometry {
 	g.sidebar = rect{0, 0, sb, g.msgY}
 	g.main = rect{sb, 0, w - sb, g.msgY}
 	switch {
-	case m.gatherTask != nil && m.gatherTask.gather != nil:
-		g.panes = []placed{{idx: -1, pane: m.gatherTask.gather, r: g.main}}
+	case m.gather != nil && m.gather.pane != nil:
+		g.panes = []placed{{idx: -1, pane: m.gather.pane, r: g.main}}
 	case len(m.panes) == 0:
 	case m.zoom:
 		g.panes = []placed{{idx: m.focus, pane: m.panes[m.focus], r: g.main}}
@@ -306,7 +306,7 @@ func (m *Model) statusView(g geometry, w int) string {
 		}
 	}
 	switch {
-	case m.gatherTask != nil:
+	case m.gather != nil:
 		parts = append(parts, "gathered")
 	case m.zoom:
 		parts = append(parts, "zoomed")
@@ -329,7 +329,7 @@ func (m *Model) statusView(g geometry, w int) string {
 	left := st.Status.Render(" ") + hm.ShortHelpView(m.keys.ShortHelp())
 	if p := m.keyPane(); p != nil {
 		left = st.StatusRight.Render(fit(m.attachedHelp(p), max(0, w-rw)))
-	} else if p := m.focusedTerm(); p != nil && m.search == nil && m.gatherTask == nil {
+	} else if p := m.focusedTerm(); p != nil && m.search == nil && m.gather == nil {
 		left = st.Status.Render(fit(m.termHelp(p), max(0, w-rw)))
 	}
 	lw := ansi.StringWidth(left)
