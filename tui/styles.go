@@ -36,15 +36,15 @@ type Styles struct {
 		Command       lipgloss.Style
 		// CommandLine heads a command in a target's pane: "❯ free -m · 14:02:11".
 		CommandLine lipgloss.Style
-		Stdout        lipgloss.Style
-		Stderr        lipgloss.Style
-		Heading       lipgloss.Style // a group heading in the gathered view
-		HeadingOdd    lipgloss.Style // a group that differs from the most common output
-		Info          lipgloss.Style
-		Match         lipgloss.Style
-		Running       lipgloss.Style
-		ExitOK        lipgloss.Style
-		ExitFail      lipgloss.Style
+		Stdout      lipgloss.Style
+		Stderr      lipgloss.Style
+		Heading     lipgloss.Style // a group heading in the gathered view
+		HeadingOdd  lipgloss.Style // a group that differs from the most common output
+		Info        lipgloss.Style
+		Match       lipgloss.Style
+		Running     lipgloss.Style
+		ExitOK      lipgloss.Style
+		ExitFail    lipgloss.Style
 		// Broadcast marks the terminal panes that receive every keystroke.
 		Broadcast lipgloss.Style
 	}
