@@ -161,14 +161,20 @@ func (c *console) run(line string, want ...string) string {
 	return c.waitFor(want...)
 }
 
-// quit leaves the console and checks that the terminal is the shell's
-// again: its prompt back, the alternate screen gone.
+// quit leaves the console — answering yes when it asks because work
+// still runs — and checks that the terminal is the shell's again: its
+// prompt back, the alternate screen gone.
 func (c *console) quit() {
 	c.t.Helper()
 	c.sendLine("/quit")
 	deadline := time.Now().Add(15 * time.Second)
+	answered := false
 	for {
 		s := c.screen()
+		if !answered && strings.Contains(s, "Quit rex?") {
+			c.keys("y")
+			answered = true
+		}
 		alt := strings.TrimSpace(c.tmux(nil, "display-message", "-p", "-t", "rex", "#{alternate_on}"))
 		if alt == "0" && strings.Contains(s, promptMark) && !strings.Contains(s, "local ❯") && !strings.Contains(s, "╭─") {
 			break

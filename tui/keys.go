@@ -17,6 +17,7 @@ type KeyMap struct {
 	Cancel key.Binding
 	Help   key.Binding
 	Escape key.Binding
+	Tasks  key.Binding
 
 	// Command line
 	Submit      key.Binding
@@ -63,6 +64,7 @@ func DefaultKeyMap() KeyMap {
 		Cancel: b("ctrl+c", "cancel task", "ctrl+c"),
 		Help:   b("f1", "help", "f1"),
 		Escape: b("esc", "close / back", "esc"),
+		Tasks:  b("f3", "task list", "f3"),
 
 		Submit:      b("enter", "run", "enter"),
 		Complete:    b("tab", "complete", "tab"),
@@ -104,7 +106,7 @@ func (k KeyMap) ShortHelp() []key.Binding {
 // FullHelp is the help overlay's columns.
 func (k KeyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
-		{k.Submit, k.Complete, k.HistoryPrev, k.HistoryNext, k.Cancel, k.Help, k.Escape, k.Quit},
+		{k.Submit, k.Complete, k.HistoryPrev, k.HistoryNext, k.Cancel, k.Help, k.Tasks, k.Escape, k.Quit},
 		{k.NextPane, k.PrevPane, k.Zoom, k.Gather, k.Search, k.Clear},
 		{k.PageUp, k.PageDown, k.LineUp, k.LineDown, k.Top, k.Bottom, k.TargetPrev, k.TargetNext},
 		{k.Detach, k.EnterPane, k.Broadcast, k.FullScreen, k.TermScrollUp, k.TermScrollDown},
@@ -116,7 +118,7 @@ func bindingHelp(b key.Binding) string { return b.Help().Key }
 // actions names the bindings config.toml may change.
 func (k *KeyMap) actions() map[string]*key.Binding {
 	return map[string]*key.Binding{
-		"quit": &k.Quit, "cancel": &k.Cancel, "help": &k.Help, "escape": &k.Escape,
+		"quit": &k.Quit, "cancel": &k.Cancel, "help": &k.Help, "escape": &k.Escape, "tasks": &k.Tasks,
 		"submit": &k.Submit, "complete": &k.Complete,
 		"history_prev": &k.HistoryPrev, "history_next": &k.HistoryNext,
 		"next_pane": &k.NextPane, "prev_pane": &k.PrevPane, "zoom": &k.Zoom,

@@ -21,6 +21,7 @@ import (
 	"github.com/rexconsole/rex/internal/commands"
 	"github.com/rexconsole/rex/internal/fanout"
 	"github.com/rexconsole/rex/themes"
+	"github.com/rexconsole/rex/tui/dialog"
 	"github.com/rexconsole/rex/tui/engine"
 )
 
@@ -165,6 +166,7 @@ type Model struct {
 	broadcast *termTask   // the terminals every keystroke goes to, or nil
 
 	msg      message
+	dialogs  dialog.Stack // the dialogs over the main view, the front one last
 	helpOpen bool
 	helpTop  int
 	search   *searchState
@@ -346,6 +348,9 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 			m.onWheel(msg)
 		}
 	case tea.PasteMsg:
+		if m.dialogs.Len() > 0 {
+			return nil
+		}
 		if p := m.keyPane(); p != nil {
 			for _, tp := range m.keyTargets(p) {
 				tp.sendPaste(msg.Content)
@@ -391,6 +396,14 @@ func (m *Model) onFrame(time.Time) tea.Cmd {
 	}
 	if ended {
 		m.tasks.Retain(retainFactor*m.cfg.Scrollback, m.shown)
+	}
+	m.refreshTasks()
+	if d, ok := m.dialogs.Get(quitDialog).(*dialog.Confirm); ok {
+		if text := m.runningWork(); text != nil {
+			d.SetText(text)
+		} else {
+			d.SetText([]string{"Nothing runs any more."})
+		}
 	}
 	if m.gather != nil {
 		m.gather.refresh(now, &m.keys, m)
@@ -478,6 +491,9 @@ func errorText(err error) string {
 // typed, then pane keys, then the command line.
 func (m *Model) onKey(msg tea.KeyPressMsg) tea.Cmd {
 	k := &m.keys
+	if m.dialogs.Len() > 0 {
+		return m.dialogKey(msg)
+	}
 	if m.helpOpen {
 		return m.helpKey(msg)
 	}
@@ -493,11 +509,14 @@ func (m *Model) onKey(msg tea.KeyPressMsg) tea.Cmd {
 	}
 	switch {
 	case key.Matches(msg, k.Quit):
-		return m.quit()
+		return m.requestQuit()
 	case key.Matches(msg, k.Cancel):
 		return m.interrupt()
 	case key.Matches(msg, k.Help):
 		m.helpOpen, m.helpTop = true, 0
+		return nil
+	case key.Matches(msg, k.Tasks):
+		m.openTasks()
 		return nil
 	}
 	if m.search != nil {
@@ -586,7 +605,7 @@ func (m *Model) interrupt() tea.Cmd {
 		return nil
 	}
 	if !m.lastIdleCtrlC.IsZero() && now.Sub(m.lastIdleCtrlC) <= quitWindow && now.Sub(m.lastCancel) > quitAfterCancel {
-		return m.quit()
+		return m.requestQuit()
 	}
 	m.lastIdleCtrlC = now
 	m.info("press ctrl+c again to quit (or ctrl+q, or /quit); ctrl+c stops the focused pane's task")
@@ -634,7 +653,8 @@ func (m *Model) helpKey(msg tea.KeyPressMsg) tea.Cmd {
 	k := &m.keys
 	switch {
 	case key.Matches(msg, k.Quit):
-		return m.quit()
+		m.helpOpen = false
+		return m.requestQuit()
 	case key.Matches(msg, k.Escape, k.Help, k.Cancel, k.Submit):
 		m.helpOpen = false
 	case key.Matches(msg, k.PageDown):

@@ -5,7 +5,7 @@ import tea "charm.land/bubbletea/v2"
 // onClick focuses the pane under the mouse, or makes the sidebar entry
 // under it the target.
 func (m *Model) onClick(msg tea.MouseClickMsg) {
-	if msg.Button != tea.MouseLeft || m.helpOpen {
+	if msg.Button != tea.MouseLeft || m.helpOpen || m.dialogs.Len() > 0 {
 		return
 	}
 	g := m.geo

@@ -48,7 +48,8 @@ func slashCommands() []slashCmd {
 		{"zoom", "", "show the focused pane alone, or all panes again (ctrl+o)", (*Model).cmdZoom},
 		{"find", "TEXT", "search the focused pane; lower case ignores case (ctrl+f)", (*Model).cmdFind},
 		{"help", "", "show the commands and keys (f1)", (*Model).cmdHelp},
-		{"quit", "", "leave the console, stopping running tasks (ctrl+q)", (*Model).cmdQuit},
+		{"tasks", "[N]", "every command run this session with its status; N opens one again (f3)", (*Model).cmdTasks},
+		{"quit", "", "leave the console; asks first while tasks run or terminals are open (ctrl+q)", (*Model).cmdQuit},
 	}
 }
 
@@ -428,5 +429,5 @@ func (m *Model) cmdHelp(args []string) tea.Cmd {
 }
 
 func (m *Model) cmdQuit(args []string) tea.Cmd {
-	return m.quit()
+	return m.requestQuit()
 }

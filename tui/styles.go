@@ -10,6 +10,7 @@ import (
 	uv "github.com/charmbracelet/ultraviolet"
 
 	"github.com/rexconsole/rex/themes"
+	"github.com/rexconsole/rex/tui/dialog"
 	"github.com/rexconsole/rex/tui/engine"
 )
 
@@ -75,6 +76,9 @@ type Styles struct {
 	Placeholder lipgloss.Style
 
 	Help help.Styles
+
+	// Dialog styles the dialogs over the main view.
+	Dialog dialog.Styles
 
 	// lines are the line kinds' styles as raw escape sequences, so that a
 	// line is drawn by concatenation: lipgloss's Render is general and
@@ -221,6 +225,19 @@ func NewStyles(t themes.Theme, gen int, noColor bool) *Styles {
 
 	for k := range engine.Kinds {
 		s.lines[k] = sgrOf(lineStyle(s, k))
+	}
+
+	s.Dialog = dialog.Styles{
+		Border:       fg(c.Focus),
+		Title:        fg(c.Accent).Bold(true),
+		Text:         fg(c.Text),
+		Muted:        fg(c.Muted),
+		Button:       bg(fg(c.StatusText), c.StatusBg),
+		ButtonActive: bg(fg(c.SelectionText), c.SelectionBg).Bold(true),
+		Selected:     bg(fg(c.SelectionText), c.SelectionBg).Bold(true),
+		OK:           fg(c.Success),
+		Fail:         fg(c.Error),
+		Running:      fg(c.Warning),
 	}
 
 	s.Input = fg(c.Text)

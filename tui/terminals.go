@@ -274,7 +274,7 @@ func (m *Model) forgetTerm(p *ptyPane) {
 // took the event.
 func (m *Model) terminalMouse(kind mouseKind, ev tea.Mouse) bool {
 	p := m.keyPane()
-	if p == nil || !m.cfg.mouse() || m.helpOpen {
+	if p == nil || !m.cfg.mouse() || m.helpOpen || m.dialogs.Len() > 0 {
 		return false
 	}
 	for _, pl := range m.geo.panes {

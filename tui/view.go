@@ -100,6 +100,9 @@ func (m *Model) relayout() tea.Cmd {
 	if m.helpOpen {
 		m.helpTop = min(m.helpTop, max(0, len(m.helpLines(m.width-4))-(g.main.h-2)))
 	}
+	for _, d := range m.dialogs.All() {
+		d.SetSize(min(m.width-2, 110), g.main.h)
+	}
 	return tea.Batch(cmds...)
 }
 
@@ -156,6 +159,7 @@ func (m *Model) render() (string, *tea.Cursor) {
 			lines = append(lines, line)
 		}
 	}
+	lines = m.overlayDialogs(lines, w, g.main.h)
 	msg := m.messageLines(w)
 	if len(msg) > g.msgH {
 		msg = msg[len(msg)-g.msgH:]
@@ -171,9 +175,10 @@ func (m *Model) render() (string, *tea.Cursor) {
 	lines = append(lines, m.statusView(g, w))
 
 	var cursor *tea.Cursor
-	if c, ok := m.paneCursor(g); ok && !m.helpOpen {
+	covered := m.helpOpen || m.dialogs.Len() > 0
+	if c, ok := m.paneCursor(g); ok && !covered {
 		cursor = c // the program's, where it put it
-	} else if !m.helpOpen {
+	} else if !covered {
 		cursor = tea.NewCursor(pw+cx, g.prompt)
 		cursor.Color = m.st.Theme.Colors.Focus
 	}
@@ -327,7 +332,9 @@ func (m *Model) statusView(g geometry, w int) string {
 	hm := m.help
 	hm.SetWidth(max(0, w-rw-1))
 	left := st.Status.Render(" ") + hm.ShortHelpView(m.keys.ShortHelp())
-	if p := m.keyPane(); p != nil {
+	if d := m.dialogs.Front(); d != nil {
+		left = st.Status.Render(" ") + hm.ShortHelpView(d.Help())
+	} else if p := m.keyPane(); p != nil {
 		left = st.StatusRight.Render(fit(m.attachedHelp(p), max(0, w-rw)))
 	} else if p := m.focusedTerm(); p != nil && m.search == nil && m.gather == nil {
 		left = st.Status.Render(fit(m.termHelp(p), max(0, w-rw)))
