@@ -254,9 +254,10 @@ func (e *testEnv) settle() {
 	deadline := time.After(10 * time.Second)
 	for _, tk := range e.m.tasks.List() {
 		if tk.Command == "sleep" && !tk.Cancelled() && !tk.Done() {
-			// It runs until cancelled: wait until it has started.
+			// It runs until cancelled: wait until it has started and
+			// said so (fakeFleet prints "sleeping"), or failed to.
 			for _, r := range tk.Runs {
-				for ph, _, _ := r.Status(); ph == engine.Waiting; ph, _, _ = r.Status() {
+				for ph, _, _ := r.Status(); ph == engine.Waiting || ph == engine.Running && r.Buf.Len() == 0; ph, _, _ = r.Status() {
 					select {
 					case <-deadline:
 						e.t.Fatalf("task %q did not start", tk.Command)
