@@ -286,7 +286,9 @@ func (e *testEnv) runDevice(line string) {
 }
 
 // runCmd runs a command and feeds back what it returns, batches
-// included, skipping the frame tick.
+// included, skipping the frame tick and resize ticks (they come back
+// within a fraction of a second; a verb may take longer on a busy
+// machine, and is waited for).
 func (e *testEnv) runCmd(cmd tea.Cmd) {
 	e.t.Helper()
 	if cmd == nil {
@@ -297,15 +299,15 @@ func (e *testEnv) runCmd(cmd tea.Cmd) {
 	var msg tea.Msg
 	select {
 	case msg = <-done:
-	case <-time.After(100 * time.Millisecond):
-		return // a tick: not needed here
+	case <-time.After(30 * time.Second):
+		e.t.Fatal("a command the console returned never finished")
 	}
 	switch msg := msg.(type) {
 	case tea.BatchMsg:
 		for _, c := range msg {
 			e.runCmd(c)
 		}
-	case nil, frameMsg:
+	case nil, frameMsg, resizeDueMsg:
 	default:
 		_, next := e.m.Update(msg)
 		e.runCmd(next)
