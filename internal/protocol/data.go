@@ -7,10 +7,10 @@ import (
 	"unicode/utf8"
 )
 
-// EncodeData chooses the wire form of b: utf8 when b is valid UTF-8,
-// otherwise base64.
+// EncodeData chooses the wire form of b: utf8 when b is valid UTF-8 that
+// JSON escaping does not make longer than base64, otherwise base64.
 func EncodeData(b []byte) (data, encoding string) {
-	if utf8.Valid(b) {
+	if asText(b) {
 		return string(b), EncodingUTF8
 	}
 	return base64.StdEncoding.EncodeToString(b), EncodingBase64

@@ -17,7 +17,8 @@ import (
 
 // AppendOutputEvent appends the NDJSON line of an output event (method is
 // exec.stdout, exec.stderr or pty.output), newline included. data is the
-// raw payload; it is sent as utf8 when valid, else base64.
+// raw payload; it is sent as utf8 when that is valid and no longer than
+// base64, else as base64 (see asText).
 func AppendOutputEvent(dst []byte, method string, ev *OutputEvent, data []byte) []byte {
 	dst = append(dst, `{"jsonrpc":"2.0","method":`...)
 	dst = appendString(dst, method)
@@ -33,7 +34,7 @@ func AppendOutputEvent(dst []byte, method string, ev *OutputEvent, data []byte) 
 	dst = strconv.AppendUint(dst, ev.Seq, 10)
 	dst = append(dst, `,"data":"`...)
 	enc := EncodingUTF8
-	if utf8.Valid(data) {
+	if asText(data) {
 		dst = appendEscaped(dst, data)
 	} else {
 		enc = EncodingBase64
@@ -57,6 +58,30 @@ func appendString(dst []byte, s string) []byte {
 }
 
 const hexDigits = "0123456789abcdef"
+
+// asText reports whether b travels as a utf8 JSON string: it must be valid
+// UTF-8, and escaped no longer than base64 would make it. Text with the
+// odd tab or quote stays readable; output full of control bytes (a stream
+// of NULs from /dev/zero is 6 bytes on the wire per byte as \u0000) goes
+// as base64's 4/3 instead.
+func asText(b []byte) bool {
+	budget := base64.StdEncoding.EncodedLen(len(b)) - len(b) // extra bytes escaping may add
+	for _, c := range b {
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		switch c {
+		case '"', '\\', '\n', '\r', '\t':
+			budget--
+		default:
+			budget -= 5 // \u00XX
+		}
+		if budget < 0 {
+			return false
+		}
+	}
+	return utf8.Valid(b)
+}
 
 // appendEscaped escapes valid UTF-8 for a JSON string: quote, backslash and
 // control characters; everything else is copied in runs.

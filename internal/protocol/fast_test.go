@@ -109,3 +109,47 @@ func FuzzParseOutputEvent(f *testing.F) {
 		}
 	})
 }
+
+// TestOutputEventsPickTheShorterEncoding (item 5): a payload goes as utf8
+// only when escaping it costs no more than base64's 4/3.
+func TestOutputEventsPickTheShorterEncoding(t *testing.T) {
+	tests := []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"text", []byte("hello, world\n"), EncodingUTF8},
+		{"text with tabs and quotes", []byte("a\tb \"c\" d\\e\nf g h i j k l\n"), EncodingUTF8},
+		{"nul bytes", make([]byte, 4096), EncodingBase64},
+		{"one nul", []byte{0}, EncodingBase64},
+		{"a nul in a long line", []byte("0123456789012345678901234567890123456789\x00\n"), EncodingUTF8},
+		{"newlines only", bytes.Repeat([]byte("\n"), 300), EncodingBase64},
+		{"invalid utf8", []byte{0xff, 'a'}, EncodingBase64},
+		{"empty", nil, EncodingUTF8},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ev := OutputEvent{SessionID: "s_1", ProcessID: "p_1", Seq: 1}
+			line := AppendOutputEvent(nil, EventExecStdout, &ev, tt.data)
+			_, got, data, ok := ParseOutputEvent(line)
+			if !ok || !bytes.Equal(data, tt.data) {
+				t.Fatalf("round trip of %q: ok=%v %q", tt.data, ok, data)
+			}
+			if got.Encoding != tt.want {
+				t.Errorf("%q went as %s, want %s", tt.data, got.Encoding, tt.want)
+			}
+			if d, enc := EncodeData(tt.data); enc != tt.want {
+				t.Errorf("EncodeData(%q) chose %s, want %s", tt.data, enc, tt.want)
+			} else if back, err := DecodeData(d, enc); err != nil || !bytes.Equal(back, tt.data) {
+				t.Errorf("EncodeData round trip: %q %v", back, err)
+			}
+			// Whatever was chosen is never longer than the other choice.
+			b64 := (len(tt.data) + 2) / 3 * 4
+			esc := len(appendEscaped(nil, tt.data))
+			n := len(line) - len(AppendOutputEvent(nil, EventExecStdout, &ev, nil)) - (len(got.Encoding) - len(EncodingUTF8))
+			if utf8.Valid(tt.data) && n > min(b64, esc) {
+				t.Errorf("%d bytes on the wire, the shorter choice is %d", n, min(b64, esc))
+			}
+		})
+	}
+}

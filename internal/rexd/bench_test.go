@@ -22,9 +22,10 @@ import (
 
 const streamBytes = 32 << 20
 
-// benchFiles writes a text file (lines of log-like text) and a binary file
-// (random bytes) of streamBytes each.
-func benchFiles(b *testing.B) (text, bin string) {
+// benchFiles writes a text file (lines of log-like text), a binary file
+// (random bytes) and a file of zero bytes (what `cat /dev/zero` streams:
+// valid UTF-8 that JSON must escape) of streamBytes each.
+func benchFiles(b *testing.B) (text, bin, zeros string) {
 	b.Helper()
 	dir := b.TempDir()
 	var buf bytes.Buffer
@@ -39,7 +40,9 @@ func benchFiles(b *testing.B) (text, bin string) {
 	rand.Read(raw)
 	bin = filepath.Join(dir, "bin")
 	os.WriteFile(bin, raw, 0o644)
-	return text, bin
+	zeros = filepath.Join(dir, "zeros")
+	os.WriteFile(zeros, make([]byte, streamBytes), 0o644)
+	return text, bin, zeros
 }
 
 func benchSession(b *testing.B) *rexclient.Session {
@@ -60,8 +63,8 @@ func benchSession(b *testing.B) *rexclient.Session {
 // BenchmarkStream measures stdout streamed through `rexd --stdio` into a Go
 // client, beside the same bytes read from a plain pipe (`cat FILE`).
 func BenchmarkStream(b *testing.B) {
-	text, bin := benchFiles(b)
-	for _, f := range []struct{ name, path string }{{"text", text}, {"binary", bin}} {
+	text, bin, zeros := benchFiles(b)
+	for _, f := range []struct{ name, path string }{{"text", text}, {"binary", bin}, {"zeros", zeros}} {
 		b.Run("rexd/"+f.name, func(b *testing.B) {
 			s := benchSession(b)
 			b.SetBytes(streamBytes)
@@ -80,6 +83,7 @@ func BenchmarkStream(b *testing.B) {
 					b.Fatalf("got %d bytes", n)
 				}
 			}
+			b.ReportMetric(float64(s.Client().BytesIn())/float64(int64(b.N)*streamBytes), "wire-bytes/byte")
 		})
 		b.Run("pipe/"+f.name, func(b *testing.B) {
 			b.SetBytes(streamBytes)

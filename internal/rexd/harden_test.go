@@ -188,3 +188,26 @@ func TestFSReadReadsToTheEnd(t *testing.T) {
 		t.Fatalf("/proc/self/status: size %d, content %q", res.Size, res.Content)
 	}
 }
+
+// TestZeroOutputTravelsAsBase64 (item 5): output of /dev/zero (valid
+// UTF-8 that would be 6 bytes a byte as JSON escapes) goes as base64, at
+// most 4/3 of its size on the wire.
+func TestZeroOutputTravelsAsBase64(t *testing.T) {
+	h := start(t)
+	sid := h.open()
+	const n = 1 << 20
+	out, _, exit := h.run(sid, protocol.ExecStartParams{Argv: []string{"head", "-c", fmt.Sprint(n), "/dev/zero"}})
+	if *exit.ExitCode != 0 || out != string(make([]byte, n)) {
+		t.Fatalf("exit %v, %d bytes", exit.ExitCode, len(out))
+	}
+	wire := 0
+	for _, e := range h.events("p_1", protocol.EventExecStdout) {
+		if e.Encoding != protocol.EncodingBase64 {
+			t.Fatalf("a chunk of zeros went as %s", e.Encoding)
+		}
+		wire += len(e.Data)
+	}
+	if wire > n*4/3+4*len(h.events("p_1", protocol.EventExecStdout)) {
+		t.Fatalf("%d payload bytes on the wire for %d bytes of output", wire, n)
+	}
+}
