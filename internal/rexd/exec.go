@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,10 +37,6 @@ func (c *conn) buildArgv(spec commandSpec, allowEmpty bool) ([]string, *protocol
 		if len(spec.argv) > 0 {
 			return nil, protocol.Errorf(protocol.CodeInvalidParams, nil, "give either argv or shell+command, not both")
 		}
-		if !c.srv.commandAllowed("/bin/sh") {
-			return nil, protocol.Errorf(protocol.CodeUnauthorized, map[string]string{"reason": "shell_not_allowed"},
-				"shell commands are not in this rexd's allow list; send argv instead")
-		}
 		return []string{"/bin/sh", "-c", spec.command}, nil
 	case spec.command != "":
 		return nil, protocol.Errorf(protocol.CodeInvalidParams, nil, "command is only used with shell: true; send argv for a plain command")
@@ -59,24 +54,7 @@ func (c *conn) buildArgv(spec commandSpec, allowEmpty bool) ([]string, *protocol
 	if spec.argv[0] == "" {
 		return nil, protocol.Errorf(protocol.CodeInvalidParams, nil, "argv[0] is empty")
 	}
-	if !c.srv.commandAllowed(spec.argv[0]) {
-		return nil, protocol.Errorf(protocol.CodeUnauthorized, map[string]any{"command": spec.argv[0], "allowed": c.srv.cfg.AllowCommands},
-			"command %q is not in this rexd's allow list (security.allow_commands)", spec.argv[0])
-	}
 	return spec.argv, nil
-}
-
-// commandAllowed applies the optional allow list.
-func (s *Server) commandAllowed(argv0 string) bool {
-	if len(s.cfg.AllowCommands) == 0 {
-		return true
-	}
-	for _, a := range s.cfg.AllowCommands {
-		if a == argv0 || (!strings.Contains(argv0, "/") && a == filepath.Base(argv0)) {
-			return true
-		}
-	}
-	return false
 }
 
 // buildEnv is rexd's environment with the request's variables on top.
@@ -191,7 +169,14 @@ func (c *conn) execStart(ctx context.Context, req *request) (any, *protocol.Erro
 		return nil, perr
 	}
 	defer dirFile.Close()
+	if perr := c.srv.checkEnv(p.Env); perr != nil {
+		return nil, perr
+	}
 	env, perr := buildEnv(p.Env, abs)
+	if perr != nil {
+		return nil, perr
+	}
+	path, notFound, perr := c.srv.program(argv[0], abs, env)
 	if perr != nil {
 		return nil, perr
 	}
@@ -214,7 +199,13 @@ func (c *conn) execStart(ctx context.Context, req *request) (any, *protocol.Erro
 	s.mu.Unlock()
 	capTotal := proc.remaining
 
-	startErr := proc.start(dir, env, abs)
+	startErr := notFound
+	if startErr == nil {
+		startErr = proc.start(path, dir, env)
+	} else {
+		proc.startedAt = time.Now().UTC()
+		startErr = fmt.Errorf("%w: %s", exec.ErrNotFound, argv[0])
+	}
 	res := protocol.ExecStartResult{ProcessID: proc.id, StartedAt: proc.startedAt, Pid: proc.pid}
 	// The response goes out before any event of the process.
 	c.finish(req, res, nil)
@@ -256,13 +247,10 @@ func (c *conn) execStart(ctx context.Context, req *request) (any, *protocol.Erro
 	return nil, nil
 }
 
-// start launches an exec process with its own process group and pipes.
-func (p *process) start(dir string, env []string, abs string) error {
+// start launches the program at path as an exec process with its own
+// process group and pipes.
+func (p *process) start(path, dir string, env []string) error {
 	p.startedAt = time.Now().UTC()
-	path, err := lookPath(p.argv[0], envValue(env, "PATH"))
-	if err != nil {
-		return fmt.Errorf("%w: %s", exec.ErrNotFound, p.argv[0])
-	}
 	cmd := &exec.Cmd{Path: path, Args: p.argv, Env: env, Dir: dir,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
 	stdinR, stdinW, err := os.Pipe()

@@ -211,3 +211,90 @@ func TestZeroOutputTravelsAsBase64(t *testing.T) {
 		t.Fatalf("%d payload bytes on the wire for %d bytes of output", wire, n)
 	}
 }
+
+// startWith runs rexd with a config file holding toml.
+func startWith(t *testing.T, toml string) *harness {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfg, []byte(toml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return start(t, "--config", cfg)
+}
+
+// TestAllowCommandsUsesRexdsOwnPATH (item 6): with allow_commands set, a
+// program is found with rexd's PATH and matched by full path; a request
+// cannot bring its own PATH, a look-alike by full path, or loader and
+// shell start-up variables.
+func TestAllowCommandsUsesRexdsOwnPATH(t *testing.T) {
+	h := startWith(t, "[security]\nallow_commands = [\"true\", \"/usr/bin/env\"]\n")
+	sid := h.open()
+	// A "true" of the client's own, written into the roots.
+	marker := filepath.Join(h.root, "PWNED")
+	h.ok(protocol.MethodFSWrite, protocol.FSWriteParams{SessionID: sid, Path: "evil/true", Perm: "0755", MkdirParents: true,
+		Content: "#!/bin/sh\ntouch " + marker + "\n"}, nil)
+	evil := filepath.Join(h.root, "evil")
+	for _, tt := range []struct {
+		name string
+		p    protocol.ExecStartParams
+	}{
+		{"PATH in env", protocol.ExecStartParams{Argv: []string{"true"}, Env: map[string]string{"PATH": evil}}},
+		{"a look-alike by full path", protocol.ExecStartParams{Argv: []string{filepath.Join(evil, "true")}}},
+		{"a look-alike by relative path", protocol.ExecStartParams{Argv: []string{"./true"}, Cwd: "evil"}},
+		{"LD_PRELOAD", protocol.ExecStartParams{Argv: []string{"true"}, Env: map[string]string{"LD_PRELOAD": filepath.Join(evil, "x.so")}}},
+		{"LD_LIBRARY_PATH", protocol.ExecStartParams{Argv: []string{"true"}, Env: map[string]string{"LD_LIBRARY_PATH": evil}}},
+		{"BASH_ENV", protocol.ExecStartParams{Argv: []string{"true"}, Env: map[string]string{"BASH_ENV": filepath.Join(evil, "true")}}},
+		{"ENV", protocol.ExecStartParams{Argv: []string{"true"}, Env: map[string]string{"ENV": filepath.Join(evil, "true")}}},
+		{"IFS", protocol.ExecStartParams{Argv: []string{"true"}, Env: map[string]string{"IFS": "/"}}},
+		{"DYLD_INSERT_LIBRARIES", protocol.ExecStartParams{Argv: []string{"true"}, Env: map[string]string{"DYLD_INSERT_LIBRARIES": "x"}}},
+		{"an exported bash function", protocol.ExecStartParams{Argv: []string{"true"}, Env: map[string]string{"BASH_FUNC_true%%": "() { touch x; }"}}},
+		{"a program not listed", protocol.ExecStartParams{Argv: []string{"cat", "/etc/hostname"}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.p.SessionID = sid
+			h.with(t).fails(protocol.MethodExecStart, tt.p, protocol.CodeUnauthorized)
+		})
+	}
+	h.fails(protocol.MethodPTYOpen, protocol.PTYOpenParams{SessionID: sid, Argv: []string{"true"}, Env: map[string]string{"PATH": evil}}, protocol.CodeUnauthorized)
+	// The real one runs, found through rexd's PATH; so does a listed full path.
+	if _, _, exit := h.run(sid, protocol.ExecStartParams{Argv: []string{"true"}}); *exit.ExitCode != 0 {
+		t.Errorf("the allowed true: exit %v", *exit.ExitCode)
+	}
+	if out, _, _ := h.run(sid, protocol.ExecStartParams{Argv: []string{"env"}, Env: map[string]string{"GREETING": "hi"}}); !strings.Contains(out, "GREETING=hi") {
+		t.Errorf("env listed by full path, run by name: %q", out)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the client's own program ran")
+	}
+}
+
+// TestShellOffRefusesShells (item 6): allow_shell = false refuses known
+// shells as argv[0] (by name, path or symlink) and the login shell, not
+// only shell: true.
+func TestShellOffRefusesShells(t *testing.T) {
+	h := startWith(t, "[security]\nallow_shell = false\n")
+	sid := h.open()
+	link := filepath.Join(h.root, "innocent")
+	if err := os.Symlink("/bin/sh", link); err != nil {
+		t.Fatal(err)
+	}
+	for _, argv := range [][]string{
+		{"/bin/sh", "-c", "true"},
+		{"sh", "-c", "true"},
+		{"bash", "-c", "true"},
+		{"dash", "-c", "true"},
+		{link, "-c", "true"},
+		{"busybox", "sh", "-c", "true"},
+	} {
+		e := h.fails(protocol.MethodExecStart, protocol.ExecStartParams{SessionID: sid, Argv: argv}, protocol.CodeUnauthorized)
+		if !strings.Contains(e.Message, "allow_shell") {
+			t.Errorf("%v: %v", argv, e)
+		}
+	}
+	h.fails(protocol.MethodExecStart, protocol.ExecStartParams{SessionID: sid, Shell: true, Command: "true"}, protocol.CodeUnauthorized)
+	h.fails(protocol.MethodPTYOpen, protocol.PTYOpenParams{SessionID: sid}, protocol.CodeUnauthorized)
+	h.fails(protocol.MethodPTYOpen, protocol.PTYOpenParams{SessionID: sid, Argv: []string{"bash"}}, protocol.CodeUnauthorized)
+	if out, _, _ := h.run(sid, protocol.ExecStartParams{Argv: []string{"echo", "not a shell"}}); out != "not a shell\n" {
+		t.Errorf("a plain program: %q", out)
+	}
+}

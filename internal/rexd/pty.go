@@ -51,9 +51,9 @@ func (c *conn) ptyOpen(ctx context.Context, req *request) (any, *protocol.Error)
 	argv0 := ""
 	if argv == nil {
 		sh := loginShell()
-		if !c.srv.commandAllowed(sh) {
-			return nil, protocol.Errorf(protocol.CodeUnauthorized, map[string]string{"command": sh},
-				"the login shell %s is not in this rexd's allow list (security.allow_commands); name a program in argv", sh)
+		if !c.srv.cfg.AllowShell {
+			return nil, protocol.Errorf(protocol.CodeUnauthorized, map[string]string{"command": sh, "reason": "shell_disabled"},
+				"a terminal without argv runs the login shell, and shells are disabled on this rexd (security.allow_shell = false); name a program in argv")
 		}
 		argv = []string{sh}
 		argv0 = "-" + filepath.Base(sh) // a login shell, as sshd starts it
@@ -73,7 +73,14 @@ func (c *conn) ptyOpen(ctx context.Context, req *request) (any, *protocol.Error)
 			extra["TERM"] = protocol.DefaultTerm
 		}
 	}
+	if perr := c.srv.checkEnv(p.Env); perr != nil {
+		return nil, perr
+	}
 	env, perr := buildEnv(extra, abs)
+	if perr != nil {
+		return nil, perr
+	}
+	path, notFound, perr := c.srv.program(argv[0], abs, env)
 	if perr != nil {
 		return nil, perr
 	}
@@ -104,7 +111,7 @@ func (c *conn) ptyOpen(ctx context.Context, req *request) (any, *protocol.Error)
 	s.ptys[t.id] = t
 	s.mu.Unlock()
 
-	path, err := lookPath(argv[0], envValue(env, "PATH"))
+	err := notFound
 	if err == nil {
 		cmd := &exec.Cmd{Path: path, Args: append([]string(nil), argv...), Env: env, Dir: dir}
 		if argv0 != "" {

@@ -1,0 +1,137 @@
+package rexd
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/rexconsole/rex/internal/protocol"
+)
+
+// What security.allow_commands and security.allow_shell mean, in one place.
+//
+// With allow_commands set, a program is found with rexd's own PATH (a
+// request cannot bring one) and must be, by full path, one of the listed
+// programs: a bare name in the list stands for what rexd's PATH finds for
+// it, a path for itself. Paths are compared with their directories'
+// symlinks resolved (/bin/sh is /usr/bin/sh on a merged /usr), but not the
+// file's own: busybox's applets are all links to one file, and allowing
+// `ls` must not allow `sh`. The environment variables that make a program
+// load or run other code than the one allowed are refused in requests.
+//
+// With allow_shell false, shell: true, a known shell as the program (by the
+// name it is run as and by the name of the file it is) and a terminal on
+// the login shell are refused. That is about shells only: a program that
+// starts others (env, python, find -exec) can still start one; to limit
+// what runs at all, use allow_commands.
+
+// knownShell reports whether name is a shell refused as a program when
+// allow_shell is false. busybox and toybox are shells when run under that
+// name.
+func knownShell(name string) bool {
+	switch name {
+	case "sh", "bash", "dash", "zsh", "ksh", "ksh93", "mksh", "pdksh", "oksh", "lksh", "ash", "yash", "posh",
+		"csh", "tcsh", "fish", "rc", "es", "nu", "elvish", "xonsh", "pwsh", "busybox", "toybox":
+		return true
+	}
+	return false
+}
+
+// isShell reports whether path names a known shell: by its own name, or by
+// the name of the file its symlinks lead to.
+func isShell(path string) bool {
+	name := strings.TrimPrefix(filepath.Base(path), "-") // "-bash": a login shell
+	if knownShell(name) {
+		return true
+	}
+	if real, err := filepath.EvalSymlinks(path); err == nil && knownShell(filepath.Base(real)) {
+		return true
+	}
+	return false
+}
+
+// refusedEnv reports whether a request may not set the variable name when
+// allow_commands is set: it changes which program runs (PATH) or makes an
+// allowed program load or run other code (the dynamic loader's variables,
+// the shells' start-up files, exported bash functions, glibc's gconv
+// modules, IFS).
+func refusedEnv(name string) bool {
+	switch name {
+	case "PATH", "BASH_ENV", "ENV", "IFS", "SHELLOPTS", "BASHOPTS", "PS4", "GCONV_PATH":
+		return true
+	}
+	return strings.HasPrefix(name, "LD_") || strings.HasPrefix(name, "DYLD_") || strings.HasPrefix(name, "BASH_FUNC_")
+}
+
+// canonDir resolves the symlinks of path's directory, not of the file.
+func canonDir(path string) string {
+	dir, base := filepath.Split(filepath.Clean(path))
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	return filepath.Join(dir, base)
+}
+
+// program finds the file argv0 runs, for a process whose working
+// directory is cwd and environment env. notFound is set when there is no
+// such program (a launch failure, reported as exit 127); perr when policy
+// refuses it.
+func (s *Server) program(argv0, cwd string, env []string) (path string, notFound error, perr *protocol.Error) {
+	list := s.cfg.AllowCommands
+	pathEnv := envValue(env, "PATH")
+	if len(list) > 0 {
+		pathEnv = os.Getenv("PATH")
+	}
+	path, err := lookPath(argv0, pathEnv)
+	if err == nil && !filepath.IsAbs(path) {
+		path = filepath.Join(cwd, path)
+	}
+	if len(list) > 0 {
+		if err != nil || !s.allowed(path) {
+			return "", nil, protocol.Errorf(protocol.CodeUnauthorized, map[string]any{"command": argv0, "path": path, "allowed": list},
+				"command %q is not in this rexd's allow list (security.allow_commands, matched by full path with rexd's own PATH)", argv0)
+		}
+	}
+	if !s.cfg.AllowShell && (isShell(argv0) || err == nil && isShell(path)) {
+		return "", nil, protocol.Errorf(protocol.CodeUnauthorized, map[string]string{"command": argv0, "reason": "shell_disabled"},
+			"%s is a shell, and shells are disabled on this rexd (security.allow_shell = false); run the program itself", argv0)
+	}
+	if err != nil {
+		return "", err, nil
+	}
+	return path, nil, nil
+}
+
+// allowed reports whether path is one of allow_commands, by full path.
+func (s *Server) allowed(path string) bool {
+	want := canonDir(path)
+	for _, a := range s.cfg.AllowCommands {
+		p := a
+		if !strings.Contains(a, "/") {
+			found, err := lookPath(a, os.Getenv("PATH"))
+			if err != nil {
+				continue
+			}
+			p = found
+		}
+		if filepath.IsAbs(p) && canonDir(p) == want {
+			return true
+		}
+	}
+	return false
+}
+
+// checkEnv refuses the variables a request may not set under an allow
+// list.
+func (s *Server) checkEnv(env map[string]string) *protocol.Error {
+	if len(s.cfg.AllowCommands) == 0 {
+		return nil
+	}
+	for k := range env {
+		if refusedEnv(k) {
+			return protocol.Errorf(protocol.CodeUnauthorized, map[string]string{"name": k, "reason": "env_refused"},
+				"environment variable %s may not be set on this rexd: with security.allow_commands, requests cannot change PATH or what the loader and shells load (LD_*, DYLD_*, BASH_ENV, ENV, IFS, …)", k)
+		}
+	}
+	return nil
+}
