@@ -84,7 +84,9 @@ func TestPTYPasswordWithEchoOff(t *testing.T) {
 	h := start(t)
 	sid := h.open()
 	p := h.openPTY(protocol.PTYOpenParams{SessionID: sid,
-		Argv: []string{"sh", "-c", `printf 'Password: '; stty -echo; read pw; stty echo; echo; echo "got:$pw"`}})
+		// Echo goes off before the prompt shows, so typing after the
+		// prompt is never echoed, however slowly stty runs.
+		Argv: []string{"sh", "-c", `stty -echo; printf 'Password: '; read pw; stty echo; echo; echo "got:$pw"`}})
 	h.waitOutput(p.ProcessID, "Password: ")
 	h.typeInto(sid, p, "s3cret\n")
 	h.waitOutput(p.ProcessID, "got:s3cret")
