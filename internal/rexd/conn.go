@@ -415,22 +415,6 @@ func (c *conn) takeSession(id string) *session {
 	return s
 }
 
-// releaseSlot gives back a closed session's place in max_concurrent_sessions
-// once its detached processes have ended: they still count, so opening and
-// closing sessions cannot get around the limits.
-func (c *conn) releaseSlot(detached []*process) {
-	if len(detached) == 0 {
-		c.srv.sessions.Add(-1)
-		return
-	}
-	go func() {
-		for _, p := range detached {
-			<-p.done
-		}
-		c.srv.sessions.Add(-1)
-	}()
-}
-
 // shutdown ends every request and closes every session once the client
 // is gone, then waits for detached processes.
 func (c *conn) shutdown(cancel context.CancelFunc) {
@@ -453,9 +437,7 @@ func (c *conn) shutdown(cancel context.CancelFunc) {
 	sortSessions(sessions)
 	var detached []*process
 	for _, s := range sessions {
-		d := s.close(true)
-		detached = append(detached, d...)
-		c.releaseSlot(d)
+		detached = append(detached, s.close(true)...)
 	}
 	for _, p := range detached {
 		<-p.done

@@ -223,6 +223,7 @@ func (c *conn) execStart(ctx context.Context, req *request) (any, *protocol.Erro
 		proc.mu.Lock()
 		proc.exit = ev
 		proc.mu.Unlock()
+		s.processEnding(proc)
 		c.notify(protocol.EventExecExit, ev)
 		close(proc.done)
 		s.ended(proc.id)
@@ -397,8 +398,8 @@ func (c *conn) queueInput(req *request, proc *process, data, encoding string, eo
 		c.finish(req, protocol.ExecInputResult{AcceptedBytes: n}, nil)
 	}})
 	if !ok {
-		return nil, protocol.Errorf(protocol.CodeResourceLimit, protocol.ResourceLimitData{Limit: "input_queue", Value: inputQueueLen},
-			"process %s is not reading its input fast enough; wait for earlier input to be accepted", proc.id)
+		return nil, protocol.Errorf(protocol.CodeResourceLimit, protocol.ResourceLimitData{Limit: "input_queue_bytes", Value: inputQueueBytes},
+			"process %s is not reading its input fast enough (at most %d writes and %d bytes wait for it); wait for earlier input to be accepted", proc.id, inputQueueLen, inputQueueBytes)
 	}
 	req.deferred = true
 	return nil, nil

@@ -298,3 +298,63 @@ func TestShellOffRefusesShells(t *testing.T) {
 		t.Errorf("a plain program: %q", out)
 	}
 }
+
+// TestInputQueueBoundedInBytes (item 8): input to a process that does not
+// read waits in a queue bounded in bytes (4 MiB), not 256 writes of up to
+// 16 MiB each.
+func TestInputQueueBoundedInBytes(t *testing.T) {
+	h := start(t)
+	sid := h.open()
+	var res protocol.ExecStartResult
+	h.ok(protocol.MethodExecStart, protocol.ExecStartParams{SessionID: sid, Argv: []string{"sleep", "30"}}, &res)
+	chunk := strings.Repeat("a", 1<<20)
+	var b strings.Builder
+	for i := 1; i <= 6; i++ {
+		line, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 900 + i, "method": protocol.MethodExecInput,
+			"params": protocol.ExecInputParams{SessionID: sid, ProcessID: res.ProcessID, Data: chunk}})
+		b.Write(line)
+		b.WriteString("\n")
+	}
+	h.send(strings.TrimSuffix(b.String(), "\n"))
+	for _, id := range []string{"905", "906"} {
+		m := h.response(id)
+		if m.Error == nil || m.Error.Code != protocol.CodeResourceLimit || !strings.Contains(string(m.Error.Data), "input_queue_bytes") {
+			t.Fatalf("input %s past 4 MiB queued: %+v", id, m.Error)
+		}
+	}
+	h.ok(protocol.MethodExecKill, protocol.ExecKillParams{SessionID: sid, ProcessID: res.ProcessID, Signal: "KILL"}, nil)
+	for _, id := range []string{"901", "902", "903", "904"} {
+		if m := h.response(id); m.Error == nil || m.Error.Code != protocol.CodeProcessNotFound {
+			t.Errorf("input %s queued for a process that was killed: %+v %s", id, m.Error, m.Result)
+		}
+	}
+}
+
+// TestDetachedProcessesHoldTheirSessionSlot (item 8): a closed session's
+// detached processes keep its place in max_concurrent_sessions until the
+// last of them ends, so opening and closing sessions cannot get around
+// the process and session limits.
+func TestDetachedProcessesHoldTheirSessionSlot(t *testing.T) {
+	h := start(t, "--limit", "max_concurrent_sessions=1")
+	sid := h.open()
+	fifo := filepath.Join(h.root, "gate")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var res protocol.ExecStartResult
+	h.ok(protocol.MethodExecStart, protocol.ExecStartParams{SessionID: sid, Argv: []string{"cat", fifo}, Detach: true}, &res)
+	var closed protocol.SessionCloseResult
+	h.ok(protocol.MethodSessionClose, protocol.SessionRef{SessionID: sid}, &closed)
+	if closed.ProcessesDetached != 1 {
+		t.Fatalf("session.close: %+v", closed)
+	}
+	h.fails(protocol.MethodSessionOpen, protocol.SessionOpenParams{ClientName: "again"}, protocol.CodeResourceLimit)
+	// Let the detached process end: its slot comes back with its exit.
+	w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	h.exitOf(res.ProcessID, 10*time.Second)
+	h.open()
+}

@@ -55,6 +55,10 @@ type process struct {
 	stopReason    string
 	exit          *protocol.ExitEvent
 
+	// finished and holdsSlot are guarded by sess.mu (processEnding).
+	finished  bool
+	holdsSlot bool
+
 	gone  atomic.Bool // the group was seen empty: never signal it again
 	timer *time.Timer
 	done  chan struct{} // closed after the exit event went out
@@ -269,6 +273,7 @@ func (p *process) waitAndReport(pumps <-chan struct{}, closers []io.Closer) {
 	if p.isPTY {
 		method = protocol.EventPTYExit
 	}
+	p.sess.processEnding(p)
 	p.sess.conn.notify(method, ev)
 	p.sess.conn.srv.audit.write(auditEntry{
 		SessionID: p.sess.id, ClientName: p.sess.clientName, Event: method,
@@ -317,6 +322,7 @@ type inputQueue struct {
 	// stopped is closed when the process ended; later input fails.
 	stopped chan struct{}
 	closed  bool
+	queued  int // bytes pushed and not yet written
 }
 
 type inputItem struct {
@@ -325,8 +331,13 @@ type inputItem struct {
 	done func(n int, err error)
 }
 
-// inputQueueLen bounds queued writes per process.
-const inputQueueLen = 256
+// inputQueueLen bounds queued writes per process, and inputQueueBytes
+// their bytes: a process that does not read cannot make rexd hold more
+// than that (one larger write is taken when nothing else waits).
+const (
+	inputQueueLen   = 256
+	inputQueueBytes = 4 << 20
+)
 
 func newInputQueue(w io.WriteCloser) *inputQueue {
 	q := &inputQueue{w: w, ch: make(chan inputItem, inputQueueLen), stopped: make(chan struct{})}
@@ -343,6 +354,9 @@ func (q *inputQueue) run() {
 			if len(it.data) > 0 {
 				n, err = q.w.Write(it.data)
 			}
+			q.mu.Lock()
+			q.queued -= len(it.data)
+			q.mu.Unlock()
 			if it.eof {
 				if cerr := q.w.Close(); err == nil && cerr != nil && !errors.Is(cerr, os.ErrClosed) {
 					err = cerr
@@ -368,15 +382,17 @@ func (q *inputQueue) run() {
 
 var errProcessEnded = errors.New("the process has ended")
 
-// push queues an item; false means the queue is full or stopped.
+// push queues an item; false means the queue is full (in items or
+// bytes) or stopped.
 func (q *inputQueue) push(it inputItem) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.closed {
+	if q.closed || q.queued > 0 && q.queued+len(it.data) > inputQueueBytes {
 		return false
 	}
 	select {
 	case q.ch <- it:
+		q.queued += len(it.data)
 		return true
 	default:
 		return false

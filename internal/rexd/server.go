@@ -281,7 +281,6 @@ func (c *conn) sessionClose(ctx context.Context, req *request) (any, *protocol.E
 	req.session = s
 	killed := s.liveCount()
 	detached := s.close(false)
-	c.releaseSlot(detached)
 	return protocol.SessionCloseResult{OK: true, ProcessesKilled: killed - len(detached), ProcessesDetached: len(detached)}, nil
 }
 

@@ -31,6 +31,12 @@ type session struct {
 	closed   bool
 	uploads  map[string]*cas.Upload // streamed cas puts in progress, by digest
 
+	// holding counts the detached processes of a closed session still
+	// running: the session keeps its place in max_concurrent_sessions (and
+	// they keep theirs in max_processes_per_session) until the last ends,
+	// so opening and closing sessions cannot get around the limits.
+	holding int
+
 	// active are the requests whose handlers hold the session (conn.session);
 	// drained is closed when the last of them lets go during close.
 	active  map[*request]struct{}
@@ -101,6 +107,23 @@ func (s *session) reserveLocked() *protocol.Error {
 	return nil
 }
 
+// processEnding records, before its exit event goes out, that p is done:
+// the last detached process of a closed session frees the session's slot.
+func (s *session) processEnding(p *process) {
+	s.mu.Lock()
+	p.finished = true
+	free := false
+	if p.holdsSlot {
+		p.holdsSlot = false
+		s.holding--
+		free = s.holding == 0
+	}
+	s.mu.Unlock()
+	if free {
+		s.conn.srv.sessions.Add(-1)
+	}
+}
+
 // ended records that a process finished and forgets the oldest ones.
 func (s *session) ended(id string) {
 	s.mu.Lock()
@@ -130,21 +153,27 @@ func (s *session) close(disconnect bool) []*process {
 	s.closed = true
 	var victims, detached []*process
 	for _, p := range s.procs {
-		if p.ended() {
+		if p.finished {
 			continue
 		}
 		if p.detached {
 			detached = append(detached, p)
+			p.holdsSlot = true
+			s.holding++
 			continue
 		}
 		victims = append(victims, p)
 	}
 	for _, t := range s.ptys {
-		if !t.proc.ended() {
+		if !t.proc.finished {
 			victims = append(victims, t.proc)
 		}
 	}
+	free := s.holding == 0
 	s.mu.Unlock()
+	if free {
+		s.conn.srv.sessions.Add(-1)
+	}
 	for _, p := range victims {
 		p.terminate(reasonClosed)
 	}
