@@ -24,6 +24,7 @@ ctrl+] hands the terminal back. The exit status is the remote program's.`,
 			if err != nil {
 				return err
 			}
+			e.holdsTerminal.Store(true)
 			return commands.Attach(cmd.Context(), app, e.io, spec)
 		},
 	}

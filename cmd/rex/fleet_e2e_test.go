@@ -137,10 +137,20 @@ func TestFanOutAcrossAFleet(t *testing.T) {
 		"changedkey": "host key",
 		"rejectkey":  "auth",
 	}
+	// The failures are named at the end, on stderr, one line each.
+	failures := map[string][]string{}
+	for _, l := range strings.Split(strings.TrimSpace(errOut), "\n") {
+		if name, rest, ok := strings.Cut(l, "!"); ok && !strings.Contains(name, " ") {
+			failures[name] = append(failures[name], strings.TrimSpace(rest))
+		}
+	}
 	for host, word := range reasons {
-		got := byHost[host]
-		if len(got) != 1 || !strings.Contains(strings.ToLower(got[0]), word) {
+		got := failures[host]
+		if len(got) != 1 || !strings.HasPrefix(got[0], "unreachable: ") || !strings.Contains(strings.ToLower(got[0]), word) {
 			t.Errorf("%s: want one line mentioning %q, got %q", host, word, got)
+		}
+		if len(byHost[host]) != 0 {
+			t.Errorf("%s printed on stdout: %q", host, byHost[host])
 		}
 	}
 	if !strings.Contains(errOut, "8 ok, 4 unreachable") {

@@ -12,7 +12,10 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/adrg/xdg"
 	"github.com/charmbracelet/fang"
@@ -31,10 +34,11 @@ func main() {
 
 // run executes one command line and returns the process's exit status.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
 	e := newEnv(stdin, stdout, stderr)
-	defer e.close()
+	stop := e.watchSignals(cancel)
+	defer stop()
 	root := newRoot(e)
 	root.SetArgs(args)
 	err := fang.Execute(ctx, root,
@@ -42,7 +46,68 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fang.WithoutManpage(), // rex man is ours: it adds the sections operators look for
 		fang.WithErrorHandler(e.printError),
 	)
+	var sig signalError
+	if errors.As(context.Cause(ctx), &sig) {
+		e.closeWithin(closeGrace)
+		return sig.code()
+	}
+	e.close()
 	return exitCode(err)
+}
+
+// signalError is why a command was cancelled: ctrl+c (SIGINT) or SIGTERM.
+type signalError struct{ sig os.Signal }
+
+func (s signalError) Error() string { return "interrupted by " + s.sig.String() }
+
+// code is the shell's exit status for death by the signal: 130, 143.
+func (s signalError) code() int {
+	if n, ok := s.sig.(syscall.Signal); ok {
+		return 128 + int(n)
+	}
+	return 130
+}
+
+// exitGrace bounds how long rex takes to end after ctrl+c or SIGTERM; a
+// second signal ends it at once. Commands report what they cancelled well
+// within it (commands.Run gives up on a stuck output after 2 s).
+const exitGrace = 5 * time.Second
+
+// closeGrace bounds closing connections after a signal: whatever is not
+// closed by then ends with the process, and rexd stops what ran for it.
+const closeGrace = 2 * time.Second
+
+// watchSignals cancels ctx with the signal's cause on SIGINT or SIGTERM.
+// If the command has not ended within exitGrace, or a second signal comes,
+// rex exits at once (unless it holds the terminal: the console, attach).
+// The returned func stops watching.
+func (e *env) watchSignals(cancel context.CancelCauseFunc) (stop func()) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		var first signalError
+		select {
+		case s := <-sigs:
+			first = signalError{s}
+			cancel(first)
+		case <-done:
+			return
+		}
+		select {
+		case <-sigs:
+		case <-time.After(exitGrace):
+		case <-done:
+			return
+		}
+		if !e.holdsTerminal.Load() {
+			os.Exit(first.code())
+		}
+	}()
+	return func() {
+		signal.Stop(sigs)
+		close(done)
+	}
 }
 
 // exitCode maps a command's error to the process's exit status.
@@ -59,6 +124,9 @@ type env struct {
 	io     commands.IO
 	paths  commands.Paths
 	errTTY bool
+	// holdsTerminal is set by commands that put the terminal in raw mode
+	// (the console, attach): they must restore it before rex exits.
+	holdsTerminal atomic.Bool
 
 	setup *commands.Setup
 	app   *commands.App
@@ -66,7 +134,7 @@ type env struct {
 
 func newEnv(stdin io.Reader, stdout, stderr io.Writer) *env {
 	return &env{
-		io:     commands.IO{In: stdin, Out: stdout, Err: stderr, Styled: isTerminal(stdout)},
+		io:     commands.IO{In: stdin, Out: stdout, Err: stderr, Styled: isTerminal(stdout), Lock: &sync.Mutex{}},
 		errTTY: isTerminal(stderr),
 		paths: commands.Paths{
 			Config: filepath.Join(xdg.ConfigHome, "rex"),
@@ -79,7 +147,7 @@ func newEnv(stdin io.Reader, stdout, stderr io.Writer) *env {
 // Setup opens the registry and prepares the connectors.
 func (e *env) Setup() (*commands.Setup, error) {
 	if e.setup == nil {
-		s, err := commands.NewSetup(e.paths, commands.SetupOptions{})
+		s, err := commands.NewSetup(e.paths, commands.SetupOptions{Lock: e.io.Lock, Notices: e.io.Err})
 		if err != nil {
 			return nil, err
 		}
@@ -103,6 +171,19 @@ func (e *env) App() (*commands.App, error) {
 func (e *env) close() {
 	if e.app != nil {
 		e.app.Pool.Close()
+	}
+}
+
+// closeWithin closes the connections, giving up after d.
+func (e *env) closeWithin(d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		e.close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
 	}
 }
 
@@ -148,6 +229,7 @@ globs (web-*), ranges (node[1-16], n[01-08]), hosts that are not registered
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			e.holdsTerminal.Store(true)
 			return console(cmd.Context(), e)
 		},
 	}

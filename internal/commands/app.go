@@ -14,7 +14,9 @@ type App struct {
 	Pool *fanout.Pool
 	// Resolve turns a TARGETS expression into targets.
 	Resolve func(spec string) ([]fanout.Target, error)
-	// ConnectTimeout bounds reaching one target; 0 means 15 s.
+	// ConnectTimeout, when set, bounds reaching one target (dial,
+	// handshake, bootstrap) in place of ssh_config's ConnectTimeout or the
+	// 10 s default (--connect-timeout).
 	ConnectTimeout time.Duration
 	// CASDir is the operator's object store ($XDG_CACHE_HOME/rex/cas).
 	CASDir string
@@ -30,14 +32,4 @@ type App struct {
 	secretsOnce sync.Once
 	secrets     secrets.Store
 	secretsErr  error
-}
-
-// defaultConnectTimeout bounds reaching one target when App says nothing.
-const defaultConnectTimeout = 15 * time.Second
-
-func (app *App) connectTimeout() time.Duration {
-	if app.ConnectTimeout > 0 {
-		return app.ConnectTimeout
-	}
-	return defaultConnectTimeout
 }

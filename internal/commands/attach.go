@@ -78,9 +78,8 @@ func Attach(ctx context.Context, app *App, o IO, spec AttachSpec) error {
 		return fmt.Errorf("attach needs a terminal on stdin and stdout; use `rex run` for commands without one")
 	}
 	t := targets[0]
-	cctx, cancel := context.WithTimeout(ctx, cmp.Or(spec.ConnectTimeout, app.connectTimeout()))
-	lease, err := app.Pool.Acquire(cctx, t)
-	cancel()
+	t.ConnectTimeout = cmp.Or(spec.ConnectTimeout, app.ConnectTimeout)
+	lease, err := app.Pool.Acquire(ctx, t)
 	if err != nil {
 		return &ExitError{Code: 255, Err: err}
 	}

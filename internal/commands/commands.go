@@ -8,6 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"sync"
+
+	"golang.org/x/term"
 )
 
 // IO is where a verb reads and writes.
@@ -18,6 +22,28 @@ type IO struct {
 	// Styled is true when Out is a terminal: tables and colour are welcome.
 	// Piped output stays plain text.
 	Styled bool
+	// Lock, when set, is held while output is written and while the
+	// operator is asked something (a passphrase, a host key), so a prompt
+	// never lands inside output.
+	Lock *sync.Mutex
+}
+
+func (o IO) lock() {
+	if o.Lock != nil {
+		o.Lock.Lock()
+	}
+}
+
+func (o IO) unlock() {
+	if o.Lock != nil {
+		o.Lock.Unlock()
+	}
+}
+
+// isTerminal reports whether r is a terminal.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // ExitError asks the front end to end with a specific status. Its message,

@@ -518,11 +518,7 @@ func DeviceReach(ctx context.Context, store *devices.Store, remote DeviceRemote,
 	if remote == nil {
 		return fmt.Errorf("rex device %s needs the SSH layer, which this build of rex does not include yet; use a build that has it", verb)
 	}
-	if connectTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, connectTimeout)
-		defer cancel()
-	}
+	ctx = WithConnectTimeout(ctx, connectTimeout)
 	switch verb {
 	case "check":
 		return remote.Check(ctx, stdio, targets)

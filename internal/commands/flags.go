@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/rexconsole/rex/internal/fanout"
 )
 
 // Flags are declared here, once, on a pflag.FlagSet: the command line
@@ -218,4 +220,77 @@ func FlagError(command string, fs *pflag.FlagSet, err error) error {
 func helpAsked(fs *pflag.FlagSet) bool {
 	f := fs.Lookup("help")
 	return f != nil && f.Value.String() == "true"
+}
+
+// BindQuiet declares -q/--quiet.
+func BindQuiet(fs *pflag.FlagSet, b *bool) {
+	fs.BoolVarP(b, "quiet", "q", false, "drop the summary line (the lines naming failed targets stay)")
+}
+
+// RollingFlags make a run roll over its targets instead of starting them
+// all at once.
+type RollingFlags struct {
+	// Batch runs the targets this many at a time, in order.
+	Batch int
+	// Canary runs the first Canary targets alone, first.
+	Canary int
+	// MaxFail is "N" or "P%" (of the targets), "" for no limit.
+	MaxFail maxFail
+}
+
+// Bind declares --batch, --canary and --max-fail.
+func (f *RollingFlags) Bind(fs *pflag.FlagSet) {
+	fs.Var(positiveInt{&f.Batch}, "batch", "run N targets at a time, in their order, each batch after the last ended")
+	fs.Var(positiveInt{&f.Canary}, "canary", "run the first K targets alone first; go on only if all of them exit 0")
+	fs.Var(&f.MaxFail, "max-fail", "stop starting targets once N (or P% of them) have failed; the rest are skipped")
+}
+
+// apply sets the rolling options of a run over n targets.
+func (f *RollingFlags) apply(o *fanout.Options, n int) {
+	o.Batch, o.Canary, o.MaxFail = f.Batch, f.Canary, f.MaxFail.count(n)
+}
+
+// Options are the fan-out options these flags ask for, for a run over n
+// targets (the console's /run).
+func (f *RollingFlags) Options(n int) fanout.Options {
+	var o fanout.Options
+	f.apply(&o, n)
+	return o
+}
+
+// maxFail is a --max-fail value: a count, or a percentage of the targets.
+type maxFail struct {
+	n       int
+	percent bool
+}
+
+func (m *maxFail) String() string {
+	switch {
+	case m.n == 0:
+		return ""
+	case m.percent:
+		return strconv.Itoa(m.n) + "%"
+	}
+	return strconv.Itoa(m.n)
+}
+
+func (m *maxFail) Set(s string) error {
+	v, pct := strings.CutSuffix(s, "%")
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || pct && n > 100 {
+		return fmt.Errorf("want a number of targets (3) or a percentage of them (10%%)")
+	}
+	m.n, m.percent = n, pct
+	return nil
+}
+
+func (m *maxFail) Type() string { return "N|P%" }
+
+// count is the number of failures that stops a run over n targets: P% of
+// n rounded up, at least 1.
+func (m maxFail) count(n int) int {
+	if !m.percent {
+		return m.n
+	}
+	return max(1, (m.n*n+99)/100)
 }

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/pflag"
 
@@ -30,14 +32,18 @@ type RunSpec struct {
 	Targets string
 	TargetFlags
 	ReachFlags
+	RollingFlags
 	JSON    bool
 	Gather  bool
+	Quiet   bool
+	OutDir  string
+	NoStdin bool
 	Timeout time.Duration
 	Task    fanout.Task
 }
 
 // RunUsage is the synopsis of `rex run`.
-const RunUsage = "rex run TARGETS [--json] [--gather] [--timeout D] [--connect-timeout D] [--concurrency N] -- CMD [ARG...]"
+const RunUsage = "rex run TARGETS [flags] -- CMD [ARG...]"
 
 // Bind declares the flags of `rex run`. Flags stop at the first word
 // that is not one (TARGETS, or the command when --target named the
@@ -48,6 +54,10 @@ func (s *RunSpec) Bind(fs *pflag.FlagSet) {
 	fs.BoolVarP(&s.Gather, "gather", "b", false, "print identical outputs once, under the folded list of their targets")
 	BindTimeout(fs, &s.Timeout)
 	s.ReachFlags.Bind(fs)
+	s.RollingFlags.Bind(fs)
+	BindQuiet(fs, &s.Quiet)
+	fs.StringVar(&s.OutDir, "outdir", "", "write each target's output to DIR/<target>.out and .err instead of the terminal")
+	fs.BoolVar(&s.NoStdin, "no-stdin", false, "do not forward stdin to the targets (it is forwarded when it is not a terminal)")
 	fs.SetInterspersed(false)
 }
 
@@ -77,6 +87,9 @@ func (s *RunSpec) Args(fs *pflag.FlagSet, args []string) error {
 	}
 	if s.JSON && s.Gather {
 		return Usagef("--json and --gather do not go together; pick one")
+	}
+	if s.OutDir != "" && (s.JSON || s.Gather) {
+		return Usagef("--outdir writes the output to files; it does not go with --json or --gather")
 	}
 	s.Task = TaskFor(cmd)
 	s.Task.Timeout = s.Timeout
@@ -120,8 +133,14 @@ func parseDuration(v string) (time.Duration, error) {
 	return d, nil
 }
 
-// Run is `rex run`: the task on every target, output live, summary on
-// stderr, exit status per the contract.
+// cancelGrace is how long a cancelled run waits for its targets to report
+// their end before it reports them cancelled anyway (a blocked stdout must
+// not hold rex; the remote processes end with their connections).
+const cancelGrace = 2 * time.Second
+
+// Run is `rex run`: the task on every target, output live, one line per
+// target that did not exit 0 and a summary on stderr, exit status per the
+// contract.
 func Run(ctx context.Context, app *App, o IO, spec RunSpec) error {
 	targets, err := app.Resolve(spec.Targets)
 	if err != nil {
@@ -130,23 +149,110 @@ func Run(ctx context.Context, app *App, o IO, spec RunSpec) error {
 	var out outputSink
 	switch {
 	case spec.JSON:
-		out = newJSONSink(o.Out)
+		out = newJSONSink(o)
 	case spec.Gather:
-		out = newGatherSink(o.Out, o.Styled)
+		out = newGatherSink(o)
+	case spec.OutDir != "":
+		if out, err = newOutdirSink(spec.OutDir); err != nil {
+			return err
+		}
 	default:
-		out = newPrefixSink(o.Out, o.Err, targets, o.Styled)
+		out = newPrefixSink(o, targets)
 	}
-	sum := fanout.Run(ctx, app.Pool, targets, spec.Task, fanout.Options{
+	opts := fanout.Options{
 		Concurrency:    spec.Concurrency,
 		ConnectTimeout: cmp.Or(spec.ConnectTimeout, app.ConnectTimeout),
-		OnEvent:        out.event,
-	})
-	out.finish(sum)
-	fmt.Fprintln(o.Err, SummaryLine(sum))
-	if code := sum.ExitStatus(); code != 0 {
+	}
+	spec.RollingFlags.apply(&opts, len(targets))
+	if !spec.NoStdin && !isTerminal(o.In) && o.In != nil {
+		opts.Stdin = o.In
+	}
+	// Results are kept here too, so that a cancelled run whose output is
+	// stuck (a stalled pager) can still say how each target ended.
+	var mu sync.Mutex
+	ended := map[string]*fanout.Result{}
+	opts.OnEvent = func(ev fanout.Event) {
+		if ev.Kind == fanout.EventResult {
+			mu.Lock()
+			ended[ev.Target] = ev.Result
+			mu.Unlock()
+		}
+		out.event(ev)
+	}
+	start := time.Now()
+	done := make(chan *fanout.Summary, 1)
+	go func() { done <- fanout.Run(ctx, app.Pool, targets, spec.Task, opts) }()
+	var sum *fanout.Summary
+	select {
+	case sum = <-done:
+	case <-ctx.Done():
+		select {
+		case sum = <-done:
+		case <-time.After(cancelGrace):
+		}
+	}
+	errOut := o.Err
+	if sum != nil {
+		out.finish(sum)
+	} else {
+		// The output is stuck: report without waiting for it.
+		mu.Lock()
+		results := make([]*fanout.Result, len(targets))
+		for i, t := range targets {
+			if r := ended[t.Name]; r != nil {
+				results[i] = r
+			} else {
+				results[i] = &fanout.Result{Target: t.Name, Cancelled: true, Err: fmt.Errorf("%s: cancelled", t.Name)}
+			}
+		}
+		mu.Unlock()
+		sum = fanout.Summarize(results, time.Since(start))
+		errOut = o.Err // unlocked: the lock may be held by the stuck writer
+	}
+	if !spec.JSON {
+		writeLines(errOut, failureLines(sum, targets, o.Styled))
+	}
+	if !spec.Quiet {
+		fmt.Fprintln(errOut, SummaryLine(sum))
+	}
+	code := sum.ExitStatus()
+	if f, ok := out.(interface{ Err() error }); ok && f.Err() != nil {
+		return &ExitError{Code: max(code, 1), Err: f.Err()}
+	}
+	if code != 0 {
 		return &ExitError{Code: code}
 	}
 	return nil
+}
+
+// writeLines writes lines in one write, so that they stay whole.
+func writeLines(w io.Writer, lines []string) {
+	if len(lines) > 0 {
+		io.WriteString(w, strings.Join(lines, "\n")+"\n")
+	}
+}
+
+// failureLines are `name! how` for every target that did not exit 0, in
+// target order: the end of `rex run`'s output, in pdsh's spirit.
+func failureLines(s *fanout.Summary, targets []fanout.Target, styled bool) []string {
+	width := 0
+	for _, t := range targets {
+		width = max(width, len(t.Name))
+	}
+	var lines []string
+	for i, r := range s.Results {
+		msg := ResultLine(r)
+		if msg == "" {
+			continue
+		}
+		pad := strings.Repeat(" ", max(width-len(r.Target), 0))
+		if styled {
+			lines = append(lines, fmt.Sprintf("\x1b[38;5;%dm%s\x1b[0m\x1b[31m!\x1b[0m %s%s", hostColor(i), r.Target, pad, msg))
+		} else {
+			lines = append(lines, r.Target+"! "+pad+msg)
+		}
+	}
+	return lines
 }
 
 // SummaryLine is the one-line account of a run printed on stderr.
@@ -158,6 +264,12 @@ func SummaryLine(s *fanout.Summary) string {
 	}
 	if s.Unreachable > 0 {
 		fmt.Fprintf(&b, ", %d unreachable", s.Unreachable)
+	}
+	if s.Skipped > 0 {
+		fmt.Fprintf(&b, ", %d skipped", s.Skipped)
+	}
+	if s.Cancelled > 0 {
+		fmt.Fprintf(&b, ", %d cancelled", s.Cancelled)
 	}
 	fmt.Fprintf(&b, " in %s", roundDuration(s.Duration))
 	if s.Slowest != nil && len(s.Results) > 1 {
@@ -177,17 +289,35 @@ func roundDuration(d time.Duration) string {
 	}
 }
 
-// ResultLine describes how a target ended, or "" for a clean exit 0.
+// ResultLine describes how a target ended, or "" for a clean exit 0:
+// "exit 1", "timed out after 1s", "unreachable: …", "cancelled",
+// "skipped: …".
 func ResultLine(r *fanout.Result) string {
+	reason := func() string {
+		if r.Err == nil {
+			return ""
+		}
+		return strings.TrimPrefix(r.Err.Error(), r.Target+": ")
+	}
 	switch {
+	case r.Cancelled:
+		return "cancelled"
+	case r.Skipped:
+		return reason()
+	case r.Unreachable:
+		return "unreachable: " + reason()
 	case r.Err != nil:
-		return r.Err.Error()
+		return reason()
+	case r.TimedOut && r.Timeout > 0:
+		return "timed out after " + r.Timeout.String()
 	case r.TimedOut:
 		return "timed out"
 	case r.Signal != "":
 		return "killed by signal " + r.Signal
 	case r.ExitCode != nil && *r.ExitCode != 0:
 		return "exit " + strconv.Itoa(*r.ExitCode)
+	case r.ExitCode == nil:
+		return "ended without an exit status"
 	}
 	return ""
 }
@@ -199,17 +329,25 @@ type outputSink interface {
 
 // prefixSink prints `name: line` for stdout and `name! line` for stderr
 // as lines complete, names padded to one width and coloured on a terminal.
+// A line longer than MaxLine is printed in pieces of MaxLine bytes (less
+// at most 3, to end on a whole UTF-8 character); every piece after the
+// first has the continuation prefix `name:+` or `name!+` in place of
+// `name: ` or `name! `, so the line can be joined again.
 type prefixSink struct {
 	mu       sync.Mutex
+	o        IO
 	w        *bufio.Writer
-	errw     io.Writer
-	prefixes map[string][2]string // stdout, stderr prefix per target
-	partial  map[string]*[2][]byte
+	prefixes map[string]*hostPrefix
 }
 
-// maxPartial bounds a line kept while waiting for its newline; a longer
-// one is printed in pieces.
-const maxPartial = 64 << 10
+type hostPrefix struct {
+	first, cont [2]string // stdout, stderr
+	partial     [2][]byte
+	continued   [2]bool // a piece of the current line was printed
+}
+
+// MaxLine is the longest piece of a line `rex run` prints at once.
+const MaxLine = 64 << 10
 
 // hostColor picks an ANSI 256-colour code for the i-th target, from a set
 // that reads on dark and light backgrounds.
@@ -218,25 +356,31 @@ func hostColor(i int) int {
 	return colors[i%len(colors)]
 }
 
-func newPrefixSink(w, errw io.Writer, targets []fanout.Target, styled bool) *prefixSink {
+func newPrefixSink(o IO, targets []fanout.Target) *prefixSink {
 	width := 0
 	for _, t := range targets {
 		if len(t.Name) > width {
 			width = len(t.Name)
 		}
 	}
-	p := &prefixSink{w: bufio.NewWriterSize(w, 64<<10), errw: errw,
-		prefixes: map[string][2]string{}, partial: map[string]*[2][]byte{}}
+	p := &prefixSink{o: o, w: bufio.NewWriterSize(o.Out, 64<<10), prefixes: map[string]*hostPrefix{}}
 	for i, t := range targets {
 		pad := strings.Repeat(" ", width-len(t.Name))
-		out, errp := t.Name+": "+pad, t.Name+"! "+pad
-		if styled {
-			c := hostColor(i)
-			out = fmt.Sprintf("\x1b[38;5;%dm%s:\x1b[0m %s", c, t.Name, pad)
-			errp = fmt.Sprintf("\x1b[38;5;%dm%s\x1b[0m\x1b[31m!\x1b[0m %s", c, t.Name, pad)
+		hp := &hostPrefix{}
+		for s, mark := range []string{":", "!"} {
+			name := t.Name
+			if o.Styled {
+				c := fmt.Sprintf("\x1b[38;5;%dm", hostColor(i))
+				if s == 1 {
+					name, mark = c+t.Name+"\x1b[0m", "\x1b[31m!\x1b[0m"
+				} else {
+					name, mark = c+t.Name+":\x1b[0m", ""
+				}
+			}
+			hp.first[s] = name + mark + " " + pad
+			hp.cont[s] = name + mark + "+" + pad
 		}
-		p.prefixes[t.Name] = [2]string{out, errp}
-		p.partial[t.Name] = &[2][]byte{}
+		p.prefixes[t.Name] = hp
 	}
 	return p
 }
@@ -249,65 +393,93 @@ func (p *prefixSink) event(ev fanout.Event) {
 		stream = 1
 	case fanout.EventResult:
 		p.mu.Lock()
+		defer p.mu.Unlock()
 		p.flushPartial(ev.Target)
-		if msg := ResultLine(ev.Result); msg != "" && ev.Result.Err != nil {
-			fmt.Fprintf(p.w, "%s%s\n", p.prefixes[ev.Target][1], msg)
-		}
-		p.w.Flush()
-		p.mu.Unlock()
+		p.flush()
 		return
 	default:
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	part := p.partial[ev.Target]
+	hp := p.prefixes[ev.Target]
+	if hp == nil {
+		return
+	}
 	data := ev.Data
-	prefix := p.prefixes[ev.Target][stream]
 	for len(data) > 0 {
-		i := indexByte(data, '\n')
+		i := bytes.IndexByte(data, '\n')
 		if i < 0 {
-			part[stream] = append(part[stream], data...)
-			if len(part[stream]) > maxPartial {
-				p.w.WriteString(prefix)
-				p.w.Write(part[stream])
-				p.w.WriteByte('\n')
-				part[stream] = part[stream][:0]
+			hp.partial[stream] = append(hp.partial[stream], data...)
+			for len(hp.partial[stream]) > MaxLine {
+				n := pieceLen(hp.partial[stream])
+				p.piece(hp, stream, hp.partial[stream][:n], false)
+				hp.partial[stream] = append(hp.partial[stream][:0], hp.partial[stream][n:]...)
 			}
 			break
 		}
-		p.w.WriteString(prefix)
-		if len(part[stream]) > 0 {
-			p.w.Write(part[stream])
-			part[stream] = part[stream][:0]
+		line := data[:i]
+		if len(hp.partial[stream]) > 0 {
+			line = append(hp.partial[stream], line...)
+			hp.partial[stream] = hp.partial[stream][:0]
 		}
-		p.w.Write(data[:i+1])
+		for len(line) > MaxLine {
+			n := pieceLen(line)
+			p.piece(hp, stream, line[:n], false)
+			line = line[n:]
+		}
+		p.piece(hp, stream, line, true)
 		data = data[i+1:]
 	}
-	p.w.Flush()
+	p.flush()
 }
 
-func indexByte(b []byte, c byte) int {
-	for i, x := range b {
-		if x == c {
-			return i
+// pieceLen is where a line longer than MaxLine (len(b) > MaxLine) is cut:
+// at MaxLine, or before the UTF-8 character that straddles it. It looks
+// only at the bytes around MaxLine, so every host cuts the same line at
+// the same place.
+func pieceLen(b []byte) int {
+	for k := 0; k < utf8.UTFMax; k++ {
+		if utf8.RuneStart(b[MaxLine-k]) {
+			return MaxLine - k
 		}
 	}
-	return -1
+	return MaxLine
+}
+
+// piece prints one piece of a line; last ends the line.
+func (p *prefixSink) piece(hp *hostPrefix, stream int, b []byte, last bool) {
+	prefix := hp.first[stream]
+	if hp.continued[stream] {
+		prefix = hp.cont[stream]
+	}
+	p.w.WriteString(prefix)
+	p.w.Write(b)
+	p.w.WriteByte('\n')
+	hp.continued[stream] = !last
+}
+
+// flush writes what is buffered, holding the terminal (a prompt never
+// lands inside output).
+func (p *prefixSink) flush() {
+	if p.w.Buffered() == 0 {
+		return
+	}
+	p.o.lock()
+	p.w.Flush()
+	p.o.unlock()
 }
 
 // flushPartial prints what is left of a target's last lines.
 func (p *prefixSink) flushPartial(target string) {
-	part := p.partial[target]
-	if part == nil {
+	hp := p.prefixes[target]
+	if hp == nil {
 		return
 	}
 	for s := 0; s < 2; s++ {
-		if len(part[s]) > 0 {
-			p.w.WriteString(p.prefixes[target][s])
-			p.w.Write(part[s])
-			p.w.WriteByte('\n')
-			part[s] = part[s][:0]
+		if len(hp.partial[s]) > 0 || hp.continued[s] {
+			p.piece(hp, s, hp.partial[s], true)
+			hp.partial[s] = hp.partial[s][:0]
 		}
 	}
 }
@@ -315,17 +487,16 @@ func (p *prefixSink) flushPartial(target string) {
 func (p *prefixSink) finish(*fanout.Summary) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.w.Flush()
+	p.flush()
 }
 
 // gatherSink keeps each target's output and prints identical outputs once
 // under the sorted list of the targets that produced them (like dshbak -c
 // or clush -b).
 type gatherSink struct {
-	mu     sync.Mutex
-	w      io.Writer
-	styled bool
-	outs   map[string]*gathered
+	mu   sync.Mutex
+	o    IO
+	outs map[string]*gathered
 }
 
 // maxGathered bounds the output kept per target; the digest still covers
@@ -338,8 +509,8 @@ type gathered struct {
 	truncated bool
 }
 
-func newGatherSink(w io.Writer, styled bool) *gatherSink {
-	return &gatherSink{w: w, styled: styled, outs: map[string]*gathered{}}
+func newGatherSink(o IO) *gatherSink {
+	return &gatherSink{o: o, outs: map[string]*gathered{}}
 }
 
 func (g *gatherSink) event(ev fanout.Event) {
@@ -412,14 +583,16 @@ func (g *gatherSink) finish(s *fanout.Summary) {
 		}
 		return b, string(o.sum.Sum(nil))
 	})
-	bw := bufio.NewWriter(g.w)
+	g.o.lock()
+	defer g.o.unlock()
+	bw := bufio.NewWriter(g.o.Out)
 	for _, gr := range groups {
 		head := fmt.Sprintf("%s (%d)", devices.Fold(gr.Targets), len(gr.Targets))
 		if gr.Status != "" {
 			head += " " + gr.Status
 		}
 		rule := strings.Repeat("-", 15)
-		if g.styled {
+		if g.o.Styled {
 			head = "\x1b[1m" + head + "\x1b[0m"
 			if gr.Status != "" {
 				head = "\x1b[31m" + head + "\x1b[0m"
@@ -437,6 +610,7 @@ func (g *gatherSink) finish(s *fanout.Summary) {
 // jsonSink prints one JSON object per event per line.
 type jsonSink struct {
 	mu  sync.Mutex
+	o   IO
 	enc *json.Encoder
 	w   *bufio.Writer
 }
@@ -453,13 +627,15 @@ type JSONEvent struct {
 	DurationMS *int64 `json:"duration_ms,omitempty"`
 	Error      string `json:"error,omitempty"`
 	Unreach    bool   `json:"unreachable,omitempty"`
+	Cancelled  bool   `json:"cancelled,omitempty"`
+	Skipped    bool   `json:"skipped,omitempty"`
 }
 
-func newJSONSink(w io.Writer) *jsonSink {
-	bw := bufio.NewWriterSize(w, 64<<10)
+func newJSONSink(o IO) *jsonSink {
+	bw := bufio.NewWriterSize(o.Out, 64<<10)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
-	return &jsonSink{enc: enc, w: bw}
+	return &jsonSink{o: o, enc: enc, w: bw}
 }
 
 func (j *jsonSink) event(ev fanout.Event) {
@@ -476,6 +652,7 @@ func (j *jsonSink) event(ev fanout.Event) {
 		r := ev.Result
 		if r.Err != nil {
 			e.Event, e.Error, e.Unreach = "error", r.Err.Error(), r.Unreachable
+			e.Cancelled, e.Skipped = r.Cancelled, r.Skipped
 		} else {
 			d := r.Duration.Milliseconds()
 			e.Event, e.ExitCode, e.Signal, e.TimedOut, e.DurationMS = "exit", r.ExitCode, r.Signal, r.TimedOut, &d
@@ -486,7 +663,9 @@ func (j *jsonSink) event(ev fanout.Event) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.enc.Encode(e)
+	j.o.lock()
 	j.w.Flush()
+	j.o.unlock()
 }
 
 func (j *jsonSink) finish(*fanout.Summary) {}

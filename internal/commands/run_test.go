@@ -3,9 +3,12 @@ package commands
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rexconsole/rex/internal/fanout"
 )
@@ -102,7 +105,7 @@ func scriptedRun(sink outputSink) {
 func TestPrefixOutput(t *testing.T) {
 	var out bytes.Buffer
 	ts := []fanout.Target{{Name: "web1"}, {Name: "db10"}, {Name: "web2"}, {Name: "gone"}}
-	scriptedRun(newPrefixSink(&out, &out, ts, false))
+	scriptedRun(newPrefixSink(IO{Out: &out}, ts))
 	want := "web1: Linux web1\n" +
 		"db10: Linux db\n" +
 		"web1: up 3 days\n" +
@@ -110,8 +113,7 @@ func TestPrefixOutput(t *testing.T) {
 		"web2: Linux web1\n" +
 		"web2: up 3 days\n" +
 		"web1: no newline\n" +
-		"web2: no newline\n" +
-		"gone! connect gone (10.0.0.9:22): connection refused; is sshd running there?\n"
+		"web2: no newline\n"
 	if out.String() != want {
 		t.Errorf("prefix output:\n%s\nwant:\n%s", out.String(), want)
 	}
@@ -119,13 +121,13 @@ func TestPrefixOutput(t *testing.T) {
 
 func TestGatherOutput(t *testing.T) {
 	var out bytes.Buffer
-	scriptedRun(newGatherSink(&out, false))
+	scriptedRun(newGatherSink(IO{Out: &out}))
 	want := "---------------\n" +
 		"db10 (1) exit 2\n" +
 		"---------------\n" +
 		"Linux db\nwarning: disk\n" +
 		"---------------\n" +
-		"gone (1) connect gone (10.0.0.9:22): connection refused; is sshd running there?\n" +
+		"gone (1) unreachable: connect gone (10.0.0.9:22): connection refused; is sshd running there?\n" +
 		"---------------\n" +
 		"---------------\n" +
 		"web[1-2] (2)\n" +
@@ -138,7 +140,7 @@ func TestGatherOutput(t *testing.T) {
 
 func TestJSONOutput(t *testing.T) {
 	var out bytes.Buffer
-	scriptedRun(newJSONSink(&out))
+	scriptedRun(newJSONSink(IO{Out: &out}))
 	want := `{"target":"web1","event":"stdout","data":"Linux web1\nup 3 ","encoding":"utf8"}
 {"target":"db10","event":"stdout","data":"Linux db\n","encoding":"utf8"}
 {"target":"web1","event":"stdout","data":"days\n","encoding":"utf8"}
@@ -160,5 +162,145 @@ func TestSummaryLine(t *testing.T) {
 		Results: make([]*fanout.Result, 10), Slowest: &fanout.Result{Target: "h3", Duration: 900 * time.Millisecond}}
 	if got := SummaryLine(s); got != "rex: 7 ok, 1 failed, 2 unreachable in 1.23s (slowest h3, 900ms)" {
 		t.Errorf("summary %q", got)
+	}
+}
+
+func TestFailureLines(t *testing.T) {
+	results := []*fanout.Result{
+		{Target: "h1", ExitCode: code(0)},
+		{Target: "h2", ExitCode: code(1)},
+		{Target: "h3", TimedOut: true, Timeout: time.Second, Signal: "KILL"},
+		{Target: "h4", Unreachable: true, Err: errors.New("connect h4 (127.0.0.1:1): connection refused; is sshd running there?")},
+		{Target: "h5", Cancelled: true, Err: errors.New("h5: cancelled")},
+		{Target: "h6", Skipped: true, Err: errors.New("h6: skipped: 1 target failed (--max-fail 1)")},
+		{Target: "h7", Signal: "KILL"},
+		{Target: "h8", Unreachable: true, Err: errors.New("h8: connection lost while the command ran")},
+		{Target: "web10", ExitCode: code(3)},
+	}
+	ts := make([]fanout.Target, len(results))
+	for i, r := range results {
+		ts[i] = fanout.Target{Name: r.Target}
+	}
+	got := strings.Join(failureLines(fanout.Summarize(results, time.Second), ts, false), "\n")
+	want := strings.Join([]string{
+		"h2!    exit 1",
+		"h3!    timed out after 1s",
+		"h4!    unreachable: connect h4 (127.0.0.1:1): connection refused; is sshd running there?",
+		"h5!    cancelled",
+		"h6!    skipped: 1 target failed (--max-fail 1)",
+		"h7!    killed by signal KILL",
+		"h8!    unreachable: connection lost while the command ran",
+		"web10! exit 3",
+	}, "\n")
+	if got != want {
+		t.Errorf("failure lines:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestLongLinesContinue: a line longer than MaxLine is cut at the same
+// places whatever chunks it arrives in, every piece after the first is
+// marked, and joining the pieces gives the line back.
+func TestLongLinesContinue(t *testing.T) {
+	line := strings.Repeat("abcdefghij", 2*MaxLine/10) + strings.Repeat("é", 100) + "end"
+	input := line + "\nshort\n" + line // the last one without a newline
+	render := func(chunk int) string {
+		var out bytes.Buffer
+		ts := []fanout.Target{{Name: "h1"}, {Name: "host2"}}
+		p := newPrefixSink(IO{Out: &out}, ts)
+		for _, target := range []string{"h1", "host2"} {
+			for i := 0; i < len(input); i += chunk {
+				p.event(fanout.Event{Target: target, Kind: fanout.EventStderr, Data: []byte(input[i:min(i+chunk, len(input))])})
+			}
+			p.event(fanout.Event{Target: target, Kind: fanout.EventResult, Result: &fanout.Result{Target: target}})
+		}
+		p.finish(nil)
+		return out.String()
+	}
+	first := render(len(input))
+	for _, chunk := range []int{1 << 10, 4093, MaxLine - 1, MaxLine + 1} {
+		if got := render(chunk); got != first {
+			t.Fatalf("chunks of %d cut lines elsewhere", chunk)
+		}
+	}
+	// Join: a "name!+" line continues the last line of that host and
+	// stream (the pad after the mark belongs to the prefix).
+	joined := map[string][]string{}
+	for _, l := range strings.Split(strings.TrimSuffix(first, "\n"), "\n") {
+		if len(l) > MaxLine+len("host2! ") {
+			t.Fatalf("a piece of %d bytes", len(l))
+		}
+		name, rest, _ := strings.Cut(l, "!")
+		if after, ok := strings.CutPrefix(rest, "+"); ok {
+			after = strings.TrimLeft(after, " ")
+			joined[name][len(joined[name])-1] += after
+			continue
+		}
+		joined[name] = append(joined[name], strings.TrimLeft(rest[1:], " "))
+	}
+	for _, name := range []string{"h1", "host2"} {
+		if got := joined[name]; len(got) != 3 || got[0] != line || got[1] != "short" || got[2] != line {
+			t.Errorf("%s joined into %d lines (first %d bytes)", name, len(got), len(got[0]))
+		}
+	}
+	for _, l := range strings.Split(first, "\n") {
+		if !utf8.ValidString(l) {
+			t.Fatalf("a piece cuts a UTF-8 character: %q", l[len(l)-8:])
+		}
+	}
+}
+
+func TestMaxFailValues(t *testing.T) {
+	tests := []struct {
+		in      string
+		targets int
+		want    int
+		err     bool
+	}{
+		{"1", 6, 1, false}, {"3", 100, 3, false}, {"10%", 100, 10, false}, {"10%", 6, 1, false},
+		{"50%", 5, 3, false}, {"100%", 7, 7, false}, {"0", 5, 0, true}, {"x", 5, 0, true}, {"150%", 5, 0, true}, {"-1", 5, 0, true},
+	}
+	for _, tt := range tests {
+		var m maxFail
+		err := m.Set(tt.in)
+		if (err != nil) != tt.err {
+			t.Errorf("--max-fail %s: %v", tt.in, err)
+			continue
+		}
+		if err == nil && m.count(tt.targets) != tt.want {
+			t.Errorf("--max-fail %s of %d = %d, want %d", tt.in, tt.targets, m.count(tt.targets), tt.want)
+		}
+	}
+}
+
+func TestOutdirSink(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	s, err := newOutdirSink(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "h1.out"), []byte("an older run"), 0o644)
+	ev := func(target string, k fanout.EventKind, data string) {
+		s.event(fanout.Event{Target: target, Kind: k, Data: []byte(data)})
+	}
+	ev("h1", fanout.EventStart, "")
+	ev("../x", fanout.EventStart, "")
+	ev("h1", fanout.EventStdout, "one\n")
+	ev("h1", fanout.EventStderr, "oops\n")
+	if b, _ := os.ReadFile(filepath.Join(dir, "h1.out")); string(b) != "an older run" {
+		t.Errorf("h1.out changed before h1 ended: %q", b)
+	}
+	ev("h1", fanout.EventStdout, "two")
+	ev("../x", fanout.EventStdout, "x")
+	s.event(fanout.Event{Target: "h1", Kind: fanout.EventResult, Result: &fanout.Result{Target: "h1"}})
+	s.event(fanout.Event{Target: "gone", Kind: fanout.EventResult, Result: &fanout.Result{Target: "gone"}})
+	s.finish(nil)
+	for name, want := range map[string]string{"h1.out": "one\ntwo", "h1.err": "oops\n", "_.._x.out": "x", "_.._x.err": ""} {
+		if b, err := os.ReadFile(filepath.Join(dir, name)); err != nil || string(b) != want {
+			t.Errorf("%s = %q, %v; want %q", name, b, err, want)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 4 || s.Err() != nil {
+		t.Errorf("%d files in the outdir (temporary ones left?), err %v", len(entries), s.Err())
 	}
 }

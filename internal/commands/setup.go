@@ -3,9 +3,11 @@ package commands
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 
 	"golang.org/x/term"
 
@@ -42,6 +44,12 @@ type SetupOptions struct {
 	// OnState reports SSH progress (connecting, bootstrapping) and how
 	// every dial ends (ready, or failed with its error).
 	OnState func(target, state string, err error)
+	// Lock, when set, is held while the operator is asked something, so
+	// that a prompt never lands inside output written under it (IO.Lock).
+	Lock *sync.Mutex
+	// Notices, when set, receives one line per notice (a host key just
+	// recorded), written under Lock.
+	Notices io.Writer
 }
 
 // NewSetup opens the registry and prepares the local and SSH connectors.
@@ -101,7 +109,13 @@ func NewDialer(opts SetupOptions) *sshx.Dialer {
 		OnState:  opts.OnState,
 	}
 	if !opts.Console {
-		o.Passphrase = AskPassphrase
+		o.Passphrase = func(keyPath string) ([]byte, error) {
+			if opts.Lock != nil {
+				opts.Lock.Lock()
+				defer opts.Lock.Unlock()
+			}
+			return AskPassphrase(keyPath)
+		}
 	}
 	return sshx.NewDialer(o)
 }

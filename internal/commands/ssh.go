@@ -24,7 +24,9 @@ func (c SSHConnector) Connect(ctx context.Context, t fanout.Target) (*fanout.Con
 	if !ok {
 		return nil, fmt.Errorf("connect %s: not an SSH target", t.Name)
 	}
-	conn, err := c.Dialer.Connect(ctx, SSHTarget(dt))
+	st := SSHTarget(dt)
+	st.ConnectTimeout = t.ConnectTimeout
+	conn, err := c.Dialer.Connect(ctx, st)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +56,8 @@ var _ DeviceRemote = SSHDeviceRemote{}
 // each runs fn on every SSH target at once and prints the lines in target
 // order; local is answered without SSH.
 func (r SSHDeviceRemote) each(ctx context.Context, o IO, targets []devices.Target,
-	local func() string, fn func(ctx context.Context, t devices.Target) (string, error)) error {
+	local func() string, fn func(ctx context.Context, t sshx.Target) (string, error)) error {
+	connect := connectTimeoutFrom(ctx)
 	lines := make([]string, len(targets))
 	errs := make([]error, len(targets))
 	var wg sync.WaitGroup
@@ -66,7 +69,9 @@ func (r SSHDeviceRemote) each(ctx context.Context, o IO, targets []devices.Targe
 		wg.Add(1)
 		go func(i int, t devices.Target) {
 			defer wg.Done()
-			lines[i], errs[i] = fn(ctx, t)
+			st := SSHTarget(t)
+			st.ConnectTimeout = connect
+			lines[i], errs[i] = fn(ctx, st)
 		}(i, t)
 	}
 	wg.Wait()
@@ -90,8 +95,8 @@ func (r SSHDeviceRemote) each(ctx context.Context, o IO, targets []devices.Targe
 // Check implements DeviceRemote.
 func (r SSHDeviceRemote) Check(ctx context.Context, o IO, targets []devices.Target) error {
 	return r.each(ctx, o, targets, func() string { return "ok\tthis machine" },
-		func(ctx context.Context, t devices.Target) (string, error) {
-			c, err := r.Dialer.Check(ctx, SSHTarget(t))
+		func(ctx context.Context, t sshx.Target) (string, error) {
+			c, err := r.Dialer.Check(ctx, t)
 			if err != nil {
 				return "", err
 			}
@@ -117,8 +122,8 @@ func (r SSHDeviceRemote) Check(ctx context.Context, o IO, targets []devices.Targ
 // Prepare implements DeviceRemote.
 func (r SSHDeviceRemote) Prepare(ctx context.Context, o IO, targets []devices.Target) error {
 	return r.each(ctx, o, targets, func() string { return "ok\tlocal rexd ready" },
-		func(ctx context.Context, t devices.Target) (string, error) {
-			conn, err := r.Dialer.Connect(ctx, SSHTarget(t))
+		func(ctx context.Context, t sshx.Target) (string, error) {
+			conn, err := r.Dialer.Connect(ctx, t)
 			if err != nil {
 				return "", err
 			}
@@ -133,8 +138,8 @@ func (r SSHDeviceRemote) Prepare(ctx context.Context, o IO, targets []devices.Ta
 // Clean implements DeviceRemote.
 func (r SSHDeviceRemote) Clean(ctx context.Context, o IO, targets []devices.Target) error {
 	return r.each(ctx, o, targets, func() string { return "ok\tnothing to clean on this machine" },
-		func(ctx context.Context, t devices.Target) (string, error) {
-			removed, err := r.Dialer.Clean(ctx, SSHTarget(t))
+		func(ctx context.Context, t sshx.Target) (string, error) {
+			removed, err := r.Dialer.Clean(ctx, t)
 			if err != nil {
 				return "", err
 			}
@@ -143,4 +148,19 @@ func (r SSHDeviceRemote) Clean(ctx context.Context, o IO, targets []devices.Targ
 			}
 			return "ok\tremoved " + strings.Join(removed, ", "), nil
 		})
+}
+
+type connectTimeoutKey struct{}
+
+// WithConnectTimeout carries a verb's --connect-timeout to a DeviceRemote.
+func WithConnectTimeout(ctx context.Context, d time.Duration) context.Context {
+	if d <= 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, connectTimeoutKey{}, d)
+}
+
+func connectTimeoutFrom(ctx context.Context) time.Duration {
+	d, _ := ctx.Value(connectTimeoutKey{}).(time.Duration)
+	return d
 }

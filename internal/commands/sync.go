@@ -297,9 +297,9 @@ func PushTargets(ctx context.Context, app *App, localDir, remoteDir string, targ
 			return err
 		})
 	for i, r := range results {
-		if r.Unreachable {
+		if r.Unreachable || r.Cancelled {
 			// fn never ran: the outcome is the connection's.
-			outcomes[i] = PushOutcome{Target: r.Target, Err: r.Err, Unreachable: true, Duration: r.Duration}
+			outcomes[i] = PushOutcome{Target: r.Target, Err: r.Err, Unreachable: r.Unreachable, Duration: r.Duration}
 			if opts.Pushed != nil {
 				opts.Pushed(outcomes[i])
 			}

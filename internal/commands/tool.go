@@ -392,7 +392,7 @@ func ToolRun(ctx context.Context, app *App, o IO, spec ToolRunSpec) error {
 		}
 		return exitOfResults(results, nil)
 	}
-	sink := newPrefixSink(o.Out, o.Err, targets, o.Styled)
+	sink := newPrefixSink(o, targets)
 	results, err = RunTool(ctx, app, spec, targets, ToolRunOptions{
 		OnEvent: func(ev fanout.Event) {
 			if ev.Kind == fanout.EventResult {
@@ -591,8 +591,8 @@ func RunTool(ctx context.Context, app *App, spec ToolRunSpec, targets []fanout.T
 			})
 		for _, r := range rr {
 			results[index[r.Target]] = r
-			if r.Unreachable {
-				result(r)
+			if r.Unreachable || r.Cancelled {
+				result(r) // fn never ran
 			}
 		}
 	}

@@ -15,7 +15,9 @@ type EachResult struct {
 	Target      string
 	Err         error
 	Unreachable bool
-	Duration    time.Duration
+	// Cancelled: ctx ended before the target was reached.
+	Cancelled bool
+	Duration  time.Duration
 }
 
 // Each runs fn on every target with a live session, with the same bounded
@@ -37,13 +39,18 @@ func Each(ctx context.Context, pool *Pool, targets []Target, opts Options,
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
-				r.Err, r.Unreachable = fmt.Errorf("%s: cancelled before it started", t.Name), true
+				r.Err, r.Cancelled = fmt.Errorf("%s: cancelled before it started", t.Name), true
 				return
 			}
 			defer func() { <-sem }()
 			start := time.Now()
-			lease, err := acquire(ctx, pool, t, opts)
+			t.ConnectTimeout = opts.ConnectTimeout
+			lease, err := pool.AcquireAs(ctx, t, opts.ClientName)
 			if err != nil {
+				if ctx.Err() != nil {
+					r.Err, r.Cancelled = err, true
+					return
+				}
 				r.Err, r.Unreachable = err, true
 				return
 			}

@@ -63,8 +63,17 @@ func (f *fleet) Connect(ctx context.Context, t fanout.Target) (*fanout.Conn, err
 	case strings.HasPrefix(t.Name, "refused"):
 		return nil, fmt.Errorf("connect %s (127.0.0.1:1): connection refused; is sshd running there?", t.Name)
 	case strings.HasPrefix(t.Name, "blackhole"):
-		<-ctx.Done()
-		return nil, ctx.Err()
+		// A connector bounds reaching a target by t.ConnectTimeout.
+		if t.ConnectTimeout == 0 {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(t.ConnectTimeout):
+			return nil, fmt.Errorf("connect %s: no answer within %s", t.Name, t.ConnectTimeout)
+		}
 	}
 	home := filepath.Join(f.base, t.Name)
 	os.MkdirAll(home, 0o755)

@@ -27,6 +27,10 @@ type Target struct {
 	// named on its own; a run passes it on as REX_GROUP.
 	Group string
 	Spec  any
+	// ConnectTimeout, when set, bounds reaching the target (dial,
+	// handshake, bootstrap) in place of the connector's own default; the
+	// connector enforces it and names it when it fires.
+	ConnectTimeout time.Duration
 }
 
 // Conn is a ready connection: a session on a rexd.
@@ -297,7 +301,9 @@ func (p *Pool) AcquireAs(ctx context.Context, t Target, client string) (*Lease, 
 
 // dialLocked starts the one dial of a new entry for t.
 func (p *Pool) dialLocked(t Target, k string) *entry {
-	dctx, cancel := context.WithTimeout(context.Background(), p.opts.ConnectTimeout)
+	// The connector bounds the dial by t.ConnectTimeout; the pool's bound
+	// only backs it up.
+	dctx, cancel := context.WithTimeout(context.Background(), max(p.opts.ConnectTimeout, t.ConnectTimeout+5*time.Second))
 	e := &entry{key: k, name: t.Name, ready: make(chan struct{}), cancel: cancel, lastUsed: time.Now()}
 	p.entries[k] = e
 	p.wg.Add(1)

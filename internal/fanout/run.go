@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -54,13 +55,23 @@ type Result struct {
 	ExitCode *int
 	Signal   string
 	TimedOut bool
+	// Timeout is the task's timeout, for saying which limit fired.
+	Timeout  time.Duration
 	Duration time.Duration
 	BytesOut int64
 	BytesErr int64
 	// Err is set when the target could not run the task at all
-	// (Unreachable) or failed while running it.
-	Err         error
+	// (Unreachable, Cancelled, Skipped) or failed while running it.
+	Err error
+	// Unreachable: the target could not be reached, or the connection was
+	// lost while the command ran.
 	Unreachable bool
+	// Cancelled: the run was cancelled (ctrl+c) before the target ended;
+	// its command, if it had started, was stopped.
+	Cancelled bool
+	// Skipped: a rolling run stopped before this target (a failed canary,
+	// --max-fail reached); nothing ran on it.
+	Skipped bool
 	// Messages are exec.error reports (timeout, output cap, launch failure).
 	Messages []string
 }
@@ -70,8 +81,26 @@ func (r *Result) OK() bool { return r.Err == nil && r.ExitCode != nil && *r.Exit
 
 // Options tune Run.
 type Options struct {
-	Concurrency    int           // targets in flight; default 64
-	ConnectTimeout time.Duration // per target; default 15s
+	Concurrency int // targets in flight; default 64
+	// ConnectTimeout, when set, bounds reaching each target (dial,
+	// handshake, bootstrap) in place of the connector's default (for SSH:
+	// ssh_config's ConnectTimeout, else 10s). The connector enforces it.
+	ConnectTimeout time.Duration
+	// Batch, when set, runs the targets this many at a time in their
+	// order, each batch after the previous one has ended (a rolling run).
+	Batch int
+	// Canary, when set, runs the first Canary targets alone first; the
+	// others run only if every canary exited 0.
+	Canary int
+	// MaxFail, when set, stops starting targets once this many have
+	// failed; the rest are Skipped.
+	MaxFail int
+	// Stdin, when set, is streamed to every target's command (Task.Stdin
+	// is ignored): with backpressure, EOF reaching each.
+	Stdin io.Reader
+	// OnBatch is told as each batch of a rolling run (Batch or Canary)
+	// starts.
+	OnBatch func(Batch)
 	// ClientName, when set, runs the task in a session of that name on
 	// each target's pooled connection (Pool.AcquireAs), so rexd's audit
 	// log says who acted: "rex-agent", "rex-mcp/<client>".
@@ -82,12 +111,21 @@ type Options struct {
 	OnEvent func(Event)
 }
 
+// Batch is one step of a rolling run.
+type Batch struct {
+	Index, Count int // 1-based
+	Targets      []string
+	Canary       bool
+}
+
 // Summary is the outcome of a run.
 type Summary struct {
 	Results     []*Result // in the order of the targets
 	OK          int
 	Failed      int
 	Unreachable int
+	Cancelled   int
+	Skipped     int
 	Slowest     *Result
 	Duration    time.Duration
 }
@@ -116,7 +154,10 @@ func (s *Summary) ExitStatus() int {
 }
 
 // Run runs task on every target through pool and returns when all are done
-// or ctx is cancelled, in which case every remote process is stopped.
+// or ctx is cancelled, in which case every remote process is stopped and
+// the targets that had not ended are Cancelled. Targets start in their
+// order. Every command gets REX_TARGET (the target's name) and REX_GROUP
+// (the group it was chosen through) in its environment.
 func Run(ctx context.Context, pool *Pool, targets []Target, task Task, opts Options) *Summary {
 	opts = opts.withDefaults()
 	emit := opts.OnEvent
@@ -125,27 +166,121 @@ func Run(ctx context.Context, pool *Pool, targets []Target, task Task, opts Opti
 	}
 	start := time.Now()
 	results := make([]*Result, len(targets))
+	var in *broadcast
+	if opts.Stdin != nil {
+		in = newBroadcast(opts.Stdin, len(targets))
+	}
+	var mu sync.Mutex
+	failed := 0
+	var stopped string // why no more targets start, "" while they do
+	finish := func(i int, r *Result) {
+		mu.Lock()
+		results[i] = r
+		if !r.OK() && !r.Cancelled && !r.Skipped {
+			failed++
+			if opts.MaxFail > 0 && failed >= opts.MaxFail && stopped == "" {
+				stopped = fmt.Sprintf("%d %s failed (--max-fail %d)", failed, plural(failed, "target", "targets"), opts.MaxFail)
+			}
+		}
+		mu.Unlock()
+		emit(Event{Target: r.Target, Kind: EventResult, Result: r})
+	}
+	// notRun ends a target that never started: cancelled, or skipped.
+	notRun := func(i int, t Target, why string) {
+		if in != nil {
+			in.skip()
+		}
+		r := &Result{Target: t.Name, Timeout: task.Timeout}
+		if why == "" {
+			r.Cancelled, r.Err = true, fmt.Errorf("%s: cancelled", t.Name)
+		} else {
+			r.Skipped, r.Err = true, fmt.Errorf("%s: skipped: %s", t.Name, why)
+		}
+		finish(i, r)
+	}
+	waves := plan(len(targets), opts)
 	sem := make(chan struct{}, opts.Concurrency)
-	var wg sync.WaitGroup
-	for i, t := range targets {
-		wg.Add(1)
-		go func(i int, t Target) {
-			defer wg.Done()
+	for wi, w := range waves {
+		if opts.OnBatch != nil && (opts.Batch > 0 || opts.Canary > 0) {
+			names := make([]string, 0, w.end-w.start)
+			for _, t := range targets[w.start:w.end] {
+				names = append(names, t.Name)
+			}
+			opts.OnBatch(Batch{Index: wi + 1, Count: len(waves), Targets: names, Canary: w.canary})
+		}
+		var wg sync.WaitGroup
+		for i := w.start; i < w.end; i++ {
+			t := targets[i]
+			// Start in order: wait for a slot before looking at the next.
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
-				results[i] = &Result{Target: t.Name, Err: fmt.Errorf("%s: cancelled before it started", t.Name), Unreachable: true}
-				emit(Event{Target: t.Name, Kind: EventResult, Result: results[i]})
-				return
 			}
-			defer func() { <-sem }()
-			r := runOne(ctx, pool, t, task, opts, emit)
-			results[i] = r
-			emit(Event{Target: t.Name, Kind: EventResult, Result: r})
-		}(i, t)
+			mu.Lock()
+			why := stopped
+			mu.Unlock()
+			if ctx.Err() != nil || why != "" {
+				if ctx.Err() == nil {
+					<-sem
+				}
+				if ctx.Err() != nil {
+					why = ""
+				}
+				notRun(i, t, why)
+				continue
+			}
+			wg.Add(1)
+			go func(i int, t Target) {
+				defer wg.Done()
+				defer func() { <-sem }()
+				finish(i, runOne(ctx, pool, t, task, opts, in, emit))
+			}(i, t)
+		}
+		wg.Wait()
+		if w.canary {
+			mu.Lock()
+			for _, r := range results[w.start:w.end] {
+				if !r.OK() && stopped == "" {
+					stopped = fmt.Sprintf("the canary %s did not succeed", r.Target)
+				}
+			}
+			mu.Unlock()
+		}
 	}
-	wg.Wait()
 	return Summarize(results, time.Since(start))
+}
+
+// wave is a range of targets that run together.
+type wave struct {
+	start, end int
+	canary     bool
+}
+
+// plan splits n targets into waves: the canaries, then batches.
+func plan(n int, opts Options) []wave {
+	var ws []wave
+	i := 0
+	if opts.Canary > 0 && n > 0 {
+		i = min(opts.Canary, n)
+		ws = append(ws, wave{0, i, true})
+	}
+	size := n - i
+	if opts.Batch > 0 {
+		size = opts.Batch
+	}
+	for i < n {
+		end := min(i+size, n)
+		ws = append(ws, wave{start: i, end: end})
+		i = end
+	}
+	return ws
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // Summarize counts results into a Summary.
@@ -153,6 +288,10 @@ func Summarize(results []*Result, took time.Duration) *Summary {
 	s := &Summary{Results: results, Duration: took}
 	for _, r := range results {
 		switch {
+		case r.Cancelled:
+			s.Cancelled++
+		case r.Skipped:
+			s.Skipped++
 		case r.Unreachable:
 			s.Unreachable++
 		case r.OK():
@@ -160,34 +299,54 @@ func Summarize(results []*Result, took time.Duration) *Summary {
 		default:
 			s.Failed++
 		}
-		if !r.Unreachable && (s.Slowest == nil || r.Duration > s.Slowest.Duration) {
+		if !r.Unreachable && !r.Skipped && !r.Cancelled && (s.Slowest == nil || r.Duration > s.Slowest.Duration) {
 			s.Slowest = r
 		}
 	}
 	return s
 }
 
-func runOne(ctx context.Context, pool *Pool, t Target, task Task, opts Options, emit func(Event)) *Result {
-	r := &Result{Target: t.Name}
-	lease, err := acquire(ctx, pool, t, opts)
+func runOne(ctx context.Context, pool *Pool, t Target, task Task, opts Options, in *broadcast, emit func(Event)) *Result {
+	r := &Result{Target: t.Name, Timeout: task.Timeout}
+	subscribed := false
+	defer func() {
+		if in != nil && !subscribed {
+			in.skip()
+		}
+	}()
+	t.ConnectTimeout = opts.ConnectTimeout
+	lease, err := pool.AcquireAs(ctx, t, opts.ClientName)
 	if err != nil {
+		if ctx.Err() != nil {
+			r.Cancelled, r.Err = true, fmt.Errorf("%s: cancelled", t.Name)
+			return r
+		}
 		r.Err, r.Unreachable = err, true
 		return r
 	}
 	defer lease.Release()
 	sess := lease.Session()
 
-	p := protocol.ExecStartParams{Argv: task.Argv, Env: task.Env, Cwd: task.Cwd}
+	env := make(map[string]string, len(task.Env)+2)
+	for k, v := range task.Env {
+		env[k] = v
+	}
+	env["REX_TARGET"], env["REX_GROUP"] = t.Name, t.Group
+	p := protocol.ExecStartParams{Argv: task.Argv, Env: env, Cwd: task.Cwd}
 	if len(task.Argv) == 0 {
 		p.Shell, p.Command = true, task.Command
 	}
-	stdin := ""
-	if task.Stdin != nil {
-		var enc string
-		stdin, enc = protocol.EncodeData(task.Stdin)
-		p.StdinEncoding = enc
+	if in == nil {
+		// Fixed input, or none: stdin is closed once it is written, so a
+		// command never waits on a keyboard.
+		stdin := ""
+		if task.Stdin != nil {
+			var enc string
+			stdin, enc = protocol.EncodeData(task.Stdin)
+			p.StdinEncoding = enc
+		}
+		p.Stdin = &stdin
 	}
-	p.Stdin = &stdin
 	if task.Timeout > 0 {
 		p.TimeoutMS = task.Timeout.Milliseconds()
 	}
@@ -206,18 +365,47 @@ func runOne(ctx context.Context, pool *Pool, t Target, task Task, opts Options, 
 		}
 	}})
 	if err != nil {
-		if errors.Is(err, rexclient.ErrClosed) {
+		switch {
+		case ctx.Err() != nil:
+			r.Cancelled, r.Err = true, fmt.Errorf("%s: cancelled", t.Name)
+		case errors.Is(err, rexclient.ErrClosed):
 			lease.Drop()
 			r.Unreachable = true
+			r.Err = fmt.Errorf("%s: connection lost before the command started: %w", t.Name, err)
+		default:
+			r.Err = fmt.Errorf("%s: start command: %w", t.Name, err)
 		}
-		r.Err = fmt.Errorf("%s: start command: %w", t.Name, err)
 		return r
 	}
 	startOnce.Do(reportStart)
 
+	var pumped chan struct{}
+	if in != nil {
+		sub, err := in.subscribe()
+		subscribed = true
+		pumped = make(chan struct{})
+		pctx, stopPump := context.WithCancel(ctx)
+		defer func() {
+			stopPump()
+			<-pumped
+		}()
+		go func() {
+			defer close(pumped)
+			if err != nil {
+				emit(Event{Target: t.Name, Kind: EventStderr, Data: []byte("rex: " + err.Error() + "\n")})
+				proc.CloseInput(pctx)
+				return
+			}
+			defer sub.close()
+			pump(pctx, sub, proc)
+		}()
+	}
+
 	exit, err := proc.Wait(ctx)
+	cancelled := false
 	if err != nil && ctx.Err() != nil {
 		// Cancelled: stop the remote process group and wait a little for it.
+		cancelled = true
 		kctx, kcancel := context.WithTimeout(context.Background(), killWait)
 		proc.Kill(kctx, "TERM")
 		exit, err = proc.Wait(kctx)
@@ -233,9 +421,12 @@ func runOne(ctx context.Context, pool *Pool, t Target, task Task, opts Options, 
 	if err != nil {
 		if errors.Is(err, rexclient.ErrClosed) {
 			lease.Drop()
-			err = fmt.Errorf("%s: connection lost while the command ran", t.Name)
+			if !cancelled {
+				r.Unreachable = true
+				err = fmt.Errorf("%s: connection lost while the command ran", t.Name)
+			}
 		}
-		r.Err = err
+		r.Err, r.Cancelled = err, cancelled
 		return r
 	}
 	r.ExitCode = exit.ExitCode
@@ -244,32 +435,34 @@ func runOne(ctx context.Context, pool *Pool, t Target, task Task, opts Options, 
 	}
 	r.TimedOut = exit.TimedOut
 	r.BytesOut, r.BytesErr = exit.BytesStdout, exit.BytesStderr
-	if ctx.Err() != nil && r.Err == nil {
-		r.Err = fmt.Errorf("%s: cancelled", t.Name)
+	if cancelled || ctx.Err() != nil {
+		r.Cancelled, r.Err = true, fmt.Errorf("%s: cancelled", t.Name)
 	}
 	return r
 }
 
-// acquire gets t's session within the connect timeout, with the error an
-// operator can act on when the time runs out.
-func acquire(ctx context.Context, pool *Pool, t Target, opts Options) (*Lease, error) {
-	timeout := opts.ConnectTimeout
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	lease, err := pool.AcquireAs(cctx, t, opts.ClientName)
-	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		err = fmt.Errorf("connect %s: no answer within %s; is the host up and reachable?", t.Name, timeout)
+// pump feeds a command's stdin from the broadcast until EOF (which it
+// passes on) or the command ends. Each exec.input returns once rexd has
+// written the data to the process: that is the backpressure.
+func pump(ctx context.Context, sub *subscriber, proc *rexclient.Process) {
+	for {
+		b, err := sub.next(ctx)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				proc.CloseInput(ctx)
+			}
+			return
+		}
+		if err := proc.Input(ctx, b); err != nil {
+			return
+		}
 	}
-	return lease, err
 }
 
 // withDefaults fills the zero fields of opts.
 func (opts Options) withDefaults() Options {
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = DefaultConcurrency
-	}
-	if opts.ConnectTimeout <= 0 {
-		opts.ConnectTimeout = 15 * time.Second
 	}
 	return opts
 }

@@ -280,6 +280,9 @@ func (d *Dialer) install(ctx context.Context, client *ssh.Client, name, dir stri
 		return 0, "", newError(name, ErrBootstrap, err, fmt.Sprintf(format, args...))
 	}
 
+	// Copying is a transfer, not waiting for an answer: the connect
+	// timeout does not run meanwhile (keepalives catch a dead link).
+	defer pauseBudget(ctx)()
 	fsc, closeFS, err := openSFTP(client)
 	method := "sftp"
 	var n int64

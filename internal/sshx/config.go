@@ -113,6 +113,7 @@ type endpoint struct {
 	hostKeyAlias     string
 
 	timeout       time.Duration
+	timeoutFrom   string // where timeout came from, for messages
 	aliveInterval time.Duration
 	aliveCount    int
 }
@@ -351,18 +352,21 @@ func (d *Dialer) resolve(t Target) (*endpoint, error) {
 	}
 
 	// Time.
-	e.timeout = d.opts.ConnectTimeout
+	e.timeout, e.timeoutFrom = t.ConnectTimeout, "--connect-timeout"
+	if e.timeout == 0 {
+		e.timeout, e.timeoutFrom = d.opts.ConnectTimeout, "the connect timeout"
+	}
 	if e.timeout == 0 {
 		if v := cfg.get(alias, "ConnectTimeout"); v != "" {
 			dur, ok := parseConfigTime(v)
 			if !ok || dur <= 0 {
 				return nil, cfgErr("ConnectTimeout", v, "a time (seconds)")
 			}
-			e.timeout = dur
+			e.timeout, e.timeoutFrom = dur, "ConnectTimeout in "+cfg.path
 		}
 	}
 	if e.timeout == 0 {
-		e.timeout = DefaultConnectTimeout
+		e.timeout, e.timeoutFrom = DefaultConnectTimeout, "the default; set --connect-timeout or ConnectTimeout in ssh_config"
 	}
 	e.aliveInterval = DefaultAliveInterval
 	if v := cfg.get(alias, "ServerAliveInterval"); v != "" {

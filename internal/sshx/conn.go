@@ -36,8 +36,17 @@ func (d *Dialer) Connect(ctx context.Context, t Target) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	rc, sess, info, err := d.Bootstrap(ctx, dl.client, dl.e.name)
+	// Bootstrapping spends what is left of the connect timeout, except
+	// while rexd itself is copied (a transfer, which keepalives bound).
+	bctx, stop := dl.b.context(ctx)
+	rc, sess, info, err := d.Bootstrap(bctx, dl.client, dl.e.name)
+	timedOut := stop()
 	if err != nil {
+		if ctx.Err() == nil && timedOut {
+			err = newError(dl.e.name, ErrTimeout, err, fmt.Sprintf(
+				"connect %s (%s): rexd was not ready within %s (%s); the host or the network is slow: allow more with --connect-timeout",
+				dl.e.name, dl.e.addr(), dl.b.timeout, dl.b.from))
+		}
 		dl.client.Close()
 		d.state(dl.e.name, StateFailed, err)
 		return nil, err

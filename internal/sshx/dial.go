@@ -40,6 +40,7 @@ type dialed struct {
 	client *ssh.Client
 	conn   *countingConn
 	e      *endpoint
+	b      *budget // what is left of the connect timeout
 }
 
 // dialTarget dials t. A failure is reported to OnState here; the caller
@@ -55,12 +56,14 @@ func (d *Dialer) dialTarget(ctx context.Context, t Target) (*dialed, error) {
 		return nil, err
 	}
 	d.state(e.name, StateConnecting, nil)
-	b := newBudget(e.timeout)
+	b := newBudget(e.timeout, e.timeoutFrom)
 	dl, err := d.dial(ctx, e, b, 0)
 	if err != nil {
 		d.state(e.name, StateFailed, err)
+		return nil, err
 	}
-	return dl, err
+	dl.b = b
+	return dl, nil
 }
 
 func (d *Dialer) state(target, state string, err error) {
@@ -256,7 +259,7 @@ func isTimeout(err error) bool {
 
 func timeoutError(e *endpoint, b *budget) error {
 	return newError(e.name, ErrTimeout, context.DeadlineExceeded, fmt.Sprintf(
-		"connect %s (%s): did not answer within %s; check the address, the network and any firewall", e.name, e.addr(), b.timeout))
+		"connect %s (%s): no answer within %s (%s); check the address, the network and any firewall", e.name, e.addr(), b.timeout, b.from))
 }
 
 func (d *Dialer) ctxError(ctx context.Context, e *endpoint, b *budget) error {
@@ -335,6 +338,7 @@ func keepalive(c *ssh.Client, interval time.Duration, max int) {
 // count.
 type budget struct {
 	timeout time.Duration
+	from    string // where timeout came from, for messages
 
 	mu       sync.Mutex
 	end      time.Time
@@ -345,9 +349,9 @@ type budget struct {
 
 // newBudget returns a budget that has not started: it runs between
 // resume and pause.
-func newBudget(timeout time.Duration) *budget {
+func newBudget(timeout time.Duration, from string) *budget {
 	now := time.Now()
-	return &budget{timeout: timeout, end: now.Add(timeout), paused: 1, pausedAt: now, changed: make(chan struct{})}
+	return &budget{timeout: timeout, from: from, end: now.Add(timeout), paused: 1, pausedAt: now, changed: make(chan struct{})}
 }
 
 func (b *budget) deadline() time.Time {
@@ -442,6 +446,45 @@ func (b *budget) watch(ctx context.Context, c io.Closer) (stop func() bool) {
 		<-finished
 		return fired.Load()
 	}
+}
+
+type budgetKey struct{}
+
+// context returns a context that ends when the budget runs out (it runs
+// from now, until paused) or ctx ends, and carries the budget so that
+// work inside can pause it (pauseBudget). stop ends it and reports
+// whether the budget ran out.
+func (b *budget) context(ctx context.Context) (_ context.Context, stop func() bool) {
+	b.resume()
+	bctx, cancel := context.WithCancel(context.WithValue(ctx, budgetKey{}, b))
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	var fired atomic.Bool
+	go func() {
+		defer close(finished)
+		if b.wait(ctx, done) {
+			fired.Store(true)
+			cancel()
+		}
+	}()
+	return bctx, func() bool {
+		close(done)
+		<-finished
+		cancel()
+		b.pause()
+		return fired.Load()
+	}
+}
+
+// pauseBudget stops the connect budget carried by ctx, if any, until the
+// returned func is called: for work that is a transfer, not waiting.
+func pauseBudget(ctx context.Context) (resume func()) {
+	b, ok := ctx.Value(budgetKey{}).(*budget)
+	if !ok {
+		return func() {}
+	}
+	b.pause()
+	return b.resume
 }
 
 // countingConn counts the bytes a connection carried.

@@ -117,7 +117,7 @@ func TestUnreachable(t *testing.T) {
 		phrases []string
 	}{
 		{"refused", sshtest.RefusingAddr(t), ErrUnreachable, []string{"connection refused; is sshd running there?"}},
-		{"blackhole", sshtest.Blackhole(t), ErrTimeout, []string{"did not answer within 1s"}},
+		{"blackhole", sshtest.Blackhole(t), ErrTimeout, []string{"no answer within 1s (the connect timeout)"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

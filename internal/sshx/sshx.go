@@ -23,6 +23,9 @@ type Target struct {
 	Port    int
 	KeyPath string // IdentityFile override
 	Jump    string // ProxyJump override ("" = from ssh_config, "none" = direct)
+	// ConnectTimeout overrides Options.ConnectTimeout and ssh_config's
+	// ConnectTimeout for this connection (--connect-timeout).
+	ConnectTimeout time.Duration
 }
 
 // Options configure a Dialer. The zero value behaves like OpenSSH with the
@@ -39,9 +42,11 @@ type Options struct {
 	// ssh_config's StrictHostKeyChecking applies. A changed host key is
 	// always refused.
 	StrictHostKeys string
-	// ConnectTimeout bounds the whole handshake: TCP connect, SSH key
-	// exchange and authentication. Default 10s; ssh_config's ConnectTimeout
-	// applies when this is zero.
+	// ConnectTimeout bounds reaching a target: TCP connect, SSH key
+	// exchange, authentication and, for Connect, bootstrapping rexd.
+	// Waiting for a handshake slot or for the operator (a passphrase, a
+	// host key question) does not count. Default 10s; ssh_config's
+	// ConnectTimeout applies when this is zero.
 	ConnectTimeout time.Duration
 	// Passphrase is asked for the passphrase of an encrypted key when a
 	// server is ready to accept that key. The passphrase is never stored;

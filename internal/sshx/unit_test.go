@@ -259,7 +259,7 @@ Host *
 		identities: []string{filepath.Join(home, ".ssh/web_deploy")}, explicitIdentity: true, identitiesOnly: true,
 		jump: "bastion", knownHosts: []string{filepath.Join(home, "kh1"), "/k h2"},
 		globalKnownHosts: []string{"/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2"},
-		strict:           "no", hostKeyAlias: "webalias", timeout: 7 * time.Second,
+		strict:           "no", hostKeyAlias: "webalias", timeout: 7 * time.Second, timeoutFrom: "ConnectTimeout in " + cfg,
 		aliveInterval: time.Minute, aliveCount: 5,
 	}
 	if !reflect.DeepEqual(e, want) {
