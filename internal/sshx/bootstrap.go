@@ -11,6 +11,8 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -28,6 +30,7 @@ type BootstrapInfo struct {
 	Platform      string        // "linux/amd64", as rexd reports it
 	RemotePath    string        // the rexd that runs
 	Cached        bool          // it was there already
+	Hashed        bool          // the cached rexd was hashed on the target before it ran
 	Uploaded      bool          // rex copied it now
 	BytesUploaded int64         // file bytes written (0 when cached)
 	Method        string        // "sftp" or "exec" (no SFTP subsystem), when uploaded
@@ -94,13 +97,16 @@ func (d *Dialer) Bootstrap(ctx context.Context, client *ssh.Client, name string)
 		return nil, nil, info, err
 	}
 
-	l, err := d.launch(ctx, client, name, "run", builds)
+	account := client.User() + "@" + client.RemoteAddr().String() + " " + name
+	l, err := d.launch(ctx, client, name, "run", builds, d.knownArgs(account)...)
 	if err != nil {
 		return fail(err)
 	}
+	d.remember(account, l.header)
 	if l.session != nil {
 		if d.hashOK(l, builds) {
 			info.Cached, info.Platform, info.RemotePath = true, l.session.Info.Platform, l.header.exec
+			info.Hashed = slices.Contains(l.header.verified, l.header.exec)
 			info.Duration = time.Since(start)
 			return l.client, l.session, info, nil
 		}
@@ -126,10 +132,13 @@ func (d *Dialer) Bootstrap(ctx context.Context, client *ssh.Client, name string)
 	}
 	info.Uploaded, info.BytesUploaded, info.Method = true, n, method
 
-	l, err = d.launch(ctx, client, name, "run", builds)
+	// The copy was hashed on its way in: run it without hashing again.
+	fresh := path.Join(h.dir, b.entry, "rexd")
+	l, err = d.launch(ctx, client, name, "run", builds, "fresh="+fresh)
 	if err != nil {
 		return fail(err)
 	}
+	d.remember(account, l.header)
 	if l.session == nil {
 		return fail(newError(name, ErrBootstrap, l.err, fmt.Sprintf(
 			"rexd was copied to %s on %s but did not start (exit status %d)%s; check that the directory allows executing programs", h.dir, name, l.status, oneSentence(l.stderr))))
@@ -144,8 +153,38 @@ func (d *Dialer) Bootstrap(ctx context.Context, client *ssh.Client, name string)
 	return l.client, l.session, info, nil
 }
 
+// knownArgs are the known= arguments of bootScript for an account.
+func (d *Dialer) knownArgs(account string) []string {
+	d.verifiedMu.Lock()
+	defer d.verifiedMu.Unlock()
+	var out []string
+	for p, stamp := range d.verified[account] {
+		out = append(out, "known="+p+"="+stamp)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// remember records the rexd a launch ran with its stat: bootScript runs
+// one only once it has checked it (hashed, uploaded now, or known).
+func (d *Dialer) remember(account string, h header) {
+	if h.exec == "" || h.stamp == "" {
+		return
+	}
+	d.verifiedMu.Lock()
+	defer d.verifiedMu.Unlock()
+	if d.verified == nil {
+		d.verified = map[string]map[string]string{}
+	}
+	if d.verified[account] == nil {
+		d.verified[account] = map[string]string{}
+	}
+	d.verified[account][h.exec] = h.stamp
+}
+
 // hashOK says whether the running rexd is the build rex carries for the
-// platform it reports.
+// platform it reports (a second check: bootScript hashed the file itself
+// before running it).
 func (d *Dialer) hashOK(l *launch, builds []build) bool {
 	for _, b := range builds {
 		if b.Platform() == l.session.Info.Platform {
@@ -207,7 +246,7 @@ type launch struct {
 	err     error
 }
 
-func (d *Dialer) launch(ctx context.Context, client *ssh.Client, name, mode string, builds []build) (*launch, error) {
+func (d *Dialer) launch(ctx context.Context, client *ssh.Client, name, mode string, builds []build, extra ...string) (*launch, error) {
 	sess, err := client.NewSession()
 	if err != nil {
 		return nil, newError(name, ErrBootstrap, err, fmt.Sprintf("bootstrap rexd on %s: open an SSH session: %v", name, err))
@@ -227,7 +266,7 @@ func (d *Dialer) launch(ctx context.Context, client *ssh.Client, name, mode stri
 	if d.opts.Stderr != nil {
 		sess.Stderr = io.MultiWriter(tail, &prefixWriter{w: d.opts.Stderr, prefix: name + ": "})
 	}
-	if err := sess.Start(bootCommand(mode, builds, d.opts.RexdArgs)); err != nil {
+	if err := sess.Start(bootCommand(mode, builds, d.opts.RexdArgs, extra...)); err != nil {
 		sess.Close()
 		return nil, newError(name, ErrBootstrap, err, fmt.Sprintf("bootstrap rexd on %s: start the remote shell: %v", name, err))
 	}

@@ -257,15 +257,21 @@ func TestCacheDirFallback(t *testing.T) {
 	}
 }
 
-// TestDamagedCacheIsReplaced: a cached rexd that does not start, or that
-// reports another build hash, is replaced by a fresh upload.
+// TestDamagedCacheIsReplaced: a cached rexd that is not the build is
+// never run, whatever it would say about itself (item 8: the cached
+// binary's sha256 is checked before exec), and is replaced by an upload.
 func TestDamagedCacheIsReplaced(t *testing.T) {
 	_, sum := rexdBinary(t)
+	// A fake that answers session.open as the real build would.
+	answer := func(hash string) string {
+		return "#!/bin/sh\ntouch \"$0.ran\"\nread -r line\n" +
+			`printf '%s\n' '{"jsonrpc":"2.0","id":1,"result":{"session_id":"s1","protocol":"rexd/1","server_version":"0","build_hash":"` + hash + `","platform":"` +
+			runtime.GOOS + "/" + runtime.GOARCH + `","capabilities":[],"limits":{},"workspace_roots":[],"cwd":"/"}}'` + "\ncat >/dev/null\n"
+	}
 	tests := []struct{ name, script string }{
-		{"does not start", "#!/bin/sh\necho broken >&2\nexit 1\n"},
-		{"wrong build hash", "#!/bin/sh\nread -r line\n" +
-			`printf '%s\n' '{"jsonrpc":"2.0","id":1,"result":{"session_id":"s1","protocol":"rexd/1","server_version":"0","build_hash":"0000","platform":"` +
-			runtime.GOOS + "/" + runtime.GOARCH + `","capabilities":[],"limits":{},"workspace_roots":[],"cwd":"/"}}'` + "\ncat >/dev/null\n"},
+		{"does not start", "#!/bin/sh\ntouch \"$0.ran\"\necho broken >&2\nexit 1\n"},
+		{"reports another build hash", answer("0000")},
+		{"reports the right build hash", answer(sum)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -276,12 +282,9 @@ func TestDamagedCacheIsReplaced(t *testing.T) {
 			if err := os.Chmod(path, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			var stderr syncBuffer
-			o := e.opts()
-			o.Stderr = &stderr
-			c := connect(t, NewDialer(o), e.target("h1", s))
-			if tc.name == "does not start" && !strings.Contains(stderr.String(), "h1: broken\n") {
-				t.Errorf("remote stderr %q does not carry the broken rexd's line", stderr.String())
+			c := connect(t, NewDialer(e.opts()), e.target("h1", s))
+			if _, err := os.Stat(path + ".ran"); err == nil {
+				t.Error("the damaged rexd was run")
 			}
 			if !c.Info.Uploaded || c.Info.RemotePath != path {
 				t.Errorf("bootstrap %+v, want a fresh upload to %s", c.Info, path)
@@ -291,6 +294,132 @@ func TestDamagedCacheIsReplaced(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCachedRexdIsHashedOncePerStamp (item 8): a cached rexd this Dialer
+// did not upload is hashed before it runs; once seen (hashed or uploaded),
+// it runs unhashed while its stat (device, inode, size, mtime, ctime) is
+// unchanged.
+func TestCachedRexdIsHashedOncePerStamp(t *testing.T) {
+	e := newEnv(t)
+	s := e.server(sshtest.Options{})
+	d := NewDialer(e.opts())
+	cold := connect(t, d, e.target("h1", s))
+	if !cold.Info.Uploaded {
+		t.Fatalf("cold: %+v", cold.Info)
+	}
+	if warm := connect(t, d, e.target("h1", s)); !warm.Info.Cached || warm.Info.Hashed {
+		t.Errorf("warm, same rex: %+v; want the cached rexd run without hashing (it uploaded it)", warm.Info)
+	}
+	other := NewDialer(e.opts())
+	if c := connect(t, other, e.target("h1", s)); !c.Info.Cached || !c.Info.Hashed {
+		t.Errorf("another rex: %+v; want the cached rexd hashed before it ran", c.Info)
+	}
+	if c := connect(t, other, e.target("h1", s)); !c.Info.Cached || c.Info.Hashed {
+		t.Errorf("that rex again: %+v; want no second hashing", c.Info)
+	}
+	// Any change to the file (here its times) means hashing again.
+	now := time.Now().Add(time.Minute)
+	if err := os.Chtimes(cold.Info.RemotePath, now, now); err != nil {
+		t.Fatal(err)
+	}
+	if c := connect(t, other, e.target("h1", s)); !c.Info.Cached || !c.Info.Hashed {
+		t.Errorf("after a change: %+v; want it hashed again", c.Info)
+	}
+}
+
+// TestCacheDirsAreCheckedWithoutFollowingSymlinks (item 8): the cache
+// directory and its version directory must be this user's own, real
+// directories (lstat, not [ -O ], which follows symlinks) with mode 0700;
+// a looser mode of ours is tightened, anything else is passed over.
+func TestCacheDirsAreCheckedWithoutFollowingSymlinks(t *testing.T) {
+	_, sum := rexdBinary(t)
+	entry := version.Version + "-" + sum[:12]
+	mode := func(t *testing.T, p string) os.FileMode {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Mode()
+	}
+	t.Run("a loose mode of ours is tightened", func(t *testing.T) {
+		e := newEnv(t)
+		home := sshtest.TempDir(t)
+		cache := filepath.Join(home, ".cache", "rexd")
+		if err := os.MkdirAll(filepath.Join(cache, entry), 0o777); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(cache, 0o777)
+		os.Chmod(filepath.Join(cache, entry), 0o777)
+		s := e.server(sshtest.Options{Home: home})
+		c := connect(t, NewDialer(e.opts()), e.target("h1", s))
+		if c.Info.RemotePath != filepath.Join(cache, entry, "rexd") {
+			t.Errorf("rexd runs from %s", c.Info.RemotePath)
+		}
+		for _, p := range []string{cache, filepath.Join(cache, entry)} {
+			if m := mode(t, p); m.Perm() != 0o700 {
+				t.Errorf("%s has mode %v, want 0700", p, m)
+			}
+		}
+	})
+	t.Run("a symlinked cache directory is passed over", func(t *testing.T) {
+		e := newEnv(t)
+		home, scratch, elsewhere := sshtest.TempDir(t), sshtest.TempDir(t), sshtest.TempDir(t)
+		os.Chmod(elsewhere, 0o700)
+		os.MkdirAll(filepath.Join(home, ".cache"), 0o755)
+		if err := os.Symlink(elsewhere, filepath.Join(home, ".cache", "rexd")); err != nil {
+			t.Fatal(err)
+		}
+		s := e.server(sshtest.Options{Home: home, Env: map[string]string{"TMPDIR": scratch}})
+		c := connect(t, NewDialer(e.opts()), e.target("h1", s))
+		u, _ := user.Lookup(s.User)
+		if want := filepath.Join(scratch, "rexd-"+u.Uid, entry, "rexd"); c.Info.RemotePath != want {
+			t.Errorf("rexd runs from %s, want %s", c.Info.RemotePath, want)
+		}
+		if ents, _ := os.ReadDir(elsewhere); len(ents) != 0 {
+			t.Errorf("something was written through the symlink: %v", ents)
+		}
+	})
+	t.Run("a planted tmp directory is refused", func(t *testing.T) {
+		e := newEnv(t)
+		home, scratch, planted := sshtest.TempDir(t), sshtest.TempDir(t), sshtest.TempDir(t)
+		u, err := user.Current() // sshtest logs in as the user running the tests
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(planted, filepath.Join(scratch, "rexd-"+u.Uid)); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(home, ".cache"), "a file, not a directory")
+		s := e.server(sshtest.Options{Home: home, Env: map[string]string{"TMPDIR": scratch}})
+		err, _ = dialErr(t, NewDialer(e.opts()), e.target("h1", s))
+		if !errors.Is(err, ErrNoCacheDir) {
+			t.Fatalf("error %v, want no usable directory", err)
+		}
+		assertOneSentence(t, err, "rexd-"+u.Uid+" is a symbolic link")
+	})
+	t.Run("a cache directory of another user is passed over", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			// Only root can give a directory away; the symlink cases above
+			// cover what an unprivileged run can set up.
+			t.Log("not root: checked through the symlink cases only")
+			return
+		}
+		e := newEnv(t)
+		home, scratch := sshtest.TempDir(t), sshtest.TempDir(t)
+		cache := filepath.Join(home, ".cache", "rexd")
+		if err := os.MkdirAll(cache, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(cache, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		s := e.server(sshtest.Options{Home: home, Env: map[string]string{"TMPDIR": scratch}})
+		c := connect(t, NewDialer(e.opts()), e.target("h1", s))
+		if strings.HasPrefix(c.Info.RemotePath, cache) {
+			t.Errorf("rexd runs from %s, in a directory of another user", c.Info.RemotePath)
+		}
+	})
 }
 
 // TestUnsupportedPlatform: a target whose platform rex carries no rexd for

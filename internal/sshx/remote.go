@@ -17,16 +17,31 @@ import (
 )
 
 // bootScript runs on the target under /bin/sh (whatever the login shell),
-// as `sh -c bootScript rexd-boot MODE ENTRY... version=V -- REXD-ARGS...`.
-// An ENTRY is "<uname -sm>=<version>-<hash12>": the cache directory of the
-// rexd build for that platform. Candidate cache directories, in order:
-// $XDG_CACHE_HOME/rexd, $HOME/.cache/rexd, ${TMPDIR:-/tmp}/rexd-<uid>
-// (the last only if the user owns it).
+// as `sh -c bootScript rexd-boot MODE ARG... -- REXD-ARGS...`. The ARGs:
+//
+//	<uname -sm>=<version>-<hash12>  the cache directory of the rexd build for
+//	                                that platform (one per platform)
+//	sum=<uname -sm>=<sha256>        that build's full SHA-256
+//	version=V                       the version (clean mode)
+//	known=<path>=<stat>             a cached rexd this rex verified already,
+//	                                with its device:inode:size:mtime:ctime
+//	fresh=<path>                    the rexd this rex has just uploaded and
+//	                                verified: run it without hashing again
+//
+// Candidate cache directories, in order: $XDG_CACHE_HOME/rexd,
+// $HOME/.cache/rexd, ${TMPDIR:-/tmp}/rexd-<uid>. A cache directory and its
+// version directory are used only when, checked without following
+// symlinks (ls -ld), they are directories of this user with mode 0700; one
+// of this user with a looser mode is tightened first. The cached rexd must
+// be a regular file of this user whose SHA-256 is the build's, unless it
+// is the fresh upload or a known one with the same stat: it is never run
+// on the strength of what it says about itself.
 //
 // Modes:
 //
-//	run    exec the cached rexd for this platform ("rexd-exec PATH" first);
-//	       on a miss, go on as probe
+//	run    exec the cached rexd for this platform ("rexd-verified PATH STAT"
+//	       after hashing it, then "rexd-exec PATH STAT"); on a miss, go on
+//	       as probe
 //	probe  print "rexd-uname U", then find the first candidate that can be
 //	       written and executed, create its version directory and print
 //	       "rexd-dir D" (exit 3); "rexd-bad WHY D" for each one that
@@ -38,30 +53,47 @@ import (
 // The script holds no single quote, no "!" and no newline, so it survives
 // being quoted for any login shell (csh included); values travel as
 // arguments, never inside the script.
-const bootScript = `m=$1; shift; u=$(uname -sm 2>/dev/null); v=; r=; ` +
+const bootScript = `m=$1; shift; u=$(uname -sm 2>/dev/null); me=$(id -u); v=; r=; want=; k=; fresh=; ` +
 	`while [ $# -gt 0 ]; do e=$1; shift; if [ "$e" = -- ]; then break; fi; ` +
-	`case $e in version=*) r=${e#version=};; "$u="*) v=${e#"$u="};; esac; done; ` +
+	`case $e in version=*) r=${e#version=};; "sum=$u="*) want=${e#"sum=$u="};; known=*) k="$k|${e#known=}|";; fresh=*) fresh=${e#fresh=};; "$u="*) v=${e#"$u="};; esac; done; ` +
 	`c1=; case ${XDG_CACHE_HOME-} in /*) c1=$XDG_CACHE_HOME/rexd;; esac; ` +
 	`c2=; case ${HOME-} in /*) c2=$HOME/.cache/rexd;; esac; ` +
-	`if [ "$c1" = "$c2" ]; then c1=; fi; c3=; ` +
-	`tmpdir() { t=${TMPDIR-}; case $t in /*) ;; *) t=/tmp;; esac; c3=$t/rexd-$(id -u); }; ` +
+	`if [ "$c1" = "$c2" ]; then c1=; fi; ` +
+	`t=${TMPDIR-}; case $t in /*) ;; *) t=/tmp;; esac; c3=$t/rexd-$me; ` +
+	// safe D: 0 when D is a directory of ours with mode 0700 (tightened if
+	// need be); 4 a symlink, 2 not ours, 3 a mode that cannot be fixed, 1
+	// no directory.
+	`safe() { p=$1; if [ -L "$p" ]; then return 4; fi; if [ -d "$p" ]; then :; else return 1; fi; ` +
+	`set -- $(ls -ldn "$p" 2>/dev/null); if [ "$3" = "$me" ]; then :; else return 2; fi; ` +
+	`case $1 in drwx------*) return 0;; esac; chmod 700 "$p" 2>/dev/null || return 3; ` +
+	`set -- $(ls -ldn "$p" 2>/dev/null); case $1 in drwx------*) return 0;; esac; return 3; }; ` +
+	`stamp() { stat -c %d:%i:%s:%Y:%Z "$1" 2>/dev/null || stat -f %d:%i:%z:%m:%c "$1" 2>/dev/null; }; ` +
+	`sum() { x=$(sha256sum < "$1" 2>/dev/null) || x=$(shasum -a 256 < "$1" 2>/dev/null) || return 1; echo "${x%% *}"; }; ` +
+	// ok F: F is a regular file of ours that is the build (hashed, fresh or
+	// known by its stat); sets s to its stat.
+	`ok() { f=$1; s=; if [ -L "$f" ]; then return 1; fi; if [ -f "$f" ] && [ -x "$f" ]; then :; else return 1; fi; ` +
+	`set -- $(ls -ln "$f" 2>/dev/null); if [ "$3" = "$me" ]; then :; else echo "rexd-bad notowned $f"; return 1; fi; ` +
+	`s=$(stamp "$f"); if [ "$f" = "$fresh" ]; then return 0; fi; ` +
+	`if [ -n "$s" ]; then case $k in *"|$f=$s|"*) return 0;; esac; fi; ` +
+	`h=$(sum "$f") || { echo "rexd-bad nosum $f"; return 1; }; ` +
+	`if [ -n "$want" ] && [ "$h" = "$want" ]; then echo "rexd-verified $f $s"; return 0; fi; echo "rexd-bad damaged $f"; return 1; }; ` +
 	`if [ "$m" = run ]; then ` +
-	`if [ -n "$v" ]; then for d in "$c1" "$c2"; do ` +
-	`if [ -n "$d" ] && [ -f "$d/$v/rexd" ] && [ -x "$d/$v/rexd" ]; then echo "rexd-exec $d/$v/rexd"; exec "$d/$v/rexd" --stdio "$@"; fi; done; ` +
-	`tmpdir; if [ -O "$c3" ] && [ -f "$c3/$v/rexd" ] && [ -x "$c3/$v/rexd" ]; then echo "rexd-exec $c3/$v/rexd"; exec "$c3/$v/rexd" --stdio "$@"; fi; fi; ` +
+	`if [ -n "$v" ]; then for d in "$c1" "$c2" "$c3"; do ` +
+	`if [ -n "$d" ] && safe "$d" && safe "$d/$v" && ok "$d/$v/rexd"; then echo "rexd-exec $d/$v/rexd $s"; exec "$d/$v/rexd" --stdio "$@"; fi; done; fi; ` +
 	`m=probe; fi; ` +
 	`if [ "$m" = probe ]; then echo "rexd-uname $u"; if [ -z "$v" ]; then exit 4; fi; ` +
-	`if [ -z "$c3" ]; then tmpdir; fi; ` +
 	`for d in "$c1" "$c2" "$c3"; do if [ -z "$d" ]; then continue; fi; ` +
-	`if [ "$d" = "$c3" ]; then mkdir -m 700 "$d" 2>/dev/null; if [ -d "$d" ] && [ -O "$d" ]; then :; elif [ -d "$d" ]; then echo "rexd-bad notowned $d"; continue; else echo "rexd-bad create $d"; continue; fi; fi; ` +
-	`if mkdir -p "$d/$v" 2>/dev/null; then :; else echo "rexd-bad create $d"; continue; fi; ` +
+	`if [ "$d" = "$c3" ]; then :; else mkdir -p "${d%/*}" 2>/dev/null; fi; mkdir -m 700 "$d" 2>/dev/null; ` +
+	`safe "$d"; case $? in 0) ;; 1) echo "rexd-bad create $d"; continue;; 2) echo "rexd-bad notowned $d"; continue;; 4) echo "rexd-bad symlink $d"; continue;; *) echo "rexd-bad mode $d"; continue;; esac; ` +
+	`mkdir -m 700 "$d/$v" 2>/dev/null; ` +
+	`safe "$d/$v"; case $? in 0) ;; 1) echo "rexd-bad create $d"; continue;; 2) echo "rexd-bad notowned $d/$v"; continue;; 4) echo "rexd-bad symlink $d/$v"; continue;; *) echo "rexd-bad mode $d/$v"; continue;; esac; ` +
 	`f=$d/$v/.probe.$$; ` +
 	`if [ -w "$d/$v" ] && : > "$f" 2>/dev/null && chmod 700 "$f" 2>/dev/null; then :; else rm -f "$f" 2>/dev/null; rmdir "$d/$v" 2>/dev/null; echo "rexd-bad readonly $d"; continue; fi; ` +
 	`if "$f" 2>/dev/null; then rm -f "$f"; find "$d/$v" -name ".rexd.tmp.*" -mmin +60 -exec rm -f {} + 2>/dev/null; echo "rexd-dir $d"; exit 3; fi; ` +
 	`rm -f "$f"; rmdir "$d/$v" 2>/dev/null; echo "rexd-bad noexec $d"; done; exit 5; fi; ` +
-	`if [ -z "$c3" ]; then tmpdir; fi; if [ -O "$c3" ]; then :; else c3=; fi; ` +
+	`if [ -O "$c3" ] && [ -L "$c3" ]; then c3=; elif [ -O "$c3" ]; then :; else c3=; fi; ` +
 	`if [ "$m" = check ]; then echo "rexd-uname $u"; for d in "$c1" "$c2" "$c3"; do if [ -z "$d" ]; then continue; fi; ` +
-	`if [ -n "$v" ] && [ -f "$d/$v/rexd" ]; then echo "rexd-cached $d/$v/rexd"; echo "rexd-version $("$d/$v/rexd" --version 2>&1 | head -n 1)"; fi; ` +
+	`if [ -n "$v" ] && [ -f "$d/$v/rexd" ]; then echo "rexd-cached $d/$v/rexd"; if safe "$d" && safe "$d/$v" && ok "$d/$v/rexd"; then echo "rexd-version $("$d/$v/rexd" --version 2>&1 | head -n 1)"; fi; fi; ` +
 	`for x in "$d"/*/rexd; do if [ -f "$x" ]; then echo "rexd-found $x"; fi; done; done; exit 0; fi; ` +
 	`if [ "$m" = clean ] && [ -n "$r" ]; then for d in "$c1" "$c2" "$c3"; do if [ -z "$d" ]; then continue; fi; ` +
 	`for x in "$d/$r-"*; do if [ -d "$x" ]; then rm -rf "$x" && echo "rexd-removed $x"; fi; done; done; exit 0; fi; ` +
@@ -82,14 +114,16 @@ const sumScript = `f=$1; if command -v sha256sum >/dev/null 2>&1; then s=$(sha25
 
 const exitNoSumTool = 7
 
-// bootCommand is the command line that runs bootScript in mode.
-func bootCommand(mode string, builds []build, rexdArgs []string) string {
+// bootCommand is the command line that runs bootScript in mode; extra are
+// further ARGs (known=, fresh=).
+func bootCommand(mode string, builds []build, rexdArgs []string, extra ...string) string {
 	argv := []string{"exec", "/bin/sh", "-c", bootScript, "rexd-boot", mode}
 	for _, b := range builds {
 		for _, n := range b.unames {
-			argv = append(argv, n+"="+b.entry)
+			argv = append(argv, n+"="+b.entry, "sum="+n+"="+b.SHA256)
 		}
 	}
+	argv = append(argv, extra...)
 	argv = append(argv, "version="+version.Version, "--")
 	argv = append(argv, rexdArgs...)
 	return command(argv...)
@@ -97,15 +131,17 @@ func bootCommand(mode string, builds []build, rexdArgs []string) string {
 
 // header is what bootScript reported.
 type header struct {
-	exec    string   // rexd-exec: the cached rexd that was started
-	uname   string   // rexd-uname
-	dir     string   // rexd-dir: the usable cache directory
-	bad     []string // rexd-bad: "WHY DIR"
-	cached  string   // rexd-cached
-	version string   // rexd-version
-	found   []string // rexd-found
-	removed []string // rexd-removed
-	sum     string   // rexd-sum
+	exec     string   // rexd-exec: the cached rexd that was started
+	stamp    string   // its stat (device:inode:size:mtime:ctime), when known
+	verified []string // rexd-verified: rexds hashed on the target this time
+	uname    string   // rexd-uname
+	dir      string   // rexd-dir: the usable cache directory
+	bad      []string // rexd-bad: "WHY DIR"
+	cached   string   // rexd-cached
+	version  string   // rexd-version
+	found    []string // rexd-found
+	removed  []string // rexd-removed
+	sum      string   // rexd-sum
 }
 
 // maxHeaderLines bounds what is kept of the script's report.
@@ -122,7 +158,10 @@ func parseHeader(lines []string) header {
 		key, val, _ := strings.Cut(strings.TrimRight(l, "\r"), " ")
 		switch key {
 		case "rexd-exec":
-			h.exec = val
+			h.exec, h.stamp = cutLast(val)
+		case "rexd-verified":
+			f, _ := cutLast(val)
+			h.verified = append(h.verified, f)
 		case "rexd-uname":
 			h.uname = val
 		case "rexd-dir":
@@ -144,6 +183,15 @@ func parseHeader(lines []string) header {
 	return h
 }
 
+// cutLast splits "PATH STAMP" at its last space (a path may hold spaces).
+func cutLast(val string) (path, stamp string) {
+	i := strings.LastIndexByte(val, ' ')
+	if i < 0 {
+		return val, ""
+	}
+	return val[:i], val[i+1:]
+}
+
 // describeBad turns "WHY DIR" reports into words.
 func describeBad(bad []string) string {
 	var out []string
@@ -158,6 +206,10 @@ func describeBad(bad []string) string {
 			out = append(out, dir+" does not allow executing programs (noexec)")
 		case "notowned":
 			out = append(out, dir+" belongs to another user")
+		case "symlink":
+			out = append(out, dir+" is a symbolic link")
+		case "mode":
+			out = append(out, dir+" cannot be made private (mode 0700)")
 		default:
 			out = append(out, b)
 		}

@@ -121,6 +121,12 @@ type Dialer struct {
 	payloadOnce sync.Once
 	builds      []build
 	buildsErr   error
+
+	// verified remembers, per target account, the cached rexds this Dialer
+	// has seen hashed (or uploaded) with their stat, so a later connection
+	// runs an unchanged one without hashing it again.
+	verifiedMu sync.Mutex
+	verified   map[string]map[string]string // account → path → stamp
 }
 
 // NewDialer returns a Dialer for opts.
