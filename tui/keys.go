@@ -44,8 +44,8 @@ type KeyMap struct {
 	TargetNext key.Binding
 
 	// Terminal panes (/attach). While a terminal pane has the keys, every
-	// key goes to its program except Detach (and TermScrollUp/Down
-	// outside full-screen programs, as in other terminals).
+	// key goes to its program except Detach; the others act from the
+	// command line on the focused terminal pane.
 	Detach         key.Binding
 	EnterPane      key.Binding
 	Broadcast      key.Binding
@@ -87,12 +87,12 @@ func DefaultKeyMap() KeyMap {
 		TargetPrev: b("alt+↑", "previous target", "alt+up"),
 		TargetNext: b("alt+↓", "next target", "alt+down"),
 
-		Detach:         b("ctrl+]", "terminal → command line", "ctrl+]"),
-		EnterPane:      b("enter", "type in terminal / reconnect", "enter"),
-		Broadcast:      b("ctrl+x", "broadcast to terminals", "ctrl+x"),
-		FullScreen:     b("ctrl+t", "terminal full screen", "ctrl+t"),
-		TermScrollUp:   b("shift+pgup", "terminal history up", "shift+pgup"),
-		TermScrollDown: b("shift+pgdn", "terminal history down", "shift+pgdown"),
+		Detach:         b("ctrl+]", "back to the command line (the one key a terminal does not get)", "ctrl+]"),
+		EnterPane:      b("enter", "type in the focused terminal, or reopen it", "enter"),
+		Broadcast:      b("ctrl+x", "broadcast keys to all terminals of its /attach, on/off", "ctrl+x"),
+		FullScreen:     b("ctrl+t", "focused terminal on the whole screen", "ctrl+t"),
+		TermScrollUp:   b("shift+pgup", "focused terminal's history up (pgup too)", "shift+pgup"),
+		TermScrollDown: b("shift+pgdn", "focused terminal's history down (pgdn too)", "shift+pgdown"),
 	}
 }
 

@@ -164,6 +164,7 @@ type Model struct {
 	gather    *gatherView // the gathered view filling the main area, or nil
 	gatherOn  bool        // new commands on several targets open gathered
 	broadcast *termTask   // the terminals every keystroke goes to, or nil
+	attaching *termTask   // the newest /attach, until one of its terminals is live
 
 	msg      message
 	dialogs  dialog.Stack // the dialogs over the main view, the front one last
@@ -408,6 +409,7 @@ func (m *Model) onFrame(time.Time) tea.Cmd {
 	if m.gather != nil {
 		m.gather.refresh(now, &m.keys, m)
 	}
+	m.settleAttach()
 	// A terminal that ended gives the keys back to the command line.
 	if tp, ok := m.focusedPane().(*ptyPane); ok && tp.attached && m.keyPane() == nil {
 		tp.setAttached(false)
@@ -915,7 +917,7 @@ func (m *Model) closePane(i int) {
 // errNoSearch says why pane p cannot be searched.
 func errNoSearch(p Pane) error {
 	if _, ok := p.(*ptyPane); ok {
-		return errors.New("search is for command output; a terminal pane's history scrolls with pgup/pgdn (shift+pgup while typing in it)")
+		return errors.New("search is for command output; a terminal pane's history scrolls with pgup/pgdn (after ctrl+] while typing in it)")
 	}
 	return errors.New("there is no pane to search; run a command first")
 }

@@ -168,7 +168,7 @@ func checkTerminal(t *testing.T, c *console, title, attach string) {
 	}
 	c.keys("C-u")
 	c.keys("Enter") // an empty line: back into the pane
-	c.waitFor("keys go to " + title)
+	c.waitFor("every key goes to " + title)
 	c.sendLine("echo still-$MARK")
 	c.waitPane(title, "the variable set before ctrl+]", bodyLine("still-alive-42"))
 

@@ -389,15 +389,24 @@ func TestPTYBroadcast(t *testing.T) {
 	e := newEnv(t, 120, 40, true)
 	f := e.withTerms()
 	e.attach("/attach web")
+	// While the terminal has the keys, ctrl+x is the program's (nano's
+	// exit, emacs' prefix): it reaches the program and broadcast stays off.
+	e.press("ctrl+x")
+	f.term(t, "web1", 0).waitTyped(t, "\x18")
+	if e.m.broadcast != nil {
+		t.Fatal("ctrl+x while typing in a terminal turned broadcast on")
+	}
+	// From the command line, it turns broadcast on.
 	e.press("ctrl+]", "ctrl+x")
 	if e.m.broadcast == nil || e.m.keyPane() == nil {
 		t.Fatalf("ctrl+x: broadcast %v, key pane %v; want broadcast on and a pane with the keys", e.m.broadcast, e.m.keyPane())
 	}
 	e.typeText("echo hi")
 	e.press("enter")
-	for _, h := range []string{"web1", "web2", "web3"} {
+	for _, h := range []string{"web2", "web3"} {
 		f.term(t, h, 0).waitTyped(t, "echo hi\r")
 	}
+	f.term(t, "web1", 0).waitTyped(t, "\x18echo hi\r")
 	if s := e.screen(); !strings.Contains(s, "⇶ broadcast to 3 terminals") || strings.Count(s, "─ ⇶ broadcast ") != 3 {
 		t.Errorf("broadcast is not shown in the status line and on every pane:\n%s", s)
 	}
@@ -406,7 +415,7 @@ func TestPTYBroadcast(t *testing.T) {
 	f.term(t, "web2", 0).exitWith(0)
 	e.waitPhase(e.termPanes()[1], termExited)
 	e.typeText("ok")
-	f.term(t, "web1", 0).waitTyped(t, "echo hi\rok")
+	f.term(t, "web1", 0).waitTyped(t, "\x18echo hi\rok")
 	f.term(t, "web3", 0).waitTyped(t, "echo hi\rok")
 	if got := f.term(t, "web2", 0).typed(); got != "echo hi\r" {
 		t.Errorf("the ended terminal received %q", got)
@@ -419,7 +428,7 @@ func TestPTYBroadcast(t *testing.T) {
 	}
 	e.press("enter")
 	e.typeText("z")
-	f.term(t, "web1", 0).waitTyped(t, "echo hi\rokz")
+	f.term(t, "web1", 0).waitTyped(t, "\x18echo hi\rokz")
 	time.Sleep(20 * time.Millisecond)
 	if got := f.term(t, "web3", 0).typed(); got != "echo hi\rok" {
 		t.Errorf("with broadcast off web3 received %q", got)
@@ -648,17 +657,25 @@ func TestPTYScrollback(t *testing.T) {
 	if !strings.Contains(e.screen(), "line 300") || strings.Contains(e.screen(), "line 200 ") {
 		t.Fatalf("live screen:\n%s", e.screen())
 	}
-	// While typing: shift+pgup scrolls, and is not sent.
+	// While typing, only ctrl+] is the console's: shift+pgup goes to the
+	// program as a terminal sends it.
 	e.press("shift+pgup")
-	if p.scroll == 0 || ft.typed() != "" {
-		t.Fatalf("shift+pgup: scroll %d, program received %q", p.scroll, ft.typed())
+	ft.waitTyped(t, "\x1b[5;2~")
+	if p.scroll != 0 {
+		t.Fatalf("shift+pgup while typing scrolled the pane %d lines", p.scroll)
+	}
+	// From the command line, shift+pgup scrolls the focused terminal.
+	e.press("ctrl+]", "shift+pgup")
+	if p.scroll == 0 {
+		t.Fatal("shift+pgup from the command line did not scroll")
 	}
 	if !strings.Contains(e.screen(), "lines back") {
 		t.Errorf("no footer while scrolled back:\n%s", e.screen())
 	}
 	// A key for the program shows the live screen again.
+	e.press("enter")
 	e.typeText("q")
-	ft.waitTyped(t, "q")
+	ft.waitTyped(t, "\x1b[5;2~q")
 	if p.scroll != 0 {
 		t.Errorf("typing left the view %d lines back", p.scroll)
 	}
@@ -824,4 +841,26 @@ func TestPTYTitle(t *testing.T) {
 	if s := e.screen(); !strings.Contains(s, "╭─ local · htop - load ") {
 		t.Errorf("the header does not show the program's title:\n%s", s)
 	}
+}
+
+// TestPTYAttachFocusesALiveTerminal: when the terminals of an /attach
+// that failed come first, the keys go to the first live one.
+func TestPTYAttachFocusesALiveTerminal(t *testing.T) {
+	e := newEnv(t, 120, 40, true)
+	f := e.withTerms()
+	f.fail["db1"] = errors.New("connect db1: dial tcp 10.0.0.9:2222: connect: connection refused; is the host up and reachable?")
+	f.fail["web1"] = errors.New("log in to web1 as root: the server took none of the keys offered")
+	e.submit("/attach db1,web1,web2,web3")
+	panes := e.termPanes()
+	for _, i := range []int{0, 1} {
+		e.waitPhase(panes[i], termFailed)
+	}
+	e.waitPhase(panes[2], termLive)
+	e.m.Update(frameMsg{})
+	if e.m.focusedPane() != Pane(panes[2]) || !panes[2].CapturesKeys() {
+		t.Fatalf("focus on %s (keys %v), want web2 with the keys", e.m.focusedPane().Title(), panes[2].CapturesKeys())
+	}
+	e.wantMessage("could not be opened; keys go to web2")
+	e.typeText("x")
+	f.term(t, "web2", 0).waitTyped(t, "x")
 }

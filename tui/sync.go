@@ -68,15 +68,19 @@ func (p *outputPane) syncRows(c *paneCtx, w int) []string {
 	}
 	text, frac := syncText(s, p.run.Target, conn, ph == engine.Done, r)
 	st := c.st
-	style := st.Pane.Info
+	style, failed := st.Pane.Info, false
 	if ph == engine.Done {
 		style = st.Pane.ExitOK
 		if !s.EndOK {
-			style = st.Pane.ExitFail
+			style, failed = st.Pane.ExitFail, s.End == ""
 		}
 	}
-	return []string{styled(style, text, w), progressBar(st, frac, w)}
+	return []string{styled(style, text, w), progressBar(st, frac, w, failed)}
 }
+
+// maxFailedFrac is the most of its bar a failed sync fills: it moved all
+// its data, perhaps, but did not finish.
+const maxFailedFrac = 0.99
 
 // syncText says what a sync is doing, and how far along it is (0 to 1).
 // conn is the target's connection state; done and r say how it ended.
@@ -105,11 +109,22 @@ func syncText(s engine.SyncState, target, conn string, done bool, r *fanout.Resu
 		case s.End != "":
 			return s.End, 1
 		case r != nil && r.Unreachable:
-			return "unreachable", frac
-		case r != nil && r.Err != nil && strings.HasPrefix(r.Err.Error(), "cancelled"):
-			return "cancelled", frac
+			return "unreachable", 0
 		}
-		return "failed", frac
+		// Where it stopped, and the bar where it was: a sync that failed
+		// is never drawn complete.
+		word := "failed"
+		if r != nil && r.Err != nil && strings.HasPrefix(r.Err.Error(), "cancelled") {
+			word = "cancelled"
+		}
+		where, _ := syncText(s, target, conn, false, nil)
+		if s.Phase == commands.SyncConnecting {
+			where = "connecting to " + target
+		}
+		if where != "" {
+			word += " while " + where
+		}
+		return word, min(frac, maxFailedFrac)
 	}
 	switch s.Phase {
 	case commands.SyncReading:
@@ -147,15 +162,20 @@ func syncText(s engine.SyncState, target, conn string, done bool, r *fanout.Resu
 	return "", frac
 }
 
-// progressBar draws frac (0 to 1) as a bar and a percentage, w cells.
-func progressBar(st *Styles, frac float64, w int) string {
+// progressBar draws frac (0 to 1) as a bar and a percentage, w cells;
+// the bar of a sync that failed is drawn in the failure colour.
+func progressBar(st *Styles, frac float64, w int, failed bool) string {
 	pct := fmt.Sprintf(" %3d%%", int(math.Floor(frac*100)))
 	bw := w - len(pct)
 	if bw < 4 {
 		return styled(st.Muted, strings.TrimSpace(pct), w)
 	}
 	full := int(math.Floor(frac * float64(bw)))
-	return st.Accent.Render(strings.Repeat("█", full)) + st.Muted.Render(strings.Repeat("░", bw-full)+pct)
+	fill := st.Accent
+	if failed {
+		fill = st.Pane.ExitFail
+	}
+	return fill.Render(strings.Repeat("█", full)) + st.Muted.Render(strings.Repeat("░", bw-full)+pct)
 }
 
 // localPath makes a LOCAL_DIR absolute: relative to the directory rex was

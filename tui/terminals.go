@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 )
 
@@ -79,6 +78,7 @@ func (m *Model) cmdAttach(args []string) tea.Cmd {
 	}
 	m.zoom, m.gather = false, nil
 	m.setFocus(first, true)
+	m.attaching = t
 	// Size the panes before their terminals open, so that programs start
 	// at the size they are drawn at.
 	resize := m.relayout()
@@ -87,6 +87,42 @@ func (m *Model) cmdAttach(args []string) tea.Cmd {
 		p.start(m.openTerm, now)
 	}
 	return tea.Batch(resize, m.ensureTick())
+}
+
+// settleAttach watches the newest /attach until one of its terminals is
+// live: when the one with the keys could not be opened, the first live
+// terminal of the same /attach takes the keys (else the first still
+// opening), so that typing goes where a program runs.
+func (m *Model) settleAttach() {
+	t := m.attaching
+	if t == nil {
+		return
+	}
+	fp, ok := m.focusedPane().(*ptyPane)
+	if !ok || fp.task != t {
+		m.attaching = nil // the operator went elsewhere
+		return
+	}
+	switch fp.phase() {
+	case termLive:
+		m.attaching = nil
+		return
+	case termOpening:
+		return
+	}
+	for _, want := range []termPhase{termLive, termOpening} {
+		for i, p := range m.panes {
+			if tp, ok := p.(*ptyPane); ok && tp.task == t && tp.phase() == want {
+				m.setFocus(i, true)
+				if want == termLive {
+					m.attaching = nil
+				}
+				m.info("the terminal on %s could not be opened; keys go to %s", fp.Title(), tp.Title())
+				return
+			}
+		}
+	}
+	m.attaching = nil
 }
 
 // setFocus moves the focus to pane i, which takes the keys when attach is
@@ -131,14 +167,10 @@ func (m *Model) focusedTerm() *ptyPane {
 }
 
 // typeKey sends a key to the pane with the keys, and to every live
-// terminal of its task while broadcasting. The terminal history keys
-// scroll instead, outside full-screen programs.
+// terminal of its task while broadcasting. Every key goes, shift+pgup and
+// ctrl+x included: only the detach key (taken before this) is the
+// console's while a terminal has the keys.
 func (m *Model) typeKey(p *ptyPane, msg tea.KeyPressMsg) {
-	k := &m.keys
-	if key.Matches(msg, k.TermScrollUp, k.TermScrollDown) && !p.altScreen() {
-		p.Update(msg)
-		return
-	}
 	for _, tp := range m.keyTargets(p) {
 		tp.sendKey(msg.Key())
 	}
@@ -326,7 +358,7 @@ func (m *Model) paneCursor(g geometry) (*tea.Cursor, bool) {
 // attachedHelp is the status line while a terminal has the keys.
 func (m *Model) attachedHelp(p *ptyPane) string {
 	k := &m.keys
-	s := fmt.Sprintf(" keys go to %s · %s back to the command line · %s history", p.Title(), bindingHelp(k.Detach), bindingHelp(k.TermScrollUp))
+	s := fmt.Sprintf(" every key goes to %s but %s, which gives the keys back to the command line", p.Title(), bindingHelp(k.Detach))
 	if m.broadcast == p.task {
 		s = fmt.Sprintf(" ⇶ BROADCAST: keys go to %s · %s back to the command line", plural(len(p.task.live()), "terminal", "terminals"), bindingHelp(k.Detach))
 	}
@@ -339,7 +371,7 @@ func (m *Model) termHelp(p *ptyPane) string {
 	k := &m.keys
 	switch p.phase() {
 	case termLive, termOpening:
-		return fmt.Sprintf(" %s types in %s · %s full screen · %s broadcast · %s help", bindingHelp(k.EnterPane), p.Title(), bindingHelp(k.FullScreen), bindingHelp(k.Broadcast), bindingHelp(k.Help))
+		return fmt.Sprintf(" %s types in %s · %s broadcast · %s full screen · pgup history · %s help", bindingHelp(k.EnterPane), p.Title(), bindingHelp(k.Broadcast), bindingHelp(k.FullScreen), bindingHelp(k.Help))
 	}
 	return fmt.Sprintf(" %s reopens the terminal on %s · /close closes it · %s help", bindingHelp(k.EnterPane), p.Title(), bindingHelp(k.Help))
 }

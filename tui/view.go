@@ -611,7 +611,7 @@ func (m *Model) helpLines(w int) []string {
 	const keyColumn = 44
 	ncol := max(1, w/keyColumn)
 	cw := w / ncol
-	titles := []string{"Command line", "Panes", "Scrolling and targets", "Terminal panes (/attach)"}
+	titles := []string{"Command line", "Panes", "Scrolling and targets", "Terminal panes (/attach), from the command line"}
 	for gi, group := range m.keys.FullHelp() {
 		add(st.OverlayTitle.Render(fit(titles[min(gi, len(titles)-1)], w)))
 		kcol := 2
@@ -643,7 +643,7 @@ func (m *Model) helpLines(w int) []string {
 			}
 		}
 		if gi == len(m.keys.FullHelp())-1 {
-			para(st.Overlay, "While a terminal pane has the keys, every key goes to its program except "+bindingHelp(m.keys.Detach)+", which gives the keys back to the command line; the other terminal keys work after that.")
+			para(st.Overlay, "While a terminal pane has the keys, every key goes to its program except "+bindingHelp(m.keys.Detach)+", which gives the keys back to the command line. The other keys above act from the command line on the focused terminal pane: "+bindingHelp(m.keys.Broadcast)+" turns broadcast on (and gives the terminal the keys) or off, "+bindingHelp(m.keys.EnterPane)+" types in it again.")
 		}
 		add(spaces(w))
 	}
