@@ -101,9 +101,9 @@ func (ts *Toolset) runBash(ctx context.Context, a *Action, progress func(Event))
 	if in.Stdin != "" {
 		task.Stdin = []byte(in.Stdin)
 	}
-	timeout := ts.opts.DefaultTimeout
+	timeout := ts.lim.defaultTimeout
 	if in.TimeoutS > 0 {
-		timeout = min(time.Duration(in.TimeoutS)*time.Second, maxTimeout)
+		timeout = min(time.Duration(in.TimeoutS)*time.Second, ts.lim.maxTimeout)
 	}
 	j := ts.startJob(a, progress, exitStatus, func(ctx context.Context, onEvent func(fanout.Event)) {
 		fanout.Run(ctx, ts.opts.App.Pool, a.targets, task, ts.fanOpts(onEvent))
@@ -139,7 +139,7 @@ func (ts *Toolset) runGrep(ctx context.Context, a *Action, progress func(Event))
 	j := ts.startJob(a, progress, grepStatus, func(ctx context.Context, onEvent func(fanout.Event)) {
 		fanout.Run(ctx, ts.opts.App.Pool, a.targets, fanout.Task{Argv: argv}, ts.fanOpts(onEvent))
 	})
-	return ts.wait(ctx, j, ts.opts.DefaultTimeout)
+	return ts.wait(ctx, j, ts.lim.defaultTimeout)
 }
 
 // expandTilde makes "~/x" relative: a process starts in the remote home,

@@ -119,7 +119,7 @@ func (ts *Toolset) runChain(ctx context.Context, a *Action, progress func(Event)
 		_, planErr = commands.RunTool(ctx, ts.opts.App, spec, a.targets, commands.ToolRunOptions{
 			OnEvent: onEvent, ClientName: ts.opts.ClientName})
 	})
-	r := ts.wait(ctx, j, ts.opts.DefaultTimeout)
+	r := ts.wait(ctx, j, ts.lim.defaultTimeout)
 	if planErr != nil && !r.Running {
 		return errorResult(a.Target, fmt.Errorf("%s: %w", a.chainID, planErr))
 	}

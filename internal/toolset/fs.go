@@ -2,6 +2,7 @@ package toolset
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"path"
@@ -273,4 +274,59 @@ func listDir(ctx context.Context, s *rexclient.Session, in *ListInput) (string, 
 		text += fmt.Sprintf("\n… more than %d entries; list a subdirectory or less depth", maxEntries)
 	}
 	return text, "ok", nil
+}
+
+// File is one file of one host, read whole (up to 1 MiB), for front ends
+// that hand files over as they are (MCP resources) rather than as the
+// numbered lines of read.
+type File struct {
+	Host string
+	// Path is where the file is on the host, as rexd resolved it.
+	Path string
+	// Text is the content when it is UTF-8; otherwise Binary is set and
+	// Data holds the bytes.
+	Text   string
+	Data   []byte
+	Binary bool
+	// Size is the file's whole size; Truncated says only its first 1 MiB
+	// was read.
+	Size      int64
+	Truncated bool
+}
+
+// ReadFile reads a file of one host through rexd, in the toolset's
+// session (audited under its client name) and within rexd's roots. The
+// error is one sentence.
+func (ts *Toolset) ReadFile(ctx context.Context, host, p string) (*File, error) {
+	targets, err := ts.opts.App.Resolve(host)
+	if err != nil {
+		return nil, fmt.Errorf("target %s: %w", host, err)
+	}
+	if len(targets) != 1 {
+		return nil, fmt.Errorf("%s names %s; a file is read from one host", host, plural(len(targets), "host"))
+	}
+	var f *File
+	res := fanout.Each(ctx, ts.opts.App.Pool, targets, ts.fanOpts(nil),
+		func(ctx context.Context, t fanout.Target, s *rexclient.Session) error {
+			n := int64(maxReadBytes)
+			r, err := s.ReadFile(ctx, protocol.FSReadParams{SessionID: s.ID, Path: p, Length: &n, Encoding: protocol.EncodingUTF8})
+			if err != nil {
+				return fmt.Errorf("%s: %s", t.Name, homeRel(s, fsError(err)))
+			}
+			f = &File{Host: t.Name, Path: r.Path, Size: r.Size, Truncated: r.Truncated}
+			if r.Encoding == protocol.EncodingUTF8 {
+				f.Text = r.Content
+				return nil
+			}
+			f.Binary = true
+			f.Data, err = base64.StdEncoding.DecodeString(r.Content)
+			if err != nil {
+				return fmt.Errorf("rexd sent %s in bad base64: %v", r.Path, err)
+			}
+			return nil
+		})
+	if err := res[0].Err; err != nil {
+		return nil, err
+	}
+	return f, nil
 }

@@ -261,9 +261,9 @@ func (ts *Toolset) jobOutput(ctx context.Context, a *Action) *Result {
 	if err != nil {
 		return errorResult(a.Target, err)
 	}
-	wait := defaultWait
+	wait := ts.lim.defaultWait
 	if in.WaitS > 0 {
-		wait = min(time.Duration(in.WaitS)*time.Second, maxWait)
+		wait = min(time.Duration(in.WaitS)*time.Second, ts.lim.maxWait)
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()

@@ -149,6 +149,30 @@ const (
 	maxWait        = 600 * time.Second
 )
 
+// limits are the bounds of a toolset's waits, as its options make them;
+// the schemas' descriptions state them.
+type limits struct {
+	defaultTimeout, maxTimeout time.Duration // bash's timeout_s
+	defaultWait, maxWait       time.Duration // job_output's wait_s
+}
+
+func (o Options) limits() limits {
+	l := limits{defaultTimeout: o.DefaultTimeout, maxTimeout: maxTimeout, defaultWait: defaultWait, maxWait: maxWait}
+	if l.defaultTimeout <= 0 {
+		l.defaultTimeout = defaultTimeout
+	}
+	if o.MaxWait > 0 {
+		l.maxTimeout = min(l.maxTimeout, o.MaxWait)
+		l.maxWait = min(l.maxWait, o.MaxWait)
+	}
+	l.defaultTimeout = min(l.defaultTimeout, l.maxTimeout)
+	l.defaultWait = min(l.defaultWait, l.maxWait)
+	return l
+}
+
+// seconds writes a duration as the whole seconds the schemas speak in.
+func seconds(d time.Duration) int { return int(d / time.Second) }
+
 // decoder reads a tool's input strictly: unknown fields and wrong types
 // are errors the model can correct.
 func decoder[T any]() func(json.RawMessage) (any, error) {
@@ -209,13 +233,14 @@ func object(required []string, props map[string]any) map[string]any {
 }
 
 // builtinTools are the tools every caller gets, in a fixed order.
-func builtinTools() []Tool {
+func builtinTools(l limits) []Tool {
 	return []Tool{
 		{Name: Bash, Description: desc(Bash), Destructive: true, decode: decoder[BashInput](),
 			Schema: object([]string{"command"}, map[string]any{
-				"command":   str("The shell command to run (/bin/sh -c) on every host of the target."),
-				"timeout_s": integer("Seconds to wait before the command moves to the background (default 60, at most 3600)."),
-				"stdin":     str("Text sent to the command's standard input."),
+				"command": str("The shell command to run (/bin/sh -c) on every host of the target."),
+				"timeout_s": integer(fmt.Sprintf("Seconds to wait before the command moves to the background (default %d, at most %d).",
+					seconds(l.defaultTimeout), seconds(l.maxTimeout))),
+				"stdin": str("Text sent to the command's standard input."),
 			})},
 		{Name: Read, Description: desc(Read), ReadOnly: true, decode: decoder[ReadInput](),
 			Schema: object([]string{"path"}, map[string]any{
@@ -254,7 +279,8 @@ func builtinTools() []Tool {
 		{Name: JobOutput, Description: desc(JobOutput), ReadOnly: true, decode: decoder[JobInput](),
 			Schema: object([]string{"job_id"}, map[string]any{
 				"job_id": str("The job id a backgrounded bash call returned."),
-				"wait_s": integer("Seconds to wait for the job to end (default 30, at most 600)."),
+				"wait_s": integer(fmt.Sprintf("Seconds to wait for the job to end (default %d, at most %d).",
+					seconds(l.defaultWait), seconds(l.maxWait))),
 			})},
 		{Name: JobKill, Description: desc(JobKill), Destructive: true, decode: decoder[JobKillInput](),
 			Schema: object([]string{"job_id"}, map[string]any{
@@ -266,7 +292,7 @@ func builtinTools() []Tool {
 // BuiltinNames are the names of the built-in tools.
 func BuiltinNames() []string {
 	var names []string
-	for _, t := range builtinTools() {
+	for _, t := range builtinTools(Options{}.limits()) {
 		names = append(names, t.Name)
 	}
 	return names

@@ -62,12 +62,20 @@ type Options struct {
 	// DefaultTimeout is how long bash waits before a command moves to the
 	// background when the call gives no timeout_s; 0 is 60 s.
 	DefaultTimeout time.Duration
+	// MaxWait, when set, bounds how long any call holds its caller: a
+	// model's timeout_s and job_output's wait_s are cut to it (and
+	// DefaultTimeout too). MCP clients give up on a request after their
+	// own timeout; a command must move to the background before that, not
+	// be cancelled with the request. 0 keeps the limits of the schemas
+	// (3600 s and 600 s).
+	MaxWait time.Duration
 }
 
 // Toolset runs calls. It is safe for concurrent use. Close it to stop the
 // commands still running in the background.
 type Toolset struct {
 	opts   Options
+	lim    limits
 	ctx    context.Context // jobs live as long as this
 	cancel context.CancelFunc
 
@@ -86,7 +94,7 @@ func New(opts Options) *Toolset {
 		opts.DefaultTimeout = defaultTimeout
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Toolset{opts: opts, ctx: ctx, cancel: cancel, jobs: map[string]*job{}}
+	return &Toolset{opts: opts, lim: opts.limits(), ctx: ctx, cancel: cancel, jobs: map[string]*job{}}
 }
 
 // ClientName is the name calls run under in rexd sessions.
@@ -213,7 +221,7 @@ func ErrorResult(target string, err error) *Result { return errorResult(target, 
 // executor chain's. A chain tool list that cannot be read is left out and
 // its reason returned beside the built-ins.
 func (ts *Toolset) Tools() ([]Tool, error) {
-	tools := builtinTools()
+	tools := builtinTools(ts.lim)
 	if !ts.opts.ChainTools {
 		return tools, nil
 	}
@@ -223,7 +231,7 @@ func (ts *Toolset) Tools() ([]Tool, error) {
 
 // Lookup finds a tool by name.
 func (ts *Toolset) Lookup(name string) (Tool, bool) {
-	for _, t := range builtinTools() {
+	for _, t := range builtinTools(ts.lim) {
 		if t.Name == name {
 			return t, true
 		}

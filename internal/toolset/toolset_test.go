@@ -471,3 +471,67 @@ func TestToolsListing(t *testing.T) {
 		t.Errorf("chain tool result:\n%s", res.Text)
 	}
 }
+
+func TestMaxWaitBoundsEveryWait(t *testing.T) {
+	f := fleettest.New(t, fleettest.Options{})
+	ts := newToolset(t, f, toolset.Options{MaxWait: time.Second})
+	ctx := fleettest.Context(t)
+	bash, _ := ts.Lookup("bash")
+	jo, _ := ts.Lookup("job_output")
+	if d := bash.Properties()["timeout_s"].(map[string]any)["description"]; !strings.Contains(d.(string), "(default 1, at most 1)") {
+		t.Errorf("timeout_s says %q", d)
+	}
+	if d := jo.Properties()["wait_s"].(map[string]any)["description"]; !strings.Contains(d.(string), "(default 1, at most 1)") {
+		t.Errorf("wait_s says %q", d)
+	}
+	// A model asking for ten minutes still gets the call back after a
+	// second, with the command going on in the background.
+	cmd := "echo started; while [ ! -e go ]; do sleep 0.05; done; echo finished"
+	res := ts.Do(ctx, toolset.Call{Tool: "bash", Input: input(t, map[string]any{"command": cmd, "timeout_s": 600})}, nil)
+	if !res.Running || !strings.Contains(res.Text, "still running after 1s") {
+		t.Fatalf("bash:\n%s", res.Text)
+	}
+	out := ts.Do(ctx, toolset.Call{Tool: "job_output", Input: input(t, map[string]any{"job_id": res.JobID, "wait_s": 600})}, nil)
+	if !out.Running || !strings.Contains(out.Text, "still running after another 1s") {
+		t.Fatalf("job_output:\n%s", out.Text)
+	}
+	f.WriteFile(t, "local", "go", "")
+	for out.Running {
+		out = ts.Do(ctx, toolset.Call{Tool: "job_output", Input: input(t, map[string]any{"job_id": res.JobID})}, nil)
+	}
+	if out.Summary != "1/1 ok" || !strings.Contains(out.Text, "  started\n  finished\n") {
+		t.Errorf("the job's end:\n%s", out.Text)
+	}
+}
+
+func TestReadFile(t *testing.T) {
+	f := fleettest.New(t, fleettest.Options{Hosts: 1})
+	ts := newToolset(t, f, toolset.Options{ClientName: "rex-mcp/test"})
+	ctx := fleettest.Context(t)
+	f.WriteFile(t, "h1", "notes/a.txt", "hello\nworld\n")
+	f.WriteFile(t, "h1", "bin", "\x00\xff\x01")
+	got, err := ts.ReadFile(ctx, "h1", "notes/a.txt")
+	if err != nil || got.Text != "hello\nworld\n" || got.Binary || got.Host != "h1" || got.Path != filepath.Join(f.Home("h1"), "notes/a.txt") || got.Size != 12 {
+		t.Errorf("text file: %+v, %v", got, err)
+	}
+	got, err = ts.ReadFile(ctx, "h1", "~/bin")
+	if err != nil || !got.Binary || string(got.Data) != "\x00\xff\x01" {
+		t.Errorf("binary file: %+v, %v", got, err)
+	}
+	for _, tt := range []struct{ host, path, err string }{
+		{"h1", "nope", "h1: read ~/nope: no such file or directory"},
+		{"h1,local", "x", "h1,local names 2 hosts; a file is read from one host"},
+		{"nosuch", "x", "target nosuch: "},
+	} {
+		if _, err := ts.ReadFile(ctx, tt.host, tt.path); err == nil || !strings.Contains(err.Error(), tt.err) {
+			t.Errorf("%s %s: %v, want %q", tt.host, tt.path, err, tt.err)
+		}
+	}
+	ok := false
+	for _, e := range f.Audit(t, "h1") {
+		ok = ok || e.Method == "fs.read" && e.ClientName == "rex-mcp/test"
+	}
+	if !ok {
+		t.Error("no fs.read by rex-mcp/test in h1's audit log")
+	}
+}
