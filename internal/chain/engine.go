@@ -34,21 +34,35 @@ const (
 	KindPrimitive Kind = "primitive"
 )
 
-// PrimitiveExecute is the built-in primitive: it runs one command (argv,
-// env, cwd, stdin) on the target.
-const PrimitiveExecute = "rex/core/primitives/execute"
+// The built-in primitives. Execute runs one command (argv, env, cwd,
+// stdin) on the target; MCP calls a tool of an MCP server (started on the
+// target over stdio, or reached over HTTP); StateGraph walks a graph of
+// tool calls.
+const (
+	PrimitiveExecute    = "rex/core/primitives/execute"
+	PrimitiveMCP        = "rex/core/primitives/mcp"
+	PrimitiveStateGraph = "rex/core/primitives/state-graph"
+)
+
+// builtinPrimitives lists the built-in primitives' ids.
+func builtinPrimitives() []string {
+	return []string{PrimitiveExecute, PrimitiveMCP, PrimitiveStateGraph}
+}
 
 // builtinPrimitive returns the metadata of a built-in primitive id.
 func builtinPrimitive(id string) (*Metadata, bool) {
-	if id != PrimitiveExecute {
+	desc := ""
+	switch id {
+	case PrimitiveExecute:
+		desc = "Runs a command (argv, env, cwd, stdin) on the target; built in."
+	case PrimitiveMCP:
+		desc = "Calls a tool of an MCP server, started on the target (stdio) or reached over HTTP; built in."
+	case PrimitiveStateGraph:
+		desc = "Walks a state graph of tool calls, each node on its own targets; built in."
+	default:
 		return nil, false
 	}
-	return &Metadata{
-		Primitive:   true,
-		Version:     "1.0.0",
-		ToolType:    "primitive",
-		Description: "Runs a command (argv, env, cwd, stdin) on the target; built in.",
-	}, true
+	return &Metadata{Primitive: true, Version: "1.0.0", ToolType: "primitive", Description: desc}, true
 }
 
 // Sentinel errors, matched with errors.Is.
@@ -545,7 +559,7 @@ func (e *Engine) build(id string) (*Chain, []string, error) {
 		if el.Meta.Primitive {
 			if !el.Builtin {
 				return nil, nil, &ChainError{ID: id, So: so(), Next: cur, What: cur + " is not a built-in primitive", Err: ErrMissingExecutor,
-					Hint: fmt.Sprintf("%s declares no executor, but only %s ends a chain; set its executor_id.", el.Path, PrimitiveExecute)}
+					Hint: fmt.Sprintf("%s declares no executor, but only a built-in primitive (%s) ends a chain; set its executor_id.", el.Path, strings.Join(builtinPrimitives(), ", "))}
 			}
 			break
 		}
@@ -647,7 +661,7 @@ func (e *Engine) List() ([]ListItem, error) {
 			return nil, fmt.Errorf("list %s space: %w", r.space, err)
 		}
 	}
-	for _, id := range []string{PrimitiveExecute} {
+	for _, id := range builtinPrimitives() {
 		meta, _ := builtinPrimitive(id)
 		items = append(items, ListItem{ID: id, Space: SpaceSystem, Kind: KindPrimitive, Version: meta.Version,
 			Description: meta.Description, Path: "builtin:" + id})

@@ -35,6 +35,8 @@ type Metadata struct {
 	ChildConstraints *Constraints
 	Inputs, Outputs  []string // declared I/O types; nil when not declared
 	Files            []string // files next to the element that must travel with it
+	// Graph is a state-graph tool's graph (YAML key graph).
+	Graph *Graph
 	// Secrets names the secrets the element needs; each reaches the
 	// process as an environment variable of that name (see internal/secrets).
 	Secrets []string
@@ -318,6 +320,11 @@ func metadataFromRaw(raw map[string]any, yamlSrc []byte) (*Metadata, error) {
 	}
 	if m.schema, err = compileSchema(m.ConfigSchema); err != nil {
 		return nil, err
+	}
+	if v, ok := raw["graph"]; ok && v != nil {
+		if m.Graph, err = graphFrom(v); err != nil {
+			return nil, fmt.Errorf("graph: %w", err)
+		}
 	}
 	if v, ok := raw["config_resolve"]; ok && v != nil {
 		m.ConfigResolve = &ConfigResolve{}

@@ -41,11 +41,33 @@ type PlanRequest struct {
 	Secrets []string
 }
 
+// Plan kinds, by the primitive that ends the chain.
+const (
+	PlanExecute    = "execute"     // run Argv on the target
+	PlanMCP        = "mcp"         // call MCP.Tool on an MCP server
+	PlanStateGraph = "state-graph" // walk Graph
+)
+
+// MCPCall is how a plan reaches an MCP server and which tool it calls; the
+// parameters are the call's arguments.
+type MCPCall struct {
+	// Transport is "stdio" (Argv, Env and Cwd start the server on the
+	// target; it speaks MCP on its stdin and stdout) or "http" (URL, the
+	// server's streamable HTTP endpoint, reached from this machine).
+	Transport string
+	URL       string
+	Tool      string
+}
+
 // Plan is the exact process that runs a tool, and the files it needs.
 type Plan struct {
 	ID     string
 	Target string
 	Chain  *Chain
+	// Kind is PlanExecute, PlanMCP or PlanStateGraph.
+	Kind  string
+	MCP   *MCPCall // for PlanMCP
+	Graph *Graph   // for PlanStateGraph
 	Argv   []string          // never a shell string built from parameters
 	Env    map[string]string // laid over the target's environment
 	Cwd    string
@@ -218,10 +240,46 @@ func (p *planner) run(ctx context.Context) error {
 		return err
 	}
 	p.plan.Params = params
+	p.plan.Kind = PlanExecute
+	switch p.c.Elements[len(p.c.Elements)-1].ID {
+	case PrimitiveStateGraph:
+		return p.stateGraph(tool)
+	case PrimitiveMCP:
+		p.plan.Kind = PlanMCP
+	}
 	if err := p.execution(params); err != nil {
 		return err
 	}
+	if p.plan.Kind == PlanMCP && p.plan.MCP.Transport == "http" {
+		return nil // nothing runs on the target
+	}
 	return p.files()
+}
+
+// stateGraph plans a graph: the walker runs here, each node's tool is
+// planned when the walk reaches it; every node's tool must exist and be a
+// tool now.
+func (p *planner) stateGraph(tool *Element) error {
+	g := tool.Meta.Graph
+	if g == nil {
+		return fmt.Errorf("tool %s runs on the state-graph walker but has no graph; add a graph: key (docs/tools.md)", tool.ID)
+	}
+	for _, n := range g.names() {
+		id := g.Nodes[n].Tool
+		c, err := p.e.Chain(id, p.tr)
+		if err != nil {
+			return fmt.Errorf("tool %s, node %s: %w", tool.ID, n, err)
+		}
+		if err := c.Runnable(); err != nil {
+			return fmt.Errorf("tool %s, node %s: %w", tool.ID, n, err)
+		}
+		if probs := Validate(c); len(probs) > 0 {
+			return fmt.Errorf("tool %s, node %s: %w", tool.ID, n, &ValidationError{ID: id, Problems: probs})
+		}
+	}
+	p.plan.Kind, p.plan.Graph = PlanStateGraph, g
+	p.tr.add(TraceEvent{Step: StepTemplate, ItemID: tool.ID, Keys: g.names(), Detail: "state graph from " + g.Start})
+	return nil
 }
 
 // targetPath maps a space-relative slash path to where the plan uses it.
@@ -888,6 +946,54 @@ func (p *planner) execution(params map[string]any) error {
 		return "", fmt.Errorf("%s: %s carries a parameter into program text of %s, where no quoting is safe; read parameters from stdin (params_json) instead", what, used[0], prog)
 	}
 
+	isMCP := p.plan.Kind == PlanMCP
+	if isMCP {
+		call := &MCPCall{}
+		tv, _ := merged["transport"]
+		call.Transport, _ = tv.v.(string)
+		switch call.Transport {
+		case "stdio", "http":
+		default:
+			return fmt.Errorf("chain %s: config.transport must be stdio or http, not %q", p.c, call.Transport)
+		}
+		nv, ok := merged["tool_name"]
+		name, _ := nv.v.(string)
+		if !ok || name == "" {
+			return fmt.Errorf("tool %s calls an MCP server but names no tool; set config.tool_name", p.c.ID)
+		}
+		if call.Tool, _, err = renderKey(name, modeNoParams, "the MCP tool's name", false, nv.origin, elName(nv.origin)+" tool_name"); err != nil {
+			return err
+		}
+		if _, ok := merged["input_data"]; ok {
+			return fmt.Errorf("chain %s: input_data cannot be used with an MCP server, whose stdin carries the protocol; the parameters are the call's arguments", p.c)
+		}
+		if call.Transport == "http" {
+			uv, ok := merged["url"]
+			u, _ := uv.v.(string)
+			if !ok || u == "" {
+				return fmt.Errorf("tool %s calls an MCP server over HTTP but has no config.url", p.c.ID)
+			}
+			if call.URL, _, err = renderKey(u, modeNoParams, "the MCP server's URL", false, uv.origin, elName(uv.origin)+" url"); err != nil {
+				return err
+			}
+			if !strings.HasPrefix(call.URL, "http://") && !strings.HasPrefix(call.URL, "https://") {
+				return fmt.Errorf("tool %s: url %q is not an http:// or https:// address", p.c.ID, call.URL)
+			}
+		}
+		p.plan.MCP = call
+		if tv, ok := merged["timeout"]; ok && tv.v != nil {
+			d, err := parseTimeout(tv.v)
+			if err != nil {
+				return fmt.Errorf("%s: config.timeout: %w", elName(tv.origin), err)
+			}
+			p.plan.Timeout = d
+		}
+		if call.Transport == "http" {
+			p.plan.Env = p.overlay
+			return nil
+		}
+	}
+
 	cmdV, ok := merged["command"]
 	if !ok {
 		return fmt.Errorf("no element of the chain %s sets command; add config.command to its runtime", p.c)
@@ -979,7 +1085,7 @@ func (p *planner) execution(params map[string]any) error {
 		}
 		p.plan.Timeout = d
 	}
-	if pv, ok := merged["param_env"]; ok && pv.v != nil {
+	if pv, ok := merged["param_env"]; ok && pv.v != nil && !isMCP {
 		prefix, ok := pv.v.(string)
 		if !ok || !isName(prefix) {
 			return fmt.Errorf("%s: config.param_env must be a variable-name prefix like REX_PARAM_", elName(pv.origin))

@@ -376,24 +376,43 @@ func ToolRun(ctx context.Context, app *App, o IO, spec ToolRunSpec) error {
 		defer traceMu.Unlock()
 		fmt.Fprintf(o.Err, "trace for %s:\n%s", target, text)
 	}
+	// A state graph shows its nodes' targets (node@target) and says how
+	// each node ends.
+	display, err := GraphTargets(app, spec, targets)
+	if err != nil {
+		return err
+	}
+	onNode := func(ev NodeEvent) {
+		traceMu.Lock()
+		defer traceMu.Unlock()
+		switch ev.State {
+		case "running":
+			fmt.Fprintf(o.Err, "graph: %s (%s on %s)\n", ev.Node, ev.Tool, strings.Join(ev.Targets, ", "))
+		case "skipped":
+			fmt.Fprintf(o.Err, "graph: %s skipped\n", ev.Node)
+		default:
+			fmt.Fprintf(o.Err, "graph: %s %s, %s\n", ev.Node, ev.State, ev.Result)
+		}
+	}
 	var results []fanout.EachResult
 	if spec.JSON {
 		// One JSON object per target, printed as each ends.
 		var outMu sync.Mutex
-		col := NewToolCollector(targets, func(r ToolResult) {
+		col := NewToolCollector(display, func(r ToolResult) {
 			b, _ := json.Marshal(r)
 			outMu.Lock()
 			defer outMu.Unlock()
 			fmt.Fprintf(o.Out, "%s\n", b)
 		})
-		results, err = RunTool(ctx, app, spec, targets, ToolRunOptions{OnEvent: col.Event, OnTrace: onTrace})
+		results, err = RunTool(ctx, app, spec, targets, ToolRunOptions{OnEvent: col.Event, OnTrace: onTrace, OnNode: onNode})
 		if err != nil {
 			return err
 		}
 		return exitOfResults(results, nil)
 	}
-	sink := newPrefixSink(o, targets)
+	sink := newPrefixSink(o, display)
 	results, err = RunTool(ctx, app, spec, targets, ToolRunOptions{
+		OnNode: onNode,
 		OnEvent: func(ev fanout.Event) {
 			if ev.Kind == fanout.EventResult {
 				// Finish the target's last lines; its error is printed
@@ -458,6 +477,9 @@ type ToolRunOptions struct {
 	OnEvent func(fanout.Event)
 	// OnTrace receives a target's trace (spec.Trace) before its tool runs.
 	OnTrace func(target, text string)
+	// OnNode follows a state-graph tool's walk, node by node; its events
+	// come with node@target names (see GraphTargets).
+	OnNode func(NodeEvent)
 	// ClientName names the rexd sessions remote targets run in (see
 	// fanout.Options.ClientName); "" is the operator's own.
 	ClientName string
@@ -486,6 +508,9 @@ func RunTool(ctx context.Context, app *App, spec ToolRunSpec, targets []fanout.T
 	if err := c.Runnable(); err != nil {
 		return nil, err
 	}
+	if c.Elements[len(c.Elements)-1].ID == chain.PrimitiveStateGraph {
+		return runGraph(ctx, app, eng, spec, targets, opts)
+	}
 	needs := c.Secrets()
 	devSecrets := map[string][]string{}
 	for _, t := range targets {
@@ -512,7 +537,7 @@ func RunTool(ctx context.Context, app *App, spec ToolRunSpec, targets []fanout.T
 			plan.Trace.WriteText(&b)
 			opts.OnTrace(t.Name, secrets.Mask(b.String(), mask))
 		}
-		if ship != nil {
+		if ship != nil && !(plan.Kind == chain.PlanMCP && plan.MCP.Transport == "http") {
 			if err := ship(plan); err != nil {
 				return err
 			}
@@ -527,7 +552,12 @@ func RunTool(ctx context.Context, app *App, spec ToolRunSpec, targets []fanout.T
 		emit(fanout.Event{Target: t.Name, Kind: fanout.EventStart})
 		out := secrets.NewMasker(&eventWriter{emit: emit, target: t.Name, kind: fanout.EventStdout}, mask)
 		errw := secrets.NewMasker(&eventWriter{emit: emit, target: t.Name, kind: fanout.EventStderr}, mask)
-		code, err := chain.RunWith(ctx, plan, ct, extra, out, errw)
+		var code int
+		if plan.Kind == chain.PlanMCP {
+			code, err = runMCP(ctx, plan, ct, extra, spec.JSON, out, errw)
+		} else {
+			code, err = chain.RunWith(ctx, plan, ct, extra, out, errw)
+		}
 		out.Flush()
 		errw.Flush()
 		if err != nil {
