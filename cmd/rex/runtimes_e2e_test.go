@@ -113,7 +113,7 @@ graph:
 	if b, _ := os.ReadFile(marks); string(b) != "reported\n" {
 		t.Errorf("under the limit, h2's marks are %q, want reported only", b)
 	}
-	if !regexp.MustCompile(`(?m)^check@h1: +\{"used":50,"limit":100,"host":"` + regexp.QuoteMeta(f.hostHome("h1")) + `"\}$`).MatchString(out) ||
+	if !regexp.MustCompile(`(?m)^check@h1: +\{"used":50,"limit":100,"host":"`+regexp.QuoteMeta(f.hostHome("h1"))+`"\}$`).MatchString(out) ||
 		!regexp.MustCompile(`(?m)^report@h2: +marked reported$`).MatchString(out) || strings.Contains(out, "fix@h2: ") {
 		t.Errorf("output:\n%s", out)
 	}

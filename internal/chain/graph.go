@@ -69,7 +69,7 @@ type GraphEdge struct {
 // ran == false and zero values.
 type NodeResult struct {
 	Ran      bool           `expr:"ran" json:"ran"`
-	OK       bool           `expr:"ok" json:"ok"`             // every target exited 0
+	OK       bool           `expr:"ok" json:"ok"`               // every target exited 0
 	ExitCode int            `expr:"exit_code" json:"exit_code"` // the highest exit code of its targets
 	Failed   int            `expr:"failed" json:"failed"`       // targets that did not exit 0
 	Targets  int            `expr:"targets" json:"targets"`

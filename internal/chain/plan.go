@@ -65,9 +65,9 @@ type Plan struct {
 	Target string
 	Chain  *Chain
 	// Kind is PlanExecute, PlanMCP or PlanStateGraph.
-	Kind  string
-	MCP   *MCPCall // for PlanMCP
-	Graph *Graph   // for PlanStateGraph
+	Kind   string
+	MCP    *MCPCall          // for PlanMCP
+	Graph  *Graph            // for PlanStateGraph
 	Argv   []string          // never a shell string built from parameters
 	Env    map[string]string // laid over the target's environment
 	Cwd    string
