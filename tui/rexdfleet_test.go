@@ -76,9 +76,10 @@ func (f *rexdFleet) Connect(ctx context.Context, t fanout.Target) (*fanout.Conn,
 		return nil, err
 	}
 	srv, err := rexd.New(rexd.Config{
-		Roots:  []string{home},
-		CASDir: filepath.Join(filepath.Dir(home), "cas"),
-		Limits: rexd.DefaultLimits(),
+		Roots:      []string{home},
+		CASDir:     filepath.Join(filepath.Dir(home), "cas"),
+		Limits:     rexd.DefaultLimits(),
+		AllowShell: true, // as rexd's own default: tools run bash and sh
 	})
 	if err != nil {
 		return nil, err

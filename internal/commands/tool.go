@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -834,43 +835,54 @@ func (t *SessionTarget) Environ(ctx context.Context) (map[string]string, error) 
 	return t.env, t.err
 }
 
-// statScript reports a path's kind; the path comes in as $1, never inside
-// the script text.
-const statScript = `if [ -e "$1" ]; then t=f; [ -d "$1" ] && t=d; x=-; [ -x "$1" ] && x=x; echo "$t$x"; else echo none; fi`
-
-// Stat implements chain.Target.
+// Stat implements chain.Target with rexd's fs.stat, which follows
+// symlinks within the session's roots; a path outside them is asked of
+// test(1), a program, never a shell (rexd may refuse shells).
 func (t *SessionTarget) Stat(ctx context.Context, p string) (chain.FileInfo, error) {
-	out, _, err := t.capture(ctx, "sh", "-c", statScript, "sh", p)
-	if err != nil {
-		return chain.FileInfo{}, err
+	res, err := t.S.Stat(ctx, p)
+	if err == nil {
+		if !res.Exists {
+			return chain.FileInfo{}, nil
+		}
+		fi := chain.FileInfo{Exists: true, IsDir: res.Type == protocol.TypeDir, Mode: 0o644}
+		if m, perr := strconv.ParseUint(res.Mode, 8, 32); perr == nil {
+			fi.Mode = os.FileMode(m)
+		}
+		if fi.IsDir {
+			fi.Mode |= os.ModeDir
+		}
+		return fi, nil
 	}
-	s := strings.TrimSpace(out)
-	if s == "none" || len(s) != 2 {
+	test := func(flag string) (bool, error) {
+		_, code, err := t.capture(ctx, "test", flag, p)
+		return code == 0, err
+	}
+	exists, terr := test("-e")
+	if terr != nil {
+		return chain.FileInfo{}, fmt.Errorf("stat %s: %v; and test(1): %w", p, err, terr)
+	}
+	if !exists {
 		return chain.FileInfo{}, nil
 	}
-	fi := chain.FileInfo{Exists: true, IsDir: s[0] == 'd', Mode: 0o644}
-	if s[1] == 'x' {
+	fi := chain.FileInfo{Exists: true, Mode: 0o644}
+	if d, _ := test("-d"); d {
+		fi.IsDir, fi.Mode = true, 0o755|os.ModeDir
+	} else if x, _ := test("-x"); x {
 		fi.Mode = 0o755
-	}
-	if fi.IsDir {
-		fi.Mode |= os.ModeDir
 	}
 	return fi, nil
 }
 
-// lookScript finds $1 in the colon-separated directories of $2.
-const lookScript = `IFS=:; for d in $2; do [ -n "$d" ] || d=.; if [ -f "$d/$1" ] && [ -x "$d/$1" ]; then echo "$d/$1"; exit 0; fi; done; exit 1`
-
-// LookPath implements chain.Target.
+// LookPath implements chain.Target on top of Stat.
 func (t *SessionTarget) LookPath(ctx context.Context, name, pathList string) (string, error) {
-	out, code, err := t.capture(ctx, "sh", "-c", lookScript, "sh", name, pathList)
+	found, err := chain.LookPathWithStat(ctx, t.Stat, name, pathList)
 	if err != nil {
+		if errors.Is(err, chain.ErrNotFound) {
+			return "", fmt.Errorf("%s on %s: %w", name, t.TargetName, chain.ErrNotFound)
+		}
 		return "", err
 	}
-	if code != 0 {
-		return "", fmt.Errorf("%s on %s: %w", name, t.TargetName, chain.ErrNotFound)
-	}
-	return strings.TrimSpace(out), nil
+	return found, nil
 }
 
 // Run implements chain.Target.
