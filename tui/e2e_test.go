@@ -50,6 +50,7 @@ type console struct {
 	t      testing.TB
 	socket string
 	home   string
+	env    []string // the shell's environment, rex's too
 }
 
 // shellPrompt is sh's prompt in the tests; capture-pane drops its
@@ -74,7 +75,7 @@ func startConsoleIn(t testing.TB, bin, dir string, w, h int) *console {
 	var rnd [6]byte
 	rand.Read(rnd[:])
 	c := &console{t: t, socket: "rex-e2e-" + hex.EncodeToString(rnd[:]), home: sshtest.TempDir(t)}
-	env := []string{
+	c.env = []string{
 		"HOME=" + c.home,
 		"XDG_CONFIG_HOME=" + filepath.Join(c.home, ".config"),
 		"XDG_STATE_HOME=" + filepath.Join(c.home, ".local", "state"),
@@ -94,7 +95,7 @@ func startConsoleIn(t testing.TB, bin, dir string, w, h int) *console {
 	if dir != "" {
 		args = append(args, "-c", dir)
 	}
-	c.tmux(env, append(args, "/bin/sh")...)
+	c.tmux(c.env, append(args, "/bin/sh")...)
 	c.waitFor(promptMark)
 	c.sendLine(filepath.Join(bin, "rex"))
 	c.waitFor("local ❯")

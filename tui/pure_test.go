@@ -174,6 +174,13 @@ func TestViewChangesNothing(t *testing.T) {
 		{"narrow", 60, 12, func(e *testEnv, f *fakeTerms) {
 			e.submit("/run web -- hostname")
 		}},
+		{"dialogs", 80, 24, func(e *testEnv, f *fakeTerms) {
+			e.submit("/target web")
+			e.submit("echo one")
+			e.submit("/run web1 -- sleep")
+			e.press("f3", "down")
+			e.press("ctrl+q")
+		}},
 	}
 	for _, sc := range scenes {
 		t.Run(sc.name, func(t *testing.T) {

@@ -32,6 +32,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
@@ -89,6 +91,11 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// A closed terminal window (SIGHUP) cannot be asked anything: the
+	// console ends as on a quit, stopping its tasks and waiting for their
+	// remote processes to end.
+	ctx, stopHUP := signal.NotifyContext(ctx, syscall.SIGHUP)
+	defer stopHUP()
 
 	var m *Model
 	// A broken config.toml is reported by the model; its defaults serve.

@@ -2,11 +2,15 @@ package tui
 
 import (
 	"errors"
+	"github.com/charmbracelet/x/ansi"
+	"hash/maphash"
+	"strings"
 	"testing"
 
 	"github.com/rexconsole/rex/internal/cas"
 	"github.com/rexconsole/rex/internal/commands"
 	"github.com/rexconsole/rex/internal/fanout"
+	"github.com/rexconsole/rex/themes"
 	"github.com/rexconsole/rex/tui/engine"
 )
 
@@ -39,6 +43,41 @@ func TestSyncStoppedWhere(t *testing.T) {
 		text, frac := syncText(tt.s, "web3", "", true, tt.r)
 		if text != tt.text || frac != tt.frac {
 			t.Errorf("%s: %q %.3f, want %q %.3f", tt.name, text, frac, tt.text, tt.frac)
+		}
+	}
+}
+
+// TestProgramColours: a line's colour spans are drawn in the program's
+// colours with the theme's own kept, mapped to the 16 colours under the
+// ansi theme, and left out (bold stays) with NO_COLOR.
+func TestProgramColours(t *testing.T) {
+	b := engine.NewBuffer(10, maphash.MakeSeed(), nil)
+	b.Write(false, []byte("a \x1b[1;38;5;208mwarm\x1b[0m b\n"))
+	rd := b.Read()
+	line := *rd.Line(0)
+	rd.Done()
+	for _, tt := range []struct {
+		theme   string
+		noColor bool
+		want    string // the sequence before "warm"
+	}{
+		{"dark", false, "\x1b[1;38;5;208m"},
+		{"ansi", false, "\x1b[1;91m"},
+		{"dark", true, "\x1b[1m"},
+	} {
+		th, err := themes.Load(tt.theme, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := NewStyles(th, 1, tt.noColor)
+		l := line
+		l.Drawn = nil
+		row := renderLine(st, &l, 20)[0]
+		if !strings.Contains(row, tt.want+"warm"+ansi.ResetStyle) {
+			t.Errorf("%s (NO_COLOR %v): %q lacks %q", tt.theme, tt.noColor, row, tt.want+"warm")
+		}
+		if got := ansi.Strip(row); got != "a warm b            " {
+			t.Errorf("%s: text %q", tt.theme, got)
 		}
 	}
 }
