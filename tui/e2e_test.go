@@ -282,8 +282,10 @@ func TestConsoleE2E(t *testing.T) {
 			// For the README: what the console looks like.
 			c.run("/close all", "closed")
 			c.run("/layout grid", "layout grid")
-			c.run("/run fleet,down1 -- 'echo $HOME; uptime'", "1 unreachable")
+			c.run("/device group add fleet down1", "down1")
 			c.run("/target fleet", "target fleet")
+			c.run("uptime", "uptime — 3 ok, 1 unreachable")
+			c.run("echo $HOME", "echo $HOME — 3 ok, 1 unreachable")
 			os.WriteFile(path, []byte(c.screen()), 0o644)
 		}
 		_ = s
