@@ -120,8 +120,10 @@ func checkTerminal(t *testing.T, c *console, title, attach string) {
 	c.waitPane(title, "the pasted command's output", bodyLine("pasted-9"))
 	// head reads the 32 bytes of the bracketed paste and stops by itself.
 	c.sendLine(`printf '\033[?2004h'; echo ready-for-paste; head -c 32 | cat -v; echo`)
+	// Bracketed paste is on once the pane shows the line printed after
+	// asking for it (output arrives in order); head reads whenever the
+	// paste lands, the terminal holds it until then.
 	c.waitPane(title, "the reader ready", bodyLine("ready-for-paste"))
-	time.Sleep(200 * time.Millisecond)
 	c.tmux(nil, "paste-buffer", "-p", "-b", "rexpaste", "-t", "rex")
 	c.keys("Enter")
 	c.waitPane(title, "the paste in brackets", bodyLine("^[[200~echo pasted-$((3*3))^[[201~"))

@@ -107,6 +107,17 @@ func (f *fakeTerm) waitTyped(t *testing.T, want string) {
 	}
 }
 
+// settled waits until the program behind pane p has received exactly
+// want and proves nothing else is on its way: a marker sent through the
+// pane after everything else (a pane's input is written in order) must
+// arrive right after want. It replaces sleeping to see that nothing comes.
+func (f *fakeTerm) settled(t *testing.T, p *ptyPane, want string) {
+	t.Helper()
+	const mark = "\x00settled\x00"
+	p.send([]byte(mark))
+	f.waitTyped(t, want+mark)
+}
+
 // fakeTerms opens fakeTerms; targets in fail cannot be reached, and
 // while hold is open every open waits for it.
 type fakeTerms struct {
@@ -429,10 +440,8 @@ func TestPTYBroadcast(t *testing.T) {
 	e.press("enter")
 	e.typeText("z")
 	f.term(t, "web1", 0).waitTyped(t, "\x18echo hi\rokz")
-	time.Sleep(20 * time.Millisecond)
-	if got := f.term(t, "web3", 0).typed(); got != "echo hi\rok" {
-		t.Errorf("with broadcast off web3 received %q", got)
-	}
+	// web3 got nothing more: its pane's next input comes right after "ok".
+	f.term(t, "web3", 0).settled(t, e.termPanes()[2], "echo hi\rok")
 	if strings.Contains(e.screen(), "broadcast") {
 		t.Errorf("broadcast still shown after turning it off:\n%s", e.screen())
 	}
@@ -713,10 +722,7 @@ func TestPTYMouse(t *testing.T) {
 	ft.waitTyped(t, "\x1b[<0;5;3M\x1b[<0;5;3m\x1b[<65;5;3M")
 	// Outside the pane, a click is the console's.
 	e.m.Update(tea.MouseClickMsg{X: 2, Y: 0, Button: tea.MouseLeft})
-	time.Sleep(10 * time.Millisecond)
-	if got := ft.typed(); got != "\x1b[<0;5;3M\x1b[<0;5;3m\x1b[<65;5;3M" {
-		t.Errorf("a click outside the pane reached the program: %q", got)
-	}
+	ft.settled(t, e.termPanes()[0], "\x1b[<0;5;3M\x1b[<0;5;3m\x1b[<65;5;3M")
 }
 
 // TestPTYCursor: the cursor is where the program put it while the pane

@@ -605,6 +605,16 @@ func RefusingAddr(t testing.TB) string {
 // never says a word, until the test ends.
 func Blackhole(t testing.TB) string {
 	t.Helper()
+	addr, _ := BlackholeAccepts(t)
+	return addr
+}
+
+// BlackholeAccepts is Blackhole, and a channel that gets a value for each
+// connection it accepted (so a test waits for a client to be stuck there
+// instead of sleeping).
+func BlackholeAccepts(t testing.TB) (string, <-chan struct{}) {
+	t.Helper()
+	accepted := make(chan struct{}, 64)
 	ln, err := net.Listen("tcp", net.JoinHostPort(Loopback, "0"))
 	if err != nil {
 		t.Fatal(err)
@@ -622,6 +632,10 @@ func Blackhole(t testing.TB) string {
 			mu.Lock()
 			conns = append(conns, c)
 			mu.Unlock()
+			select {
+			case accepted <- struct{}{}:
+			default:
+			}
 		}
 	}()
 	t.Cleanup(func() {
@@ -633,7 +647,7 @@ func Blackhole(t testing.TB) string {
 			c.Close()
 		}
 	})
-	return ln.Addr().String()
+	return ln.Addr().String(), accepted
 }
 
 func freePort() (int, error) {

@@ -282,14 +282,15 @@ func TestMaxHandshakes(t *testing.T) {
 	o.MaxHandshakes = 1
 	o.ConnectTimeout = time.Second
 	d := NewDialer(o)
-	host, port, _ := net.SplitHostPort(sshtest.Blackhole(t))
+	hole, accepted := sshtest.BlackholeAccepts(t)
+	host, port, _ := net.SplitHostPort(hole)
 	p, _ := strconv.Atoi(port)
 	slow := make(chan error, 1)
 	go func() {
 		_, err := d.Dial(context.Background(), Target{Name: "hole", Host: host, Port: p, KeyPath: e.key.Path})
 		slow <- err
 	}()
-	time.Sleep(200 * time.Millisecond) // the blackhole holds the slot
+	<-accepted // the dial is in the blackhole, holding the only slot
 	start := time.Now()
 	c, err := d.Dial(context.Background(), e.target("h1", s))
 	took := time.Since(start)
@@ -308,10 +309,11 @@ func TestMaxHandshakes(t *testing.T) {
 // TestDialCanceled: canceling the context ends a dial at once.
 func TestDialCanceled(t *testing.T) {
 	e := newEnv(t)
-	host, port, _ := net.SplitHostPort(sshtest.Blackhole(t))
+	hole, accepted := sshtest.BlackholeAccepts(t)
+	host, port, _ := net.SplitHostPort(hole)
 	p, _ := strconv.Atoi(port)
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(200*time.Millisecond, cancel)
+	go func() { <-accepted; cancel() }() // cancelled while it waits in the blackhole
 	start := time.Now()
 	_, err := NewDialer(e.opts()).Dial(ctx, Target{Name: "h1", Host: host, Port: p, KeyPath: e.key.Path})
 	if err == nil || !errors.Is(err, context.Canceled) {
