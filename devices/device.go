@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -27,8 +28,16 @@ type Device struct {
 	SSHKey string
 	// Description is free text for people.
 	Description string
+	// Roots narrow what rexd may touch on the device: absolute paths, or
+	// "~/..." in the remote user's home. Empty means the login user's
+	// whole file system, as with ssh.
+	Roots []string
+	// Become starts the device's rexd through sudo, as BecomeUser (root
+	// when empty); BecomeUser is also who --sudo becomes.
+	Become     bool
+	BecomeUser string
 
-	// extra holds every field of the entry rex does not know (e.g. "roots",
+	// extra holds every field of the entry rex does not know (e.g.
 	// "jump"), verbatim, so that a save never drops what a person wrote.
 	extra map[string]json.RawMessage
 }
@@ -62,9 +71,10 @@ func (d Device) ExtraKeys() []string {
 	return sortedKeys(d.extra)
 }
 
-// clone returns a copy that shares no maps with d.
+// clone returns a copy that shares no maps or slices with d.
 func (d Device) clone() Device {
 	d.extra = maps.Clone(d.extra)
+	d.Roots = slices.Clone(d.Roots)
 	return d
 }
 
@@ -79,7 +89,39 @@ func (d Device) Validate() error {
 	if _, _, _, err := d.Endpoint(); err != nil {
 		return err
 	}
+	if err := ValidateRoots(d.Roots); err != nil {
+		return err
+	}
+	if d.BecomeUser != "" {
+		if err := validateUser(d.BecomeUser); err != nil {
+			return fmt.Errorf("become_user: %w", err)
+		}
+	}
 	return validateText("description", d.Description)
+}
+
+// ValidateRoots checks a device's roots: each an absolute path on the
+// device or one starting with "~/" (the remote user's home), without
+// control characters.
+func ValidateRoots(roots []string) error {
+	for _, r := range roots {
+		if err := validateText("root", r); err != nil {
+			return err
+		}
+		if !(strings.HasPrefix(r, "/") || r == "~" || strings.HasPrefix(r, "~/")) {
+			return fmt.Errorf("invalid root %q: write an absolute path on the device, or one starting with ~/", r)
+		}
+	}
+	return nil
+}
+
+// SudoUser is who the device's rexd runs as under sudo: BecomeUser, or
+// root.
+func (d Device) SudoUser() string {
+	if d.BecomeUser != "" {
+		return d.BecomeUser
+	}
+	return "root"
 }
 
 // Endpoint is where to connect: the user and host from Host and the port

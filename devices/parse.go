@@ -27,8 +27,8 @@ func (e *FormatError) Error() string {
 }
 
 // Parse decodes devices.json. Any document in the documented shape loads:
-// "devices" maps names to objects with optional "host", "port", "ssh_key"
-// and "description"; "groups" maps names to lists of device names; null
+// "devices" maps names to objects with optional "host", "port", "ssh_key",
+// "description", "roots", "become" and "become_user"; "groups" maps names to lists of device names; null
 // stands for empty. Unknown fields at any level are kept verbatim. Empty
 // (or all-whitespace) input is an empty registry. Entries are not
 // validated here; see Device.Validate.
@@ -147,6 +147,12 @@ func (p *parser) devices(r *Registry, off int, raw []byte) error {
 				err = decodeField(raw, &d.SSHKey)
 			case "description":
 				err = decodeField(raw, &d.Description)
+			case "roots":
+				err = decodeField(raw, &d.Roots)
+			case "become":
+				err = decodeField(raw, &d.Become)
+			case "become_user":
+				err = decodeField(raw, &d.BecomeUser)
 			default:
 				if d.extra == nil {
 					d.extra = map[string]json.RawMessage{}
@@ -155,8 +161,13 @@ func (p *parser) devices(r *Registry, off int, raw []byte) error {
 			}
 			if err != nil {
 				want := "a string"
-				if key == "port" {
+				switch key {
+				case "port":
 					want = "a whole number"
+				case "roots":
+					want = `a list of paths such as ["/srv", "~/app"]`
+				case "become":
+					want = "true or false"
 				}
 				return posError(p.data, off, fmt.Sprintf("%q of device %q must be %s", key, name, want))
 			}

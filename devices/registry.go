@@ -136,6 +136,13 @@ func (r *Registry) Add(d Device, force bool) (replaced bool, err error) {
 		}
 		maps.Copy(merged, d.extra)
 		d.extra = merged
+		// What `device add` cannot say stays as it was.
+		if d.Roots == nil {
+			d.Roots = slices.Clone(old.Roots)
+		}
+		if !d.Become && d.BecomeUser == "" {
+			d.Become, d.BecomeUser = old.Become, old.BecomeUser
+		}
 	}
 	r.devices[d.Name] = d
 	return exists, nil
@@ -354,6 +361,25 @@ func writeDevice(b *bytes.Buffer, d Device) {
 	if d.Description != "" {
 		field("description")
 		writeString(b, d.Description)
+	}
+	if d.Roots != nil {
+		field("roots")
+		b.WriteByte('[')
+		for i, r := range d.Roots {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeString(b, r)
+		}
+		b.WriteByte(']')
+	}
+	if d.Become {
+		field("become")
+		b.WriteString("true")
+	}
+	if d.BecomeUser != "" {
+		field("become_user")
+		writeString(b, d.BecomeUser)
 	}
 	for _, k := range sortedKeys(d.extra) {
 		field(k)

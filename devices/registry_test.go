@@ -99,8 +99,11 @@ func TestUnknownFieldsRoundTrip(t *testing.T) {
 	if !bytes.Equal(out, out2) {
 		t.Errorf("encoding is not stable:\n%s\n---\n%s", out, out2)
 	}
-	if got := r2.devices["web1"].ExtraKeys(); !slices.Equal(got, []string{"jump", "roots", "weird key"}) {
+	if got := r2.devices["web1"].ExtraKeys(); !slices.Equal(got, []string{"jump", "weird key"}) {
 		t.Errorf("ExtraKeys = %v", got)
+	}
+	if got := r2.devices["web1"].Roots; len(got) == 0 {
+		t.Errorf("roots = %v", got)
 	}
 }
 
@@ -310,8 +313,8 @@ func TestAddExisting(t *testing.T) {
 		t.Fatalf("Add --force = %v, %v", replaced, err)
 	}
 	d, _ := r.Device("web1")
-	if d.Host != "new.lan" || string(d.Extra()["roots"]) != `["/srv"]` {
-		t.Errorf("after --force: host %q extra %v", d.Host, d.Extra())
+	if d.Host != "new.lan" || !slices.Equal(d.Roots, []string{"/srv"}) {
+		t.Errorf("after --force: host %q roots %v", d.Host, d.Roots)
 	}
 	replaced, err = r.Add(mustDevice(t, "web2", "h"), false)
 	if err != nil || replaced {
@@ -432,3 +435,44 @@ func BenchmarkParse(b *testing.B) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// roots, become and become_user are fields of their own: parsed, checked,
+// written back.
+func TestDeviceRootsAndBecome(t *testing.T) {
+	r, err := Parse([]byte(`{"devices": {"db": {"host": "db.lan", "roots": ["/srv", "~/app"], "become": true, "become_user": "postgres"}, "web": {"host": "w"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := r.devices["db"]
+	if !slices.Equal(d.Roots, []string{"/srv", "~/app"}) || !d.Become || d.SudoUser() != "postgres" || len(d.ExtraKeys()) != 0 {
+		t.Fatalf("device %+v", d)
+	}
+	if err := d.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if w := r.devices["web"]; w.Roots != nil || w.Become || w.SudoUser() != "root" {
+		t.Errorf("defaults %+v", w)
+	}
+	out, _ := r.Bytes()
+	if !bytes.Contains(out, []byte(`"roots": [`)) || !bytes.Contains(out, []byte(`"become": true`)) || !bytes.Contains(out, []byte(`"become_user": "postgres"`)) {
+		t.Errorf("saved:\n%s", out)
+	}
+	for in, want := range map[string]string{
+		`{"devices": {"a": {"host": "h", "roots": "/srv"}}}`:  "a list of paths",
+		`{"devices": {"a": {"host": "h", "become": "yes"}}}`:  "true or false",
+		`{"devices": {"a": {"host": "h", "become_user": 0}}}`: "a string",
+	} {
+		if _, err := Parse([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%s) = %v, want %q", in, err, want)
+		}
+	}
+	for _, bad := range []Device{
+		{Name: "a", Host: "h", Roots: []string{"srv"}},
+		{Name: "a", Host: "h", Roots: []string{"~other/x"}},
+		{Name: "a", Host: "h", BecomeUser: "-x"},
+	} {
+		if err := bad.Validate(); err == nil {
+			t.Errorf("%+v validated", bad)
+		}
+	}
+}

@@ -21,8 +21,8 @@ import (
 // pushFunc and pullFunc are how /push and /pull do their work
 // (commands.PushTargets and commands.PullFrom).
 type (
-	pushFunc func(ctx context.Context, app *commands.App, localDir, remoteDir string, targets []fanout.Target, opts commands.SyncOptions) ([]commands.PushOutcome, error)
-	pullFunc func(ctx context.Context, app *commands.App, t fanout.Target, remoteDir, localDir string, opts commands.SyncOptions) (commands.PullResult, fanout.EachResult)
+	pushFunc func(ctx context.Context, app *commands.App, req commands.PushRequest, targets []fanout.Target, opts commands.SyncOptions) ([]commands.PushOutcome, error)
+	pullFunc func(ctx context.Context, app *commands.App, targets []fanout.Target, req commands.PullRequest, opts commands.SyncOptions) []commands.PullOutcome
 )
 
 // syncRowCount is how many rows a sync pane's progress takes: what it is
@@ -253,25 +253,29 @@ func (m *Model) needPool(what string) error {
 	return nil
 }
 
-// cmdPush is /push LOCAL_DIR REMOTE_DIR [TARGETS]: the tree to every
-// target at once, a pane each with its progress.
+// cmdPush is /push SRC... DEST [TARGETS] [flags]: what rex push does, to
+// every target at once, a pane each with its progress and its lines.
+// With one SRC and no TARGETS it goes to the current target.
 func (m *Model) cmdPush(args []string) tea.Cmd {
-	if len(args) == 2 {
-		args = append(args, m.target)
-	}
-	spec, err := commands.ParsePush(args)
+	spec, err := commands.ParsePushDefault(args, m.target)
 	if err != nil {
-		m.fail(errors.New("usage: /push LOCAL_DIR REMOTE_DIR [TARGETS]; TARGETS defaults to the current target"))
+		var ue *commands.UsageError
+		if errors.As(err, &ue) && strings.HasPrefix(ue.Msg, "usage:") {
+			err = errors.New("usage: /push SRC... DEST [TARGETS] [--delete|--atomic] [--dry-run] [--sudo] [--chmod SPEC] [--chown USER] [--max-bytes N] [--force]; TARGETS defaults to the current target")
+		}
+		m.fail(err)
 		return nil
 	}
 	if err := m.needPool("/push"); err != nil {
 		m.fail(err)
 		return nil
 	}
-	local, err := m.localPath(spec.LocalDir)
-	if err != nil {
-		m.fail(fmt.Errorf("/push: %w", err))
-		return nil
+	sources := make([]string, len(spec.Sources))
+	for i, src := range spec.Sources {
+		if sources[i], err = m.localPath(src); err != nil {
+			m.fail(fmt.Errorf("/push: %w", err))
+			return nil
+		}
 	}
 	targets, err := m.resolve(spec.Targets)
 	if err != nil {
@@ -282,16 +286,22 @@ func (m *Model) cmdPush(args []string) tea.Cmd {
 		m.fail(fmt.Errorf("/push: %s names no targets; add devices to it first", spec.Targets))
 		return nil
 	}
-	display := "push " + spec.LocalDir + " " + spec.RemoteDir
+	if spec.Sudo {
+		targets = commands.WithSudo(targets)
+	}
+	display := "push " + strings.Join(spec.Sources, " ") + " " + spec.Dest
+	if spec.DryRun {
+		display += " (dry run)"
+	}
 	t := m.newTask(spec.Targets, display, targets, false)
 	for _, r := range t.Runs {
-		r.StartSync(engine.SyncState{Local: spec.LocalDir})
+		r.StartSync(engine.SyncState{Local: strings.Join(spec.Sources, " ")})
 	}
 	app, now, push := m.app, m.now, m.push
-	remote := spec.RemoteDir
+	req := commands.PushRequest{Sources: sources, Dest: spec.Dest, Options: spec.PushOptions}
 	m.runJob(t, func(ctx context.Context, onEvent func(fanout.Event)) *fanout.Summary {
 		log := newResultLog(onEvent)
-		_, err := push(ctx, app, local, remote, targets, commands.SyncOptions{
+		_, err := push(ctx, app, req, targets, commands.SyncOptions{
 			Progress: func(target string, sp commands.SyncProgress) {
 				if r := t.Run(target); r != nil {
 					r.SetSync(sp, now())
@@ -308,12 +318,10 @@ func (m *Model) cmdPush(args []string) tea.Cmd {
 					// Stopped, not unreachable, when ctrl+c cut the connecting.
 					r.Unreachable = r.Unreachable && r.Err == po.Err
 				} else {
-					end := "done"
-					if po.UpToDate() {
-						end = "up to date"
+					p.EndSync(pushEnd(po), true)
+					for _, l := range po.Lines() {
+						p.Buf.Note(engine.Out, l)
 					}
-					p.EndSync(end, true)
-					p.Buf.Note(engine.Out, po.Line())
 					r.ExitCode = new(int)
 				}
 				log.event(fanout.Event{Target: po.Target, Kind: fanout.EventResult, Result: r})
@@ -331,15 +339,29 @@ func (m *Model) cmdPush(args []string) tea.Cmd {
 	return m.ensureTick()
 }
 
-// cmdPull is /pull REMOTE_DIR LOCAL_DIR [TARGET]: the tree back from one
-// target, merged with the local changes; conflicts are listed in its pane.
-func (m *Model) cmdPull(args []string) tea.Cmd {
-	if len(args) == 2 {
-		args = append(args, m.target)
+// pushEnd is how a push pane's header ends: "done", "up to date", "dry
+// run"; the pane's lines say the rest.
+func pushEnd(po commands.PushOutcome) string {
+	switch {
+	case po.DryRun:
+		return "dry run"
+	case po.UpToDate():
+		return "up to date"
 	}
-	spec, err := commands.ParsePull(args)
+	return "done"
+}
+
+// cmdPull is /pull REMOTE LOCAL [TARGETS] [flags]: the tree back from
+// each target, merged with the local changes (LOCAL/<target> for several
+// targets); what it wrote and what conflicted is listed in each pane.
+func (m *Model) cmdPull(args []string) tea.Cmd {
+	spec, err := commands.ParsePullDefault(args, m.target)
 	if err != nil {
-		m.fail(errors.New("usage: /pull REMOTE_DIR LOCAL_DIR [TARGET]; TARGET defaults to the current target"))
+		var ue *commands.UsageError
+		if errors.As(err, &ue) && strings.HasPrefix(ue.Msg, "usage:") {
+			err = errors.New("usage: /pull REMOTE LOCAL [TARGETS] [--dry-run] [--sudo] [--max-bytes N]; TARGETS defaults to the current target")
+		}
+		m.fail(err)
 		return nil
 	}
 	if err := m.needPool("/pull"); err != nil {
@@ -351,48 +373,74 @@ func (m *Model) cmdPull(args []string) tea.Cmd {
 		m.fail(fmt.Errorf("/pull: %w", err))
 		return nil
 	}
-	targets, err := m.resolve(spec.Target)
+	targets, err := m.resolve(spec.Targets)
 	if err != nil {
-		m.fail(fmt.Errorf("/pull %s: %w", spec.Target, err))
+		m.fail(fmt.Errorf("/pull %s: %w", spec.Targets, err))
 		return nil
 	}
-	if len(targets) != 1 {
-		m.fail(fmt.Errorf("/pull: %s names %s and a pull merges from one; name it: /pull %s %s %s",
-			spec.Target, plural(len(targets), "target", "targets"), spec.RemoteDir, spec.LocalDir, firstName(targets, "HOST")))
+	if len(targets) == 0 {
+		m.fail(fmt.Errorf("/pull: %s names no targets; add devices to it first", spec.Targets))
 		return nil
 	}
-	tg := targets[0]
+	if spec.Sudo {
+		targets = commands.WithSudo(targets)
+	}
 	display := "pull " + spec.RemoteDir + " " + spec.LocalDir
-	t := m.newTask(spec.Target, display, targets, false)
-	p := t.Runs[0]
-	p.StartSync(engine.SyncState{Pull: true, Local: spec.LocalDir})
+	if spec.DryRun {
+		display += " (dry run)"
+	}
+	t := m.newTask(spec.Targets, display, targets, false)
+	many := len(targets) > 1
+	for _, r := range t.Runs {
+		r.StartSync(engine.SyncState{Pull: true, Local: commands.LocalFor(spec.LocalDir, r.Target, many)})
+	}
 	app, now, pull := m.app, m.now, m.pull
-	remote := spec.RemoteDir
+	req := commands.PullRequest{Remote: spec.RemoteDir, Local: local, Options: spec.PullOptions}
 	m.runJob(t, func(ctx context.Context, onEvent func(fanout.Event)) *fanout.Summary {
 		log := newResultLog(onEvent)
-		res, er := pull(ctx, app, tg, remote, local, commands.SyncOptions{
-			Progress: func(_ string, sp commands.SyncProgress) { p.SetSync(sp, now()) },
+		pull(ctx, app, targets, req, commands.SyncOptions{
+			Progress: func(target string, sp commands.SyncProgress) {
+				if r := t.Run(target); r != nil {
+					r.SetSync(sp, now())
+				}
+			},
+			Pulled: func(res commands.PullResult, er fanout.EachResult) {
+				p := t.Run(er.Target)
+				if p == nil {
+					return
+				}
+				r := &fanout.Result{Target: er.Target, Duration: now().Sub(t.Started), Unreachable: er.Unreachable}
+				if er.Err != nil {
+					r.Err = cancelled(ctx, er.Err, "")
+					r.Unreachable = r.Unreachable && r.Err == er.Err
+				} else {
+					// The operator typed the local directory; say it their way.
+					res.LocalDir = commands.LocalFor(spec.LocalDir, er.Target, many)
+					lines := res.Lines()
+					conflicts := len(res.ConflictLines())
+					for _, l := range lines[:len(lines)-conflicts] {
+						p.Buf.Note(engine.Out, l)
+					}
+					for _, l := range lines[len(lines)-conflicts:] {
+						p.Buf.Note(engine.Err, l)
+					}
+					if cerr := res.ConflictError(); cerr != nil {
+						p.EndSync(plural(len(res.Conflicts), "conflict", "conflicts"), false)
+						r.Err = cerr
+					} else {
+						end := "done"
+						if res.DryRun {
+							end = "dry run"
+						} else if res.What() == "up to date" {
+							end = "up to date"
+						}
+						p.EndSync(end, true)
+						r.ExitCode = new(int)
+					}
+				}
+				log.event(fanout.Event{Target: er.Target, Kind: fanout.EventResult, Result: r})
+			},
 		})
-		r := &fanout.Result{Target: tg.Name, Duration: now().Sub(t.Started), Unreachable: er.Unreachable}
-		if er.Err != nil {
-			r.Err = cancelled(ctx, er.Err, "")
-			r.Unreachable = r.Unreachable && r.Err == er.Err
-		} else {
-			// The operator typed the local directory; say it their way.
-			res.LocalDir = spec.LocalDir
-			p.Buf.Note(engine.Out, res.Line())
-			for _, l := range res.ConflictLines() {
-				p.Buf.Note(engine.Err, l)
-			}
-			if cerr := res.ConflictError(); cerr != nil {
-				p.EndSync(plural(len(res.Conflicts), "conflict", "conflicts"), false)
-				r.Err = cerr
-			} else {
-				p.EndSync("done", true)
-				r.ExitCode = new(int)
-			}
-		}
-		log.event(fanout.Event{Target: tg.Name, Kind: fanout.EventResult, Result: r})
 		return log.summary(targets, now().Sub(t.Started))
 	})
 	return m.ensureTick()

@@ -38,7 +38,7 @@ func moving(done, total int, bytes, totalBytes int64) commands.SyncProgress {
 
 // push: web1 is sending, web2 asking, web3 connecting; then web1 is done,
 // web2 was up to date, web3 refuses the path.
-func (s *scriptedSync) push(ctx context.Context, app *commands.App, local, remote string, targets []fanout.Target, opts commands.SyncOptions) ([]commands.PushOutcome, error) {
+func (s *scriptedSync) push(ctx context.Context, app *commands.App, req commands.PushRequest, targets []fanout.Target, opts commands.SyncOptions) ([]commands.PushOutcome, error) {
 	for _, t := range targets {
 		opts.Progress(t.Name, commands.SyncProgress{Phase: commands.SyncReading})
 	}
@@ -52,8 +52,10 @@ func (s *scriptedSync) push(ctx context.Context, app *commands.App, local, remot
 		return nil, ctx.Err()
 	}
 	outcomes := []commands.PushOutcome{
-		{Target: "web1", Stats: commands.PushStats{Stats: cas.Stats{Queries: 4, Blobs: 38, Trees: 2, Bytes: 3500 << 10}, Path: "/home/deploy/srv/site", WireOut: 4700 << 10, WireIn: 2100}},
-		{Target: "web2", Stats: commands.PushStats{Stats: cas.Stats{Queries: 1, QueriedDigests: 1}, Path: "/home/deploy/srv/site", WireOut: 310, WireIn: 190}},
+		{Target: "web1", Stats: commands.PushStats{Stats: cas.Stats{Queries: 4, Blobs: 38, Trees: 2, Bytes: 3500 << 10}, WireOut: 4700 << 10, WireIn: 2100},
+			Result: commands.PushResult{Path: "/home/deploy/srv/site", Added: 3, Updated: 35}},
+		{Target: "web2", Stats: commands.PushStats{Stats: cas.Stats{Queries: 1, QueriedDigests: 1}, WireOut: 310, WireIn: 190},
+			Result: commands.PushResult{Path: "/home/deploy/srv/site", Unchanged: true}},
 		{Target: "web3", Err: errors.New("write srv/site: forbidden_path (-32002): Path is outside allowed roots: /srv/site (outside the allowed roots)")},
 	}
 	opts.Progress("web1", commands.SyncProgress{Phase: commands.SyncWriting, Progress: moving(40, 40, 3500<<10, 3500<<10).Progress})
@@ -65,18 +67,26 @@ func (s *scriptedSync) push(ctx context.Context, app *commands.App, local, remot
 	return outcomes, nil
 }
 
-// pull: a change on web1 conflicts with a local one.
-func (s *scriptedSync) pull(ctx context.Context, app *commands.App, t fanout.Target, remote, local string, opts commands.SyncOptions) (commands.PullResult, fanout.EachResult) {
-	opts.Progress(t.Name, commands.SyncProgress{Phase: commands.SyncReading})
-	p := moving(3, 3, 2048, 2048)
-	p.Phase = commands.SyncMerging
-	opts.Progress(t.Name, p)
-	res := commands.PullResult{Target: t.Name, RemotePath: "/home/deploy/srv/site", LocalDir: local, Outcome: "merged with 2 conflict(s)",
-		Conflicts: []commands.PullConflict{
-			{Conflict: cas.Conflict{Path: "notes.txt", Kind: "content", Markers: true}, Note: " (conflict markers in the file)"},
-			{Conflict: cas.Conflict{Path: "logo.png", Kind: "content"}, Note: " (theirs saved as logo.png.theirs)"},
-		}}
-	return res, fanout.EachResult{Target: t.Name}
+// pull: a change on web1 merges cleanly with a local one, two more
+// conflict.
+func (s *scriptedSync) pull(ctx context.Context, app *commands.App, targets []fanout.Target, req commands.PullRequest, opts commands.SyncOptions) []commands.PullOutcome {
+	var out []commands.PullOutcome
+	for _, t := range targets {
+		opts.Progress(t.Name, commands.SyncProgress{Phase: commands.SyncReading})
+		p := moving(3, 3, 2048, 2048)
+		p.Phase = commands.SyncMerging
+		opts.Progress(t.Name, p)
+		res := commands.PullResult{Target: t.Name, RemotePath: "/home/deploy/srv/site", LocalDir: req.Local,
+			Updated: []string{"index.html"}, Merged: []string{"app.css"},
+			Conflicts: []commands.PullConflict{
+				{Conflict: cas.Conflict{Path: "notes.txt", Kind: "content", Markers: true}, Note: " (conflict markers in the file)"},
+				{Conflict: cas.Conflict{Path: "logo.png", Kind: "content"}, Note: " (theirs saved as logo.png.theirs)"},
+			}}
+		e := fanout.EachResult{Target: t.Name}
+		opts.Pulled(res, e)
+		out = append(out, commands.PullOutcome{Result: res, Each: e})
+	}
+	return out
 }
 
 // scriptedEnv is the test fleet with the scripted sync in place of the

@@ -72,9 +72,9 @@ func TestPushPanes(t *testing.T) {
 	}
 	for i, name := range []string{"web1", "web2"} {
 		text := e.paneText(i)
-		head, path := name+": sent 3 file(s), 2 dir(s), ", " → "+filepath.Join(f.home(name), "srv", "site")+" (3 queries, "
-		if !strings.HasPrefix(text, head) || !strings.Contains(text, path) || !strings.HasSuffix(text, " in)\n") {
-			t.Errorf("pane %s says %q, want the line rex push prints: %q…%q", name, text, head, path)
+		head := name + ": " + filepath.Join(f.home(name), "srv", "site") + ": created with 4 entries · sent 3 files, 2 dirs, "
+		if !strings.HasPrefix(text, head) || !strings.Contains(text, " (2 queries, ") || !strings.HasSuffix(text, " in)\n") {
+			t.Errorf("pane %s says %q, want the line rex push prints: %q…", name, text, head)
 		}
 		if h := e.paneHeader(i); !strings.Contains(h, name) || !strings.Contains(h, "push site srv/site") || !strings.Contains(h, " done ") {
 			t.Errorf("pane %s header %q", name, h)
@@ -96,14 +96,14 @@ func TestPushPanes(t *testing.T) {
 		t.Fatalf("%d panes for the group web, want 3", len(e.m.panes))
 	}
 	for i, name := range []string{"web1", "web2"} {
-		if text := e.paneText(i); !strings.HasPrefix(text, name+": up to date → ") || !strings.Contains(text, "(1 query,") {
+		if text := e.paneText(i); !strings.HasPrefix(text, name+": "+filepath.Join(f.home(name), "srv", "site")+": up to date · nothing sent (1 query,") {
 			t.Errorf("re-push pane %s says %q", name, text)
 		}
 		if h := e.paneHeader(i); !strings.Contains(h, "up to date") {
 			t.Errorf("re-push pane %s header %q", name, h)
 		}
 	}
-	if text := e.paneText(2); !strings.HasPrefix(text, "web3: sent 3 file(s)") {
+	if text := e.paneText(2); !strings.Contains(text, ": created with 4 entries · sent 3 files") {
 		t.Errorf("web3, new to the tree, says %q", text)
 	}
 
@@ -111,7 +111,7 @@ func TestPushPanes(t *testing.T) {
 	writeFiles(t, filepath.Join(e.dir, "site"), map[string]string{"notes.txt": "changed\n"})
 	e.submit("/close all")
 	e.submit("/push site srv/site web1")
-	if text := e.paneText(0); !strings.HasPrefix(text, "web1: sent 1 file(s), 1 dir(s)") {
+	if text := e.paneText(0); !strings.Contains(text, "/srv/site: updated 1 · sent 1 file, 1 dir, ") {
 		t.Errorf("push of one change says %q", text)
 	}
 	if got := readFile(t, filepath.Join(f.home("web1"), "srv/site/notes.txt")); got != "changed\n" {
@@ -128,15 +128,17 @@ func TestPushErrors(t *testing.T) {
 		want   []string // in the message, or in the first pane
 		header string   // the first pane's status
 	}{
-		{"/push", 0, []string{"usage: /push LOCAL_DIR REMOTE_DIR [TARGETS]"}, ""},
+		{"/push", 0, []string{"usage: /push SRC... DEST [TARGETS]"}, ""},
 		{"/push site", 0, []string{"usage: /push"}, ""},
-		{"/push site srv web1 extra", 0, []string{"usage: /push"}, ""},
+		{"/push site srv web1 extra", 0, []string{"/push extra:", "no device or group"}, ""},
+		{"/push site srv web1 --nosuch", 0, []string{"unknown flag --nosuch"}, ""},
+		{"/push site srv web1 --atomic --delete", 0, []string{"drop --delete"}, ""},
 		{"/push site srv wbe1", 0, []string{"/push wbe1:", "web1"}, ""},
 		{"/push nosuch srv web1,web2", 2, []string{"read ", "nosuch", "no such file"}, "failed"},
 		{"/push site srv db1", 1, []string{"connection refused"}, "unreachable"},
 		{"/push site /etc/rex-tui-push-test web1", 1, []string{"write /etc/rex-tui-push-test", "outside"}, "failed"},
-		{"/pull srv/site here web", 0, []string{"/pull: web names 3 targets and a pull merges from one", "/pull srv/site here web1"}, ""},
-		{"/pull srv", 0, []string{"usage: /pull REMOTE_DIR LOCAL_DIR [TARGET]"}, ""},
+		{"/pull srv/site here web", 3, []string{"read srv/site"}, "failed"},
+		{"/pull srv", 0, []string{"usage: /pull REMOTE LOCAL [TARGETS]"}, ""},
 		{"/pull nosuch here web1", 1, []string{"read nosuch"}, "failed"},
 		{"/pull srv here db1", 1, []string{"connection refused"}, "unreachable"},
 	}
@@ -182,8 +184,8 @@ func TestPull(t *testing.T) {
 	writeFiles(t, remote, map[string]string{"notes.txt": "one\ntwo\nthree\nfour\n", "new.txt": "from web1\n"})
 
 	e.submit("/pull srv/site site web1")
-	want := "web1:" + remote + " → site: updated (no local changes)"
-	if text := e.paneText(1); text != want+"\n" {
+	want := "web1:" + remote + " → site: created 1, updated 1\nweb1: + new.txt\nweb1: ~ notes.txt\n"
+	if text := e.paneText(1); text != want {
 		t.Errorf("pull pane says %q, want %q", text, want)
 	}
 	if h := e.paneHeader(1); !strings.Contains(h, "pull srv/site site") || !strings.Contains(h, " done ") {
@@ -199,9 +201,9 @@ func TestPull(t *testing.T) {
 	e.submit("/pull srv/site site web1")
 	text := e.paneText(2)
 	for _, w := range []string{
-		"web1:" + remote + " → site: merged with 1 conflict(s)",
-		"conflict (content): notes.txt (conflict markers in the file)",
-		"1 conflict(s) in site: resolve them (markers or .theirs files), then push again",
+		"web1:" + remote + " → site: 1 conflict",
+		"web1: conflict (content): notes.txt (conflict markers in the file)",
+		"1 conflict in site: resolve them (markers or .theirs files), then push again",
 	} {
 		if !strings.Contains(text, w) {
 			t.Errorf("conflict pane says %q, want %q", text, w)

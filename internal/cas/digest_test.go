@@ -121,7 +121,7 @@ func TestEveryOperationRefusesBadDigests(t *testing.T) {
 		"SnapParent": func(d Digest) error { _, err := s.PutSnapshot(Snapshot{Root: good, Parents: []Digest{d}}); return err },
 		"History":    func(d Digest) error { _, err := s.History(ctx, d, 5); return err },
 		"UpdateRef": func(d Digest) error {
-			_, err := s.UpdateRef(ctx, RefKey{"dev", "/p"}, 0, d)
+			_, err := s.UpdateRef(ctx, RefKey{Target: "dev", Path: "/p"}, 0, d)
 			return err
 		},
 		"Materialize": func(d Digest) error { return s.MaterializeIn(ctx, root, "out", d) },
@@ -148,7 +148,7 @@ func TestEveryOperationRefusesBadDigests(t *testing.T) {
 	if data, err := os.ReadFile(canary); err != nil || string(data) != "keep" {
 		t.Fatalf("canary outside the store changed: %q, %v", data, err)
 	}
-	if r, err := s.ReadRef(RefKey{"dev", "/p"}); err != nil || r.Revision != 0 {
+	if r, err := s.ReadRef(RefKey{Target: "dev", Path: "/p"}); err != nil || r.Revision != 0 {
 		t.Fatalf("ref written by a refused update: %+v, %v", r, err)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
+	"time"
 )
 
 // IngestProblem is one file or directory Ingest could not take in. The
@@ -26,65 +28,100 @@ type IngestProblem struct {
 
 func (p IngestProblem) Error() string { return p.Path + ": " + p.Err.Error() }
 
+// IngestOptions tune IngestWith and IngestIn.
+type IngestOptions struct {
+	// NoBlobs stores the trees only. Files are hashed (through the stat
+	// cache) and left where they are: the store finds them there when a
+	// blob is asked for (see Store.Read), so a daemon serving a pull
+	// writes nothing but a few trees.
+	NoBlobs bool
+}
+
 // smallFile is the size up to which Ingest reads a file in one go; larger
 // files are hashed first and copied only if the store lacks them.
 const smallFile = 1 << 20
 
+// ingestNode is one directory of a walk.
 type ingestNode struct {
 	rel     string
 	depth   int
-	entries []Entry
-	files   []int // indexes into the job list, for entries filled in later
+	info    fs.FileInfo // of the directory itself (nil for the top)
+	entries []Entry     // symlinks, known at once
+	files   []int       // indexes into the job list, for entries filled in later
 	subdirs []*ingestNode
+	others  []otherEntry // what a tree cannot hold: special files, bad names
+}
+
+// otherEntry is a name a tree cannot hold, kept so an update can still
+// replace or delete it.
+type otherEntry struct {
+	name string
+	info fs.FileInfo
+	err  error
 }
 
 type ingestJob struct {
 	rel    string
 	name   string
 	info   fs.FileInfo // from the directory walk (lstat), for the stat cache
+	seen   time.Time   // just before that lstat
 	node   *ingestNode
 	d      Digest
-	exec   bool
+	perm   fs.FileMode
 	staged string // temporary file holding the content, when the store lacked it
 	err    error
 }
 
-// Ingest stores the directory dir (files, executable bits, symlinks,
+// walk is a directory read by ingestWalk: its nodes and its files, hashed.
+type walk struct {
+	top  *ingestNode
+	jobs []*ingestJob
+}
+
+// Ingest stores the directory dir (files with their modes, symlinks,
 // subdirectories) and returns the digest of its root tree. Symlinks are
 // stored as links, never followed. Entries it cannot take — unreadable
 // files or directories, special files, names that are not valid UTF-8,
 // symlinks whose targets are absolute or leave dir — are left out and
 // listed in problems, sorted by path. err is set only when nothing useful
 // could be produced (dir unreadable, store failure, ctx done).
+//
+// Temporary files and directories rex leaves while writing (".rex-tmp-",
+// ".rex-stage-", ".rex-old-" followed by the writer's pid) are never taken
+// in; those of a process that no longer runs are removed.
 func (s *Store) Ingest(ctx context.Context, dir string) (root Digest, problems []IngestProblem, err error) {
+	return s.IngestWith(ctx, dir, IngestOptions{})
+}
+
+// IngestWith is Ingest with options.
+func (s *Store) IngestWith(ctx context.Context, dir string, opts IngestOptions) (Digest, []IngestProblem, error) {
 	r, err := os.OpenRoot(dir)
 	if err != nil {
 		return Digest{}, nil, fmt.Errorf("ingest %s: %w", dir, err)
 	}
 	defer r.Close()
-	return s.ingest(ctx, r, dir, s.openStatCache(dir))
+	return s.ingest(ctx, r, dir, s.openStatCache(dir), opts)
 }
 
-// IngestIn is Ingest of the directory name inside root (a daemon's allowed
-// root): nothing outside root is read, whatever links the path holds.
-func (s *Store) IngestIn(ctx context.Context, root *os.Root, name string) (Digest, []IngestProblem, error) {
+// IngestIn is IngestWith of the directory name inside root (a daemon's
+// allowed root): nothing outside root is read, whatever links the path
+// holds.
+func (s *Store) IngestIn(ctx context.Context, root *os.Root, name string, opts IngestOptions) (Digest, []IngestProblem, error) {
 	r, err := root.OpenRoot(name)
 	if err != nil {
 		return Digest{}, nil, fmt.Errorf("ingest %s: %w", name, err)
 	}
 	defer r.Close()
-	return s.ingest(ctx, r, name, s.openStatCache(filepath.Join(root.Name(), name)))
+	return s.ingest(ctx, r, name, s.openStatCache(filepath.Join(root.Name(), name)), opts)
 }
 
-func (s *Store) ingest(ctx context.Context, r *os.Root, dir string, cache *statCache) (root Digest, problems []IngestProblem, err error) {
-	var jobs []*ingestJob
-	top, err := s.ingestWalk(ctx, r, ".", 0, &jobs, &problems)
+func (s *Store) ingest(ctx context.Context, r *os.Root, dir string, cache *statCache, opts IngestOptions) (root Digest, problems []IngestProblem, err error) {
+	w, err := s.walkDir(ctx, r, cache, !opts.NoBlobs, &problems)
 	if err != nil {
 		return Digest{}, nil, fmt.Errorf("ingest %s: %w", dir, err)
 	}
-	err = s.ingestFiles(ctx, r, jobs, cache)
 	var staged []stagedObject
-	for _, j := range jobs {
+	for _, j := range w.jobs {
 		if j.staged != "" {
 			staged = append(staged, stagedObject{d: j.d, tmp: j.staged})
 		}
@@ -92,33 +129,54 @@ func (s *Store) ingest(ctx context.Context, r *os.Root, dir string, cache *statC
 			problems = append(problems, IngestProblem{Path: j.rel, Err: j.err})
 		}
 	}
-	if err == nil {
-		err = s.commit(staged)
-	}
-	if err != nil {
+	if err := s.commit(staged); err != nil {
 		removeStaged(staged)
 		return Digest{}, nil, fmt.Errorf("ingest %s: %w", dir, err)
 	}
 	// Trees go in layers by height, so each lands after its children.
 	var layers [][]Object
-	root, _, err = s.ingestTrees(ctx, top, jobs, &layers)
+	root, _, err = s.ingestTrees(ctx, w.top, w.jobs, &layers)
 	if err == nil {
 		err = s.commitLayers(layers)
 	}
 	if err != nil {
 		return Digest{}, nil, fmt.Errorf("ingest %s: %w", dir, err)
 	}
+	if opts.NoBlobs && cache != nil {
+		s.locator().note(cache.dir, w.jobs)
+	}
 	cache.save()
 	slices.SortFunc(problems, func(a, b IngestProblem) int { return cmp.Compare(a.Path, b.Path) })
 	return root, problems, nil
 }
 
+// walkDir reads the directory tree of r and hashes its files (reading only
+// those the stat cache does not vouch for), staging the content of those
+// the store lacks when stage is set. Problems are appended to problems.
+func (s *Store) walkDir(ctx context.Context, r *os.Root, cache *statCache, stage bool, problems *[]IngestProblem) (*walk, error) {
+	w := &walk{}
+	top, err := s.ingestWalk(ctx, r, ".", 0, nil, &w.jobs, problems)
+	if err != nil {
+		return nil, err
+	}
+	w.top = top
+	if err := s.ingestFiles(ctx, r, w.jobs, cache, stage); err != nil {
+		for _, j := range w.jobs {
+			if j.staged != "" {
+				os.Remove(j.staged)
+			}
+		}
+		return nil, err
+	}
+	return w, nil
+}
+
 // ingestWalk reads directories (cheap, sequential) and queues file jobs.
-func (s *Store) ingestWalk(ctx context.Context, r *os.Root, rel string, depth int, jobs *[]*ingestJob, problems *[]IngestProblem) (*ingestNode, error) {
+func (s *Store) ingestWalk(ctx context.Context, r *os.Root, rel string, depth int, info fs.FileInfo, jobs *[]*ingestJob, problems *[]IngestProblem) (*ingestNode, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	node := &ingestNode{rel: rel, depth: depth}
+	node := &ingestNode{rel: rel, depth: depth, info: info}
 	f, err := r.Open(rel)
 	if err != nil {
 		return nil, err
@@ -131,18 +189,37 @@ func (s *Store) ingestWalk(ctx context.Context, r *os.Root, rel string, depth in
 	for _, de := range list {
 		name := de.Name()
 		p := path.Join(rel, name)
+		if pid, ok := rexTemp(name); ok {
+			if !processAlive(pid) {
+				r.RemoveAll(p) // a killed writer's leftover
+			}
+			continue
+		}
+		seen := s.now()
+		info, ierr := de.Info()
+		if ierr != nil {
+			if errors.Is(ierr, fs.ErrNotExist) {
+				continue // gone since the directory was read
+			}
+			node.others = append(node.others, otherEntry{name: name, err: ierr})
+			*problems = append(*problems, IngestProblem{Path: p, Err: ierr})
+			continue
+		}
 		if err := ValidateName(name); err != nil {
+			node.others = append(node.others, otherEntry{name: name, info: info, err: err})
 			*problems = append(*problems, IngestProblem{Path: p, Err: err})
 			continue
 		}
-		switch t := de.Type(); {
+		switch t := info.Mode().Type(); {
 		case t.IsDir():
-			sub, err := s.ingestWalk(ctx, r, p, depth+1, jobs, problems)
+			sub, err := s.ingestWalk(ctx, r, p, depth+1, info, jobs, problems)
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
 			if err != nil {
-				*problems = append(*problems, IngestProblem{Path: p, Err: fmt.Errorf("directory skipped: %w", err)})
+				err = fmt.Errorf("directory skipped: %w", err)
+				node.others = append(node.others, otherEntry{name: name, info: info, err: err})
+				*problems = append(*problems, IngestProblem{Path: p, Err: err})
 				continue
 			}
 			node.subdirs = append(node.subdirs, sub)
@@ -152,16 +229,19 @@ func (s *Store) ingestWalk(ctx context.Context, r *os.Root, rel string, depth in
 				err = ValidateSymlinkAt(target, depth)
 			}
 			if err != nil {
-				*problems = append(*problems, IngestProblem{Path: p, Err: fmt.Errorf("symlink skipped: %w", err)})
+				err = fmt.Errorf("symlink skipped: %w", err)
+				node.others = append(node.others, otherEntry{name: name, info: info, err: err})
+				*problems = append(*problems, IngestProblem{Path: p, Err: err})
 				continue
 			}
 			node.entries = append(node.entries, Entry{Name: name, Type: EntrySymlink, Target: target})
 		case t.IsRegular():
-			info, _ := de.Info()
 			node.files = append(node.files, len(*jobs))
-			*jobs = append(*jobs, &ingestJob{rel: p, name: name, info: info, node: node})
+			*jobs = append(*jobs, &ingestJob{rel: p, name: name, info: info, seen: seen, node: node})
 		default:
-			*problems = append(*problems, IngestProblem{Path: p, Err: fmt.Errorf("skipped: a %s is not a file, directory or symlink", describeMode(t))})
+			err := fmt.Errorf("skipped: a %s is not a file, directory or symlink", describeMode(t))
+			node.others = append(node.others, otherEntry{name: name, info: info, err: err})
+			*problems = append(*problems, IngestProblem{Path: p, Err: err})
 		}
 	}
 	return node, nil
@@ -180,10 +260,41 @@ func describeMode(m fs.FileMode) string {
 	}
 }
 
-// ingestFiles hashes files in parallel and stages those the store lacks:
-// the work is dominated by read latency, which overlaps well. Files the stat
-// cache vouches for are not read at all.
-func (s *Store) ingestFiles(ctx context.Context, r *os.Root, jobs []*ingestJob, cache *statCache) error {
+// unixPerm is a file's permission bits in Unix's octal layout (what a tree
+// records), from Go's FileMode.
+func unixPerm(m fs.FileMode) fs.FileMode {
+	p := m.Perm()
+	if m&fs.ModeSetuid != 0 {
+		p |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		p |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		p |= 0o1000
+	}
+	return p
+}
+
+// goPerm is the inverse of unixPerm: what os.Chmod takes.
+func goPerm(p fs.FileMode) fs.FileMode {
+	m := p.Perm()
+	if p&0o4000 != 0 {
+		m |= fs.ModeSetuid
+	}
+	if p&0o2000 != 0 {
+		m |= fs.ModeSetgid
+	}
+	if p&0o1000 != 0 {
+		m |= fs.ModeSticky
+	}
+	return m
+}
+
+// ingestFiles hashes files in parallel and, when stage is set, stages
+// those the store lacks: the work is dominated by read latency, which
+// overlaps well. Files the stat cache vouches for are not read at all.
+func (s *Store) ingestFiles(ctx context.Context, r *os.Root, jobs []*ingestJob, cache *statCache, stage bool) error {
 	var mu sync.Mutex
 	var fatal error
 	err := parallel(len(jobs), func(i int) error {
@@ -191,16 +302,22 @@ func (s *Store) ingestFiles(ctx context.Context, r *os.Root, jobs []*ingestJob, 
 			return ctx.Err()
 		}
 		j := jobs[i]
+		j.perm = unixPerm(j.info.Mode())
 		if d, ok := cache.lookup(j.rel, j.info); ok {
+			if !stage {
+				j.d = d
+				cache.record(j.rel, j.info, d, j.seen)
+				return nil
+			}
 			if present, err := s.present(d); err == nil && present {
-				j.d, j.exec = d, j.info.Mode().Perm()&0o100 != 0
-				cache.record(j.rel, j.info, d)
+				j.d = d
+				cache.record(j.rel, j.info, d, j.seen)
 				return nil
 			}
 		}
-		j.d, j.exec, j.staged, j.err = s.ingestFile(ctx, r, j.rel)
+		j.d, j.staged, j.err = s.ingestFile(ctx, r, j.rel, stage)
 		if j.err == nil {
-			cache.record(j.rel, j.info, j.d)
+			cache.record(j.rel, j.info, j.d, j.seen)
 		}
 		var se *storeError
 		if errors.As(j.err, &se) {
@@ -219,66 +336,68 @@ type storeError struct{ err error }
 
 func (e *storeError) Error() string { return e.err.Error() }
 
-// ingestFile hashes one file and, if the store lacks it, stages its
-// content. It returns the digest, the executable bit and the staged file.
-func (s *Store) ingestFile(ctx context.Context, r *os.Root, rel string) (Digest, bool, string, error) {
+// ingestFile hashes one file and, if stage is set and the store lacks it,
+// stages its content. It returns the digest and the staged file.
+func (s *Store) ingestFile(ctx context.Context, r *os.Root, rel string, stage bool) (Digest, string, error) {
 	f, err := r.Open(rel)
 	if err != nil {
-		return Digest{}, false, "", err
+		return Digest{}, "", err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return Digest{}, false, "", err
+		return Digest{}, "", err
 	}
 	if !fi.Mode().IsRegular() {
-		return Digest{}, false, "", errors.New("skipped: it stopped being a regular file while being read")
+		return Digest{}, "", errors.New("skipped: it stopped being a regular file while being read")
 	}
-	exec := fi.Mode().Perm()&0o100 != 0 // the owner's bit, as git records it
-	if fi.Size() <= smallFile {
+	if fi.Size() <= smallFile && stage {
 		data, err := io.ReadAll(io.LimitReader(f, smallFile+1))
 		if err != nil {
-			return Digest{}, false, "", err
+			return Digest{}, "", err
 		}
 		if len(data) > smallFile {
-			return Digest{}, false, "", errors.New("skipped: it grew while being read; ingest again")
+			return Digest{}, "", errors.New("skipped: it grew while being read; ingest again")
 		}
 		d := DigestOf(data)
 		if ok, err := s.present(d); err != nil {
-			return Digest{}, false, "", &storeError{err}
+			return Digest{}, "", &storeError{err}
 		} else if ok {
-			return d, exec, "", nil
+			return d, "", nil
 		}
 		tmp, err := s.stageBytes(data)
 		if err != nil {
-			return Digest{}, false, "", &storeError{err}
+			return Digest{}, "", &storeError{err}
 		}
-		return d, exec, tmp, nil
+		return d, tmp, nil
 	}
-	// Large: hash first and copy only if the store lacks the content.
+	// Hash first and copy only if the store lacks the content.
 	h := sha256.New()
 	n, err := io.Copy(h, ctxReader{ctx, f})
 	if err != nil {
-		return Digest{}, false, "", err
+		return Digest{}, "", err
 	}
 	d := Digest{Hash: hex.EncodeToString(h.Sum(nil)), Size: n}
+	if !stage {
+		return d, "", nil
+	}
 	if ok, err := s.present(d); err != nil {
-		return Digest{}, false, "", &storeError{err}
+		return Digest{}, "", &storeError{err}
 	} else if ok {
-		return d, exec, "", nil
+		return d, "", nil
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return Digest{}, false, "", err
+		return Digest{}, "", err
 	}
 	tmp, again, err := s.stageReader(ctx, f)
 	if err != nil {
-		return Digest{}, false, "", err
+		return Digest{}, "", err
 	}
 	if again != d {
 		os.Remove(tmp)
-		return Digest{}, false, "", errors.New("skipped: it changed while being read; ingest again")
+		return Digest{}, "", errors.New("skipped: it changed while being read; ingest again")
 	}
-	return d, exec, tmp, nil
+	return d, tmp, nil
 }
 
 // stageReader copies r into a new temporary file, hashing on the way.
@@ -307,11 +426,11 @@ func (s *Store) ingestTrees(ctx context.Context, n *ingestNode, jobs []*ingestJo
 	if err := ctx.Err(); err != nil {
 		return Digest{}, 0, err
 	}
-	entries := n.entries
+	entries := slices.Clone(n.entries)
 	for _, i := range n.files {
 		j := jobs[i]
 		if j.err == nil {
-			entries = append(entries, Entry{Name: j.name, Type: EntryFile, Digest: j.d, Executable: j.exec})
+			entries = append(entries, Entry{Name: j.name, Type: EntryFile, Digest: j.d}.WithPerm(j.perm))
 		}
 	}
 	height := 0
@@ -321,7 +440,7 @@ func (s *Store) ingestTrees(ctx context.Context, n *ingestNode, jobs []*ingestJo
 			return Digest{}, 0, err
 		}
 		height = max(height, h+1)
-		entries = append(entries, Entry{Name: path.Base(sub.rel), Type: EntryDir, Digest: d})
+		entries = append(entries, Entry{Name: path.Base(sub.rel), Type: EntryDir, Digest: d}.WithPerm(unixPerm(sub.info.Mode())))
 	}
 	slices.SortFunc(entries, func(a, b Entry) int { return cmp.Compare(a.Name, b.Name) })
 	data, err := Tree{Entries: entries}.Encode()
@@ -334,4 +453,63 @@ func (s *Store) ingestTrees(ctx context.Context, n *ingestNode, jobs []*ingestJo
 	d := DigestOf(data)
 	(*layers)[height] = append((*layers)[height], Object{Digest: d, Data: data})
 	return d, height, nil
+}
+
+// Temporary names rex gives what it writes beside the files it manages:
+// the prefix, the writer's pid, a dash and random hex.
+const (
+	tmpPrefix   = ".rex-tmp-"
+	stagePrefix = ".rex-stage-"
+	oldPrefix   = ".rex-old-"
+)
+
+// tempName is a fresh temporary name with prefix for this process.
+func tempName(prefix string) string {
+	return fmt.Sprintf("%s%d-%s", prefix, os.Getpid(), randomSuffix())
+}
+
+// rexTemp reports whether name is one of rex's temporary names, and the
+// pid of the process that made it.
+func rexTemp(name string) (int, bool) {
+	for _, p := range []string{tmpPrefix, stagePrefix, oldPrefix} {
+		rest, ok := cutPrefix(name, p)
+		if !ok {
+			continue
+		}
+		pid := 0
+		i := 0
+		for ; i < len(rest) && rest[i] >= '0' && rest[i] <= '9' && i < 10; i++ {
+			pid = pid*10 + int(rest[i]-'0')
+		}
+		if i == 0 || i >= len(rest) || rest[i] != '-' || len(rest) == i+1 {
+			return 0, false
+		}
+		for _, c := range rest[i+1:] {
+			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+				return 0, false
+			}
+		}
+		return pid, true
+	}
+	return 0, false
+}
+
+func cutPrefix(s, p string) (string, bool) {
+	if len(s) >= len(p) && s[:len(p)] == p {
+		return s[len(p):], true
+	}
+	return "", false
+}
+
+// processAlive reports whether a process with that pid runs on this
+// machine (one of another user counts: it may be a rexd under sudo).
+func processAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	if pid == os.Getpid() {
+		return true
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }

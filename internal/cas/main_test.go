@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -61,7 +62,7 @@ func runHelper(role, arg string) error {
 	}
 	switch role {
 	case "ref":
-		_, err := s.UpdateRef(ctx, RefKey{"dev", "/srv/app"}, 0, a.Snap)
+		_, err := s.UpdateRef(ctx, RefKey{Target: "dev", Path: "/srv/app"}, 0, a.Snap)
 		switch {
 		case err == nil:
 			fmt.Println("won")
@@ -78,6 +79,20 @@ func runHelper(role, arg string) error {
 			}
 		}
 		fmt.Println("ok")
+	case "killswap":
+		// Update Dir/site to the tree Snap atomically and die by SIGKILL
+		// in the swap: before it (Data "before") or after it.
+		root, err := os.OpenRoot(a.Dir)
+		if err != nil {
+			return err
+		}
+		die := func() { syscall.Kill(os.Getpid(), syscall.SIGKILL) }
+		opts := UpdateOptions{Atomic: true, beforeSwap: die}
+		if a.Data == "after" {
+			opts = UpdateOptions{Atomic: true, afterSwap: die}
+		}
+		_, err = s.Update(ctx, root, "site", a.Snap, opts)
+		return fmt.Errorf("the update was to be killed, and ended: %v", err)
 	case "ingest":
 		_, problems, err := s.Ingest(ctx, a.Dir)
 		if err != nil {

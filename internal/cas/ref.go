@@ -26,10 +26,13 @@ const (
 	MaxRefPathLen   = 4096
 )
 
-// RefKey names a ref: a target (device name) and a path on it.
+// RefKey names a ref: a target (device name), a path on it and, for the
+// sync record of a local directory, that directory (a pull into another
+// local directory has its own base).
 type RefKey struct {
 	Target string
 	Path   string
+	Local  string // may be empty
 }
 
 func (k RefKey) validate() error {
@@ -47,13 +50,22 @@ func (k RefKey) validate() error {
 	if err := check("target", k.Target, MaxRefTargetLen); err != nil {
 		return err
 	}
+	if k.Local != "" {
+		if err := check("local path", k.Local, MaxRefPathLen); err != nil {
+			return err
+		}
+	}
 	return check("path", k.Path, MaxRefPathLen)
 }
 
 // id is the ref's file name: the hash of its canonical key, so any target
 // and path map to a safe, fixed-length name.
 func (k RefKey) id() string {
-	b, _ := MarshalCanonical([]any{k.Target, k.Path}) // valid UTF-8 was checked
+	key := []any{k.Target, k.Path}
+	if k.Local != "" {
+		key = append(key, k.Local)
+	}
+	b, _ := MarshalCanonical(key) // valid UTF-8 was checked
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
@@ -106,13 +118,17 @@ func (s *Store) ReadRef(key RefKey) (Ref, error) {
 }
 
 func (r Ref) encode() ([]byte, error) {
-	return MarshalCanonical(map[string]any{
+	m := map[string]any{
 		"kind":     "ref",
 		"target":   r.Key.Target,
 		"path":     r.Key.Path,
 		"snapshot": digestJSON(r.Snapshot),
 		"revision": r.Revision,
-	})
+	}
+	if r.Key.Local != "" {
+		m["local"] = r.Key.Local
+	}
+	return MarshalCanonical(m)
 }
 
 func decodeRef(data []byte) (Ref, error) {
@@ -125,7 +141,7 @@ func decodeRef(data []byte) (Ref, error) {
 	if err != nil {
 		return Ref{}, err
 	}
-	if err := f.only(what, "kind", "path", "revision", "snapshot", "target"); err != nil {
+	if err := f.only(what, "kind", "local", "path", "revision", "snapshot", "target"); err != nil {
 		return Ref{}, err
 	}
 	if k, err := f.str(what, "kind"); err != nil || k != "ref" {
@@ -137,6 +153,11 @@ func decodeRef(data []byte) (Ref, error) {
 	}
 	if r.Key.Path, err = f.str(what, "path"); err != nil {
 		return Ref{}, err
+	}
+	if _, ok := f["local"]; ok {
+		if r.Key.Local, err = f.str(what, "local"); err != nil || r.Key.Local == "" {
+			return Ref{}, fmt.Errorf("%w: ref field \"local\" must be a non-empty string", ErrNotCanonical)
+		}
 	}
 	if r.Revision, err = f.integer(what, "revision"); err != nil {
 		return Ref{}, err

@@ -69,7 +69,7 @@ func TestUpdateRefIsCompareAndSwap(t *testing.T) {
 	if _, err := s.UpdateRef(ctx, key, 2, tree); err == nil {
 		t.Fatal("update to a tree accepted")
 	}
-	for _, bad := range []RefKey{{"", "/p"}, {"t", ""}, {"t\x00", "/p"}, {"t", "\xff"}, {strings.Repeat("t", 256), "/p"}} {
+	for _, bad := range []RefKey{{Target: "", Path: "/p"}, {Target: "t", Path: ""}, {Target: "t\x00", Path: "/p"}, {Target: "t", Path: "\xff"}, {Target: strings.Repeat("t", 256), Path: "/p"}} {
 		if _, err := s.UpdateRef(ctx, bad, 0, snaps[0]); err == nil {
 			t.Errorf("key %q accepted", bad)
 		}
@@ -82,7 +82,7 @@ func TestUpdateRefIsCompareAndSwap(t *testing.T) {
 func TestReadRefRefusesForeignOrDamagedFiles(t *testing.T) {
 	s := newStore(t)
 	snaps := snapshots(t, s, 1)
-	a, b := RefKey{"a", "/p"}, RefKey{"b", "/p"}
+	a, b := RefKey{Target: "a", Path: "/p"}, RefKey{Target: "b", Path: "/p"}
 	if _, err := s.UpdateRef(t.Context(), a, 0, snaps[0]); err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestConcurrentRefUpdatesExactlyOneWins(t *testing.T) {
 	s := newStore(t)
 	const n = 24
 	snaps := snapshots(t, s, n)
-	key := RefKey{"dev", "/srv/app"}
+	key := RefKey{Target: "dev", Path: "/srv/app"}
 	for round := range int64(4) {
 		var wg sync.WaitGroup
 		results := make([]error, n)
@@ -151,7 +151,7 @@ func TestConcurrentRefUpdatesAcrossProcessesExactlyOneWins(t *testing.T) {
 	if won != 1 {
 		t.Fatalf("%d processes won, want exactly 1 (%v)", won, outs)
 	}
-	if r, err := s.ReadRef(RefKey{"dev", "/srv/app"}); err != nil || r.Revision != 1 {
+	if r, err := s.ReadRef(RefKey{Target: "dev", Path: "/srv/app"}); err != nil || r.Revision != 1 {
 		t.Fatalf("ref after the race: %+v, %v", r, err)
 	}
 }

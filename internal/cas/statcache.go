@@ -1,9 +1,14 @@
 package cas
 
 import (
+	"bufio"
+	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,41 +17,52 @@ import (
 	"time"
 )
 
-// The stat cache lets Ingest skip reading files that have not changed since
-// the last ingest of the same directory, as git's index does: a file whose
+// The stat cache lets a scan skip reading files that have not changed since
+// the last scan of the same directory, as git's index does: a file whose
 // size, modification and change times, inode and mode all match its cached
-// entry keeps its cached digest (once the object is confirmed present).
-// Entries younger than racyWindow when the cache is written are left out,
-// so a file changed again within one tick of the file system's clock is
-// read again next time. The cache is advisory: losing it costs one re-read.
+// entry keeps its cached digest. An entry is recorded only when the file's
+// times are older than racyWindow at the moment it was looked at, so a file
+// changed again within one tick of the file system's clock is read again
+// next time. The cache is advisory: losing it costs one re-read.
+//
+// Each cache also names its directory, so together the caches of a store
+// say where on this machine a blob can be found (see locator): a
+// destination's own files are a target's store of blobs.
 
 // racyWindow is how old a file's times must be before its entry is cached:
 // longer than a tick of the kernel's coarse clock, which stamps file times
-// (a few ms), so a later write always moves them. File systems with coarser
-// timestamps (FAT's 2 s) are not a place rex syncs to.
-const racyWindow = 100 * time.Millisecond
+// (1 to 10 ms), so a later write always moves them. A file system that
+// keeps whole seconds only (no nanoseconds in either time) gets
+// racyWindowCoarse instead.
+const (
+	racyWindow       = 20 * time.Millisecond
+	racyWindowCoarse = 2 * time.Second
+)
 
 // statKey is what identifies an unchanged file.
 type statKey struct {
-	Size  int64  `json:"s"`
-	Mtime int64  `json:"m"`
-	Ctime int64  `json:"c"`
-	Ino   uint64 `json:"i"`
-	Dev   uint64 `json:"d"`
-	Mode  uint32 `json:"o"`
+	Size  int64
+	Mtime int64
+	Ctime int64
+	Ino   uint64
+	Dev   uint64
+	Mode  uint32
 }
 
 type statEntry struct {
-	Key  statKey `json:"k"`
-	Hash string  `json:"h"`
+	Key  statKey
+	Hash [32]byte
 }
 
 type statCache struct {
-	path    string
+	path string // the cache file
+	dir  string // the directory it describes
+	now  func() time.Time
+
 	mu      sync.Mutex
 	old     map[string]statEntry
 	fresh   map[string]statEntry
-	started time.Time
+	changed bool // fresh differs from old
 }
 
 func keyOf(fi fs.FileInfo) (statKey, bool) {
@@ -64,21 +80,24 @@ func keyOf(fi fs.FileInfo) (statKey, bool) {
 	}, true
 }
 
-// openStatCache loads the cache of the ingested directory dir.
+// statCacheFile is where the cache of the directory abs lives.
+func (s *Store) statCacheFile(abs string) string {
+	sum := sha256.Sum256([]byte(abs))
+	return filepath.Join(s.root, "statcache", hex.EncodeToString(sum[:12]))
+}
+
+// openStatCache loads the cache of the directory dir.
 func (s *Store) openStatCache(dir string) *statCache {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil
 	}
-	sum := sha256.Sum256([]byte(abs))
-	c := &statCache{
-		path:    filepath.Join(s.root, "statcache", hex.EncodeToString(sum[:12])+".json"),
-		old:     map[string]statEntry{},
-		fresh:   map[string]statEntry{},
-		started: time.Now(),
-	}
-	if b, err := os.ReadFile(c.path); err == nil {
-		json.Unmarshal(b, &c.old) // a damaged cache is simply empty
+	c := &statCache{path: s.statCacheFile(abs), dir: abs, now: s.now, old: map[string]statEntry{}, fresh: map[string]statEntry{}}
+	if f, err := os.Open(c.path); err == nil {
+		if d, entries, err := readStatCache(bufio.NewReaderSize(f, 64<<10)); err == nil && d == abs {
+			c.old = entries
+		}
+		f.Close()
 	}
 	return c
 }
@@ -93,14 +112,15 @@ func (c *statCache) lookup(rel string, fi fs.FileInfo) (Digest, bool) {
 		return Digest{}, false
 	}
 	e, ok := c.old[rel]
-	if !ok || e.Key != k || ValidateHash(e.Hash) != nil {
+	if !ok || e.Key != k {
 		return Digest{}, false
 	}
-	return Digest{Hash: e.Hash, Size: k.Size}, true
+	return Digest{Hash: hex.EncodeToString(e.Hash[:]), Size: k.Size}, true
 }
 
-// record notes rel's digest for the next ingest.
-func (c *statCache) record(rel string, fi fs.FileInfo, d Digest) {
+// record notes rel's digest for the next scan. seen is when fi was taken
+// (before the lstat), which is what decides whether it is racy.
+func (c *statCache) record(rel string, fi fs.FileInfo, d Digest, seen time.Time) {
 	if c == nil || fi == nil {
 		return
 	}
@@ -108,22 +128,38 @@ func (c *statCache) record(rel string, fi fs.FileInfo, d Digest) {
 	if !ok {
 		return
 	}
-	limit := c.started.Add(-racyWindow).UnixNano()
+	window := racyWindow
+	if k.Mtime%int64(time.Second) == 0 && k.Ctime%int64(time.Second) == 0 {
+		window = racyWindowCoarse
+	}
+	limit := seen.Add(-window).UnixNano()
 	if k.Mtime > limit || k.Ctime > limit {
 		return // racy: it could change again unseen within the same tick
 	}
+	var e statEntry
+	e.Key = k
+	if _, err := hex.Decode(e.Hash[:], []byte(d.Hash)); err != nil {
+		return
+	}
 	c.mu.Lock()
-	c.fresh[rel] = statEntry{Key: k, Hash: d.Hash}
+	c.fresh[rel] = e
+	if !c.changed {
+		if o, ok := c.old[rel]; !ok || o != e {
+			c.changed = true
+		}
+	}
 	c.mu.Unlock()
 }
 
-// save replaces the cache file with this ingest's entries.
+// save replaces the cache file with this scan's entries, when they differ
+// from what was loaded.
 func (c *statCache) save() {
 	if c == nil {
 		return
 	}
-	b, err := json.Marshal(c.fresh)
-	if err != nil {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.changed && len(c.fresh) == len(c.old) {
 		return
 	}
 	if err := os.MkdirAll(filepath.Dir(c.path), 0o700); err != nil {
@@ -133,11 +169,131 @@ func (c *statCache) save() {
 	if err != nil {
 		return
 	}
-	_, werr := tmp.Write(b)
+	w := bufio.NewWriterSize(tmp, 64<<10)
+	werr := writeStatCache(w, c.dir, c.fresh)
+	if werr == nil {
+		werr = w.Flush()
+	}
 	if cerr := tmp.Close(); werr == nil && cerr == nil {
 		if os.Rename(tmp.Name(), c.path) == nil {
+			c.old, c.changed = c.fresh, false
+			c.fresh = map[string]statEntry{}
 			return
 		}
 	}
 	os.Remove(tmp.Name())
+}
+
+// The cache file: a magic line, the directory, then one record per file
+// (its path relative to the directory, the stat key, the SHA-256), with
+// lengths and numbers as uvarints. A few MB for 100,000 files, read in
+// milliseconds: the file is read on every scan.
+const statCacheMagic = "rex-statcache-2\n"
+
+// maxStatCacheEntries bounds what a damaged or hostile cache file can make
+// a reader allocate.
+const maxStatCacheEntries = 1 << 24
+
+func writeStatCache(w *bufio.Writer, dir string, entries map[string]statEntry) error {
+	w.WriteString(statCacheMagic)
+	var buf [binary.MaxVarintLen64]byte
+	uv := func(v uint64) { w.Write(buf[:binary.PutUvarint(buf[:], v)]) }
+	str := func(s string) { uv(uint64(len(s))); w.WriteString(s) }
+	str(dir)
+	uv(uint64(len(entries)))
+	for rel, e := range entries {
+		str(rel)
+		uv(uint64(e.Key.Size))
+		uv(uint64(e.Key.Mtime))
+		uv(uint64(e.Key.Ctime))
+		uv(e.Key.Ino)
+		uv(e.Key.Dev)
+		uv(uint64(e.Key.Mode))
+		w.Write(e.Hash[:])
+	}
+	return nil
+}
+
+var errBadStatCache = errors.New("damaged stat cache")
+
+func readStatCache(r *bufio.Reader) (string, map[string]statEntry, error) {
+	magic := make([]byte, len(statCacheMagic))
+	if _, err := io.ReadFull(r, magic); err != nil || string(magic) != statCacheMagic {
+		return "", nil, errBadStatCache
+	}
+	var err error
+	uv := func() uint64 {
+		if err != nil {
+			return 0
+		}
+		var v uint64
+		v, err = binary.ReadUvarint(r)
+		return v
+	}
+	str := func() string {
+		n := uv()
+		if err != nil {
+			return ""
+		}
+		if n > 1<<16 {
+			err = errBadStatCache
+			return ""
+		}
+		b := make([]byte, n)
+		_, err = io.ReadFull(r, b)
+		return string(b)
+	}
+	dir := str()
+	n := uv()
+	if err != nil || n > maxStatCacheEntries {
+		return "", nil, errBadStatCache
+	}
+	entries := make(map[string]statEntry, n)
+	for range n {
+		rel := str()
+		var e statEntry
+		e.Key.Size = int64(uv())
+		e.Key.Mtime = int64(uv())
+		e.Key.Ctime = int64(uv())
+		e.Key.Ino = uv()
+		e.Key.Dev = uv()
+		e.Key.Mode = uint32(uv())
+		if err == nil {
+			_, err = io.ReadFull(r, e.Hash[:])
+		}
+		if err != nil {
+			return "", nil, fmt.Errorf("%w: %v", errBadStatCache, err)
+		}
+		entries[rel] = e
+	}
+	if _, err := r.ReadByte(); err != io.EOF {
+		return "", nil, errBadStatCache
+	}
+	return dir, entries, nil
+}
+
+// statCacheDirs lists the directories the store holds caches of, with
+// their entries: where blobs may be found on this machine.
+func (s *Store) statCaches() map[string]map[string]statEntry {
+	out := map[string]map[string]statEntry{}
+	dir := filepath.Join(s.root, "statcache")
+	list, err := os.ReadDir(dir)
+	if err != nil {
+		return out
+	}
+	for _, de := range list {
+		if !de.Type().IsRegular() || bytes.HasPrefix([]byte(de.Name()), []byte(".")) {
+			continue
+		}
+		f, err := os.Open(filepath.Join(dir, de.Name()))
+		if err != nil {
+			continue
+		}
+		d, entries, err := readStatCache(bufio.NewReaderSize(f, 64<<10))
+		f.Close()
+		if err == nil && filepath.IsAbs(d) {
+			out[d] = entries
+		}
+	}
+	return out
 }

@@ -2,12 +2,18 @@ package cas
 
 import (
 	"context"
-	"encoding/json"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 )
+
+// later moves the store's clock forward, as if d had passed: what was
+// written now is then out of the racy window.
+func later(s *Store, d time.Duration) {
+	s.now = func() time.Time { return time.Now().Add(d) }
+}
 
 // The stat cache is consulted: an entry that matches the file's stat wins
 // over reading it (shown by planting a different, present digest), and any
@@ -18,12 +24,12 @@ func TestIngestStatCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	later(st, time.Second)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "a.txt")
 	os.WriteFile(file, []byte("one\n"), 0o644)
 	old := time.Now().Add(-time.Hour)
 	os.Chtimes(file, old, old)
-	time.Sleep(racyWindow + 100*time.Millisecond) // let its ctime age out of the racy window
 
 	root1, _, err := st.Ingest(ctx, dir)
 	if err != nil {
@@ -36,10 +42,10 @@ func TestIngestStatCache(t *testing.T) {
 	}
 	// Plant another present digest for the same stat: it must be used.
 	other, _ := st.Add([]byte("two\n"))
-	e.Hash = other.Hash
-	c.old["a.txt"] = e
-	b, _ := json.Marshal(c.old)
-	os.WriteFile(c.path, b, 0o600)
+	hex.Decode(e.Hash[:], []byte(other.Hash))
+	c.fresh = map[string]statEntry{"a.txt": e}
+	c.changed = true
+	c.save()
 	root2, _, err := st.Ingest(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -71,5 +77,38 @@ func TestStatCacheSkipsRacyEntries(t *testing.T) {
 	}
 	if c := st.openStatCache(dir); len(c.old) != 0 {
 		t.Fatalf("a file written just now was cached: %v", c.old)
+	}
+	later(st, time.Second)
+	if _, _, err := st.Ingest(context.Background(), dir); err != nil {
+		t.Fatal(err)
+	}
+	if c := st.openStatCache(dir); len(c.old) != 1 {
+		t.Fatalf("a file out of the racy window was not cached: %v", c.old)
+	}
+}
+
+// A damaged cache file is an empty cache, never an error or a wrong digest.
+func TestStatCacheDamaged(t *testing.T) {
+	st, _ := Open(t.TempDir())
+	later(st, time.Second)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "f"), []byte("content"), 0o644)
+	if _, _, err := st.Ingest(context.Background(), dir); err != nil {
+		t.Fatal(err)
+	}
+	c := st.openStatCache(dir)
+	data, err := os.ReadFile(c.path)
+	if err != nil || len(c.old) != 1 {
+		t.Fatalf("cache: %v %v", c.old, err)
+	}
+	for _, cut := range []int{0, 5, len(statCacheMagic) + 3, len(data) - 1} {
+		os.WriteFile(c.path, data[:cut], 0o600)
+		if got := st.openStatCache(dir); len(got.old) != 0 {
+			t.Errorf("a cache cut at %d bytes loaded %d entries", cut, len(got.old))
+		}
+	}
+	os.WriteFile(c.path, append(data, 'x'), 0o600)
+	if got := st.openStatCache(dir); len(got.old) != 0 {
+		t.Error("a cache with trailing bytes loaded")
 	}
 }

@@ -16,7 +16,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"time"
 )
 
 // Batch and stream limits. A receiver refuses larger requests; a sender
@@ -86,6 +89,9 @@ type Store struct {
 	tmp        string
 	quarantine string
 	refs       string
+
+	loc *locator
+	now func() time.Time // the clock of the stat caches; tests move it
 }
 
 // Open opens (creating if needed) the store rooted at root, e.g.
@@ -104,12 +110,15 @@ func Open(root string) (*Store, error) {
 		tmp:        filepath.Join(abs, "tmp"),
 		quarantine: filepath.Join(abs, "quarantine"),
 		refs:       filepath.Join(abs, "refs"),
+		loc:        &locator{byHash: map[string][]blobLoc{}},
+		now:        time.Now,
 	}
 	for _, dir := range []string{s.objects, s.tmp, s.quarantine, s.refs} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("open store %s: %w", abs, err)
 		}
 	}
+	s.sweepTemp()
 	// The empty tree is every merge's base of last resort; keep it present.
 	empty, _ := Tree{}.Encode()
 	if _, err := s.Add(empty); err != nil {
@@ -224,6 +233,9 @@ func (s *Store) PutBatch(ctx context.Context, objects []Object) error {
 	return s.writeObjects(objects)
 }
 
+// Verify checks an object's bytes against its digest, as received.
+func Verify(o Object) error { return verifyObject(o) }
+
 // verifyObject checks data against the claimed digest, as received: no
 // re-encoding, so the receiver hashes exactly the bytes it will store.
 func verifyObject(o Object) error {
@@ -292,9 +304,58 @@ func removeStaged(staged []stagedObject) {
 }
 
 // newTemp creates a uniquely named file in the store's tmp directory, on
-// the same file system as objects/ so the final rename is atomic.
+// the same file system as objects/ so the final rename is atomic. The name
+// holds this process's pid, so a later sweep knows a leftover of a killed
+// process from a file being written.
 func (s *Store) newTemp(prefix string) (*os.File, error) {
-	return os.CreateTemp(s.tmp, prefix+"-*")
+	return os.CreateTemp(s.tmp, fmt.Sprintf("%s-%d-*", prefix, os.Getpid()))
+}
+
+// staleAge is the age after which a temporary file is removed even when
+// the process that wrote it may still run.
+const staleAge = time.Hour
+
+// sweepTemp removes temporary files left by processes that were killed
+// (their pid is gone) or that are older than staleAge: in tmp/, and the
+// temporary files of the stat caches and refs.
+func (s *Store) sweepTemp() {
+	now := time.Now()
+	sweep := func(dir string, match func(name string) (pid int, ok bool)) {
+		list, err := os.ReadDir(dir)
+		if err != nil {
+			return
+		}
+		for _, de := range list {
+			pid, ok := match(de.Name())
+			if !ok {
+				continue
+			}
+			stale := pid > 0 && !processAlive(pid)
+			if !stale {
+				if fi, err := de.Info(); err == nil && now.Sub(fi.ModTime()) > staleAge {
+					stale = true
+				}
+			}
+			if stale {
+				os.Remove(filepath.Join(dir, de.Name()))
+			}
+		}
+	}
+	sweep(s.tmp, func(name string) (int, bool) {
+		// obj-PID-RANDOM, upload-PID-RANDOM; older names have no pid.
+		f := strings.SplitN(name, "-", 3)
+		if len(f) == 3 {
+			if pid, err := strconv.Atoi(f[1]); err == nil {
+				return pid, true
+			}
+		}
+		return 0, true
+	})
+	dot := func(prefix string) func(string) (int, bool) {
+		return func(name string) (int, bool) { return 0, strings.HasPrefix(name, prefix) }
+	}
+	sweep(filepath.Join(s.root, "statcache"), dot(".statcache-"))
+	sweep(s.refs, dot(".tmp-"))
 }
 
 // stageBytes writes data to a new temporary file; commit fsyncs it.
@@ -435,53 +496,70 @@ func syncDir(dir string) error {
 	return cerr
 }
 
-// Read returns the bytes of d after checking their size and hash.
+// Read returns the bytes of d after checking their size and hash. A blob
+// the store holds only as a file it scanned (see IngestOptions.NoBlobs) is
+// read from there, and verified the same way.
 func (s *Store) Read(d Digest) ([]byte, error) {
 	if err := d.Validate(); err != nil {
 		return nil, fmt.Errorf("read: %w", err)
 	}
-	f, err := s.openChecked(d)
+	f, loc, err := s.openChecked(d)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	data := make([]byte, d.Size)
 	if _, err := io.ReadFull(f, data); err != nil {
-		return nil, s.corrupt(d, "short read: "+err.Error())
+		return nil, s.bad(d, loc, "short read: "+err.Error())
 	}
 	if n, _ := f.Read(make([]byte, 1)); n != 0 {
-		return nil, s.corrupt(d, "longer than its size")
+		return nil, s.bad(d, loc, "longer than its size")
 	}
 	if DigestOf(data) != d {
-		return nil, s.corrupt(d, "hash mismatch")
+		return nil, s.bad(d, loc, "hash mismatch")
 	}
 	return data, nil
 }
 
-// openChecked opens the object file and checks it is a regular file of the
-// right size.
-func (s *Store) openChecked(d Digest) (*os.File, error) {
+// bad reports content that does not match d: a corrupt object is moved
+// aside; a located file that changed is forgotten (it is the user's file,
+// never moved) and the blob is missing.
+func (s *Store) bad(d Digest, loc *blobLoc, reason string) error {
+	if loc != nil {
+		s.locator().forget(d.Hash, *loc)
+		return &MissingError{Digests: []Digest{d}}
+	}
+	return s.corrupt(d, reason)
+}
+
+// openChecked opens the object file, or a located file holding d, and
+// checks it is a regular file of the right size. loc is set for a located
+// file.
+func (s *Store) openChecked(d Digest) (*os.File, *blobLoc, error) {
 	f, err := os.Open(s.objectPath(d))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, &MissingError{Digests: []Digest{d}}
+		if lf, loc := s.openLocated(d, true); lf != nil {
+			return lf, &loc, nil
+		}
+		return nil, nil, &MissingError{Digests: []Digest{d}}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read object %s: %w", d, err)
+		return nil, nil, fmt.Errorf("read object %s: %w", d, err)
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("read object %s: %w", d, err)
+		return nil, nil, fmt.Errorf("read object %s: %w", d, err)
 	}
 	if !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, s.corrupt(d, "not a regular file")
+		return nil, nil, s.corrupt(d, "not a regular file")
 	}
 	if fi.Size() != d.Size {
 		f.Close()
-		return nil, s.corrupt(d, fmt.Sprintf("%d bytes on disk", fi.Size()))
+		return nil, nil, s.corrupt(d, fmt.Sprintf("%d bytes on disk", fi.Size()))
 	}
-	return f, nil
+	return f, nil, nil
 }
 
 // corrupt moves a bad object aside so Has reports it missing and the next
@@ -547,16 +625,17 @@ func (s *Store) Open(d Digest) (io.ReadCloser, error) {
 	if err := d.Validate(); err != nil {
 		return nil, fmt.Errorf("open: %w", err)
 	}
-	f, err := s.openChecked(d)
+	f, loc, err := s.openChecked(d)
 	if err != nil {
 		return nil, err
 	}
-	return &verifyingReader{s: s, f: f, d: d, h: sha256.New()}, nil
+	return &verifyingReader{s: s, f: f, loc: loc, d: d, h: sha256.New()}, nil
 }
 
 type verifyingReader struct {
 	s   *Store
 	f   *os.File
+	loc *blobLoc
 	d   Digest
 	h   hash.Hash
 	n   int64
@@ -571,16 +650,16 @@ func (r *verifyingReader) Read(p []byte) (int, error) {
 	r.h.Write(p[:n])
 	r.n += int64(n)
 	if r.n > r.d.Size {
-		r.err = r.s.corrupt(r.d, "longer than its size")
+		r.err = r.s.bad(r.d, r.loc, "longer than its size")
 		return 0, r.err
 	}
 	if err == io.EOF {
 		if r.n != r.d.Size {
-			r.err = r.s.corrupt(r.d, "shorter than its size")
+			r.err = r.s.bad(r.d, r.loc, "shorter than its size")
 			return n, r.err
 		}
 		if hex.EncodeToString(r.h.Sum(nil)) != r.d.Hash {
-			r.err = r.s.corrupt(r.d, "hash mismatch")
+			r.err = r.s.bad(r.d, r.loc, "hash mismatch")
 			return n, r.err
 		}
 		r.err = io.EOF
@@ -617,7 +696,7 @@ func (s *Store) ReadChunk(d Digest, offset int64, n int) ([]byte, error) {
 			return nil, err
 		}
 	}
-	f, err := s.openChecked(d)
+	f, _, err := s.openChecked(d)
 	if err != nil {
 		return nil, err
 	}

@@ -15,20 +15,26 @@ import (
 // (MaxHasDigests, MaxBatchEntries, MaxBatchBytes); objects larger than
 // MaxInlineSize travel only through the stream methods.
 type Remote interface {
+	Sink
 	// Has returns the digests the remote lacks.
 	Has(ctx context.Context, digests []Digest) (missing []Digest, err error)
-	// Put stores objects; the receiver verifies each against its digest
-	// and stores all or none.
-	Put(ctx context.Context, objects []Object) error
 	// Get returns every requested object. A missing object is an error,
 	// never a silent omission.
 	Get(ctx context.Context, digests []Digest) ([]Object, error)
-	// PutStream sends one object of d.Size bytes read from r; the receiver
-	// verifies the whole before storing it (Upload).
-	PutStream(ctx context.Context, d Digest, r io.Reader) error
 	// GetStream writes the bytes of d to w (Store.ReadChunk on the far
 	// side); the caller verifies them.
 	GetStream(ctx context.Context, d Digest, w io.Writer) error
+}
+
+// Sink receives objects: a store (Remote), or an update on the far side
+// that writes blobs straight into its destination (see Update.Receive).
+type Sink interface {
+	// Put stores objects; the receiver verifies each against its digest
+	// and stores all or none.
+	Put(ctx context.Context, objects []Object) error
+	// PutStream sends one object of d.Size bytes read from r; the receiver
+	// verifies the whole before storing it (Upload).
+	PutStream(ctx context.Context, d Digest, r io.Reader) error
 }
 
 // Stats counts one Push or Fetch, so callers (and tests) can see what
@@ -202,6 +208,18 @@ func Push(ctx context.Context, local *Store, remote Remote, root Digest) (Stats,
 
 // PushWith is Push reporting its progress through opts.
 func PushWith(ctx context.Context, local *Store, remote Remote, root Digest, opts SyncOptions) (Stats, error) {
+	return push(ctx, local, remote, root, opts, false)
+}
+
+// PushTrees is Push of the tree objects alone: the blobs stay here. The
+// far side of an update then finds on its own side the blobs it can (its
+// destination's files, other directories) and is sent the rest with
+// SendBlobs, written once, straight where they belong.
+func PushTrees(ctx context.Context, local *Store, remote Remote, root Digest, opts SyncOptions) (Stats, error) {
+	return push(ctx, local, remote, root, opts, true)
+}
+
+func push(ctx context.Context, local *Store, remote Remote, root Digest, opts SyncOptions, treesOnly bool) (Stats, error) {
 	st := newTracker(opts)
 	if err := root.Validate(); err != nil {
 		return st.Stats, fmt.Errorf("push: %w", err)
@@ -232,6 +250,9 @@ func PushWith(ctx context.Context, local *Store, remote Remote, root Digest, opt
 			}
 			trees[d] = t
 			children = appendChildren(children, t, seen)
+		}
+		if treesOnly {
+			children = slices.DeleteFunc(children, func(c ref) bool { return !c.dir })
 		}
 		lacking, err := queryHas(ctx, remote, digestsOf(children), st)
 		if err != nil {
@@ -421,9 +442,18 @@ func treeLayers(root Digest, set map[Digest]Tree, data map[Digest][]byte) [][]Ob
 	return layers
 }
 
+// SendBlobs sends the blobs ds from local to sink: small ones in batches
+// within the caps, large ones streamed.
+func SendBlobs(ctx context.Context, local *Store, sink Sink, ds []Digest, opts SyncOptions) (Stats, error) {
+	st := newTracker(opts)
+	st.walked(ds)
+	err := sendObjects(ctx, local, sink, ds, st, false)
+	return st.Stats, err
+}
+
 // sendObjects sends objects in order: small ones in batches within the
 // caps, large ones streamed.
-func sendObjects(ctx context.Context, local *Store, remote Remote, ds []Digest, st *tracker, trees bool) error {
+func sendObjects(ctx context.Context, local *Store, remote Sink, ds []Digest, st *tracker, trees bool) error {
 	var batch []Object
 	var size int64
 	flush := func() error {

@@ -3,6 +3,7 @@ package cas
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -33,13 +34,57 @@ type Entry struct {
 	Name       string
 	Type       EntryType
 	Digest     Digest // file: its content; dir: its tree; zero for a symlink
-	Executable bool   // files only
+	Executable bool   // files only; the owner's execute bit, as git records it
 	Target     string // symlinks only
+	// Mode is the permission bits of a file or directory (at most 0o7777),
+	// or 0 for the default one (see Perm). A file's Mode, when set, agrees
+	// with Executable.
+	Mode fs.FileMode
+}
+
+// PermMask is the part of a mode a tree records: permissions, setuid,
+// setgid and sticky (in Unix's octal layout, as chmod takes it).
+const PermMask fs.FileMode = 0o7777
+
+// DefaultPerm is the mode an entry without one has: 0755 for directories
+// and executable files, 0644 for other files.
+func DefaultPerm(t EntryType, executable bool) fs.FileMode {
+	if t == EntryDir || executable {
+		return 0o755
+	}
+	return 0o644
+}
+
+// Perm returns the entry's permission bits in Unix's octal layout (0o4000
+// setuid, 0o2000 setgid, 0o1000 sticky): its Mode, or the default.
+func (e Entry) Perm() fs.FileMode {
+	if e.Mode != 0 {
+		return e.Mode
+	}
+	return DefaultPerm(e.Type, e.Executable)
+}
+
+// WithPerm returns e with permission bits p (setting Executable from the
+// owner's execute bit for a file), in the canonical form: a default mode
+// is recorded as none.
+func (e Entry) WithPerm(p fs.FileMode) Entry {
+	p &= PermMask
+	if e.Type == EntryFile {
+		e.Executable = p&0o100 != 0
+	}
+	e.Mode = p
+	if p == DefaultPerm(e.Type, e.Executable) {
+		e.Mode = 0
+	}
+	return e
 }
 
 // Same reports whether two entries describe the same thing (name aside).
 func (e Entry) Same(o Entry) bool {
-	return e.Type == o.Type && e.Digest == o.Digest && e.Executable == o.Executable && e.Target == o.Target
+	if e.Type != o.Type || e.Digest != o.Digest || e.Target != o.Target {
+		return false
+	}
+	return e.Type == EntrySymlink || e.Perm() == o.Perm()
 }
 
 // Tree is one directory: its entries sorted by the bytes of their names.
@@ -146,11 +191,17 @@ func (t Tree) validate() error {
 			if e.Target != "" || (e.Type == EntryDir && e.Executable) {
 				return fmt.Errorf("%w: %s entry %q has fields of another type", ErrInvalidTree, e.Type, clip(e.Name))
 			}
+			if e.Mode&^PermMask != 0 {
+				return fmt.Errorf("%w: entry %q has mode %#o, beyond %#o", ErrInvalidTree, clip(e.Name), uint32(e.Mode), uint32(PermMask))
+			}
+			if e.Type == EntryFile && e.Mode != 0 && (e.Mode&0o100 != 0) != e.Executable {
+				return fmt.Errorf("%w: file entry %q has mode %#o but exec %v", ErrInvalidTree, clip(e.Name), uint32(e.Mode), e.Executable)
+			}
 		case EntrySymlink:
 			if _, err := ValidateSymlinkTarget(e.Target); err != nil {
 				return fmt.Errorf("entry %q: %w", clip(e.Name), err)
 			}
-			if !e.Digest.IsZero() || e.Executable {
+			if !e.Digest.IsZero() || e.Executable || e.Mode != 0 {
 				return fmt.Errorf("%w: symlink entry %q has fields of another type", ErrInvalidTree, clip(e.Name))
 			}
 		default:
@@ -163,9 +214,13 @@ func (t Tree) validate() error {
 // Encode returns the tree's canonical bytes:
 //
 //	{"entries":[E,...],"kind":"tree"}
-//	file:    {"digest":{"hash":H,"size":N},"exec":B,"name":S,"type":"file"}
-//	dir:     {"digest":{"hash":H,"size":N},"name":S,"type":"dir"}
+//	file:    {"digest":{"hash":H,"size":N},"exec":B,"mode":M,"name":S,"type":"file"}
+//	dir:     {"digest":{"hash":H,"size":N},"mode":M,"name":S,"type":"dir"}
 //	symlink: {"name":S,"target":S,"type":"symlink"}
+//
+// "mode" (the permission bits as an integer) appears only when it is not
+// the default (see DefaultPerm), so trees of default modes keep the digests
+// they had before modes were recorded.
 func (t Tree) Encode() ([]byte, error) {
 	if err := t.validate(); err != nil {
 		return nil, err
@@ -179,6 +234,13 @@ func (t Tree) Encode() ([]byte, error) {
 			m["exec"] = e.Executable
 		case EntryDir:
 			m["digest"] = digestJSON(e.Digest)
+		}
+		if e.Type != EntrySymlink {
+			if p := e.Perm(); p != DefaultPerm(e.Type, e.Executable) {
+				m["mode"] = int64(p)
+			}
+		}
+		switch e.Type {
 		case EntrySymlink:
 			m["target"] = e.Target
 		}
@@ -238,7 +300,7 @@ func decodeEntry(v any) (Entry, error) {
 	e.Type = EntryType(typ)
 	switch e.Type {
 	case EntryFile:
-		if err := f.only(what, "digest", "exec", "name", "type"); err != nil {
+		if err := f.only(what, "digest", "exec", "mode", "name", "type"); err != nil {
 			return Entry{}, err
 		}
 		if e.Executable, err = f.boolean(what, "exec"); err != nil {
@@ -247,11 +309,17 @@ func decodeEntry(v any) (Entry, error) {
 		if e.Digest, err = f.digest(what, "digest"); err != nil {
 			return Entry{}, err
 		}
+		if e.Mode, err = decodeMode(f, e); err != nil {
+			return Entry{}, err
+		}
 	case EntryDir:
-		if err := f.only(what, "digest", "name", "type"); err != nil {
+		if err := f.only(what, "digest", "mode", "name", "type"); err != nil {
 			return Entry{}, err
 		}
 		if e.Digest, err = f.digest(what, "digest"); err != nil {
+			return Entry{}, err
+		}
+		if e.Mode, err = decodeMode(f, e); err != nil {
 			return Entry{}, err
 		}
 	case EntrySymlink:
@@ -265,6 +333,25 @@ func decodeEntry(v any) (Entry, error) {
 		return Entry{}, fmt.Errorf("%w: unknown entry type %q", ErrInvalidTree, clip(typ))
 	}
 	return e, nil
+}
+
+// decodeMode reads an entry's optional "mode": present only when it is
+// not the default, within PermMask.
+func decodeMode(f fields, e Entry) (fs.FileMode, error) {
+	if _, ok := f["mode"]; !ok {
+		return 0, nil
+	}
+	n, err := f.integer("tree entry", "mode")
+	if err != nil {
+		return 0, err
+	}
+	if n < 0 || n > int64(PermMask) {
+		return 0, fmt.Errorf("%w: entry %q has mode %d, beyond %#o", ErrInvalidTree, clip(e.Name), n, uint32(PermMask))
+	}
+	if fs.FileMode(n) == DefaultPerm(e.Type, e.Executable) {
+		return 0, fmt.Errorf("%w: entry %q spells out its default mode %#o; leave it out", ErrNotCanonical, clip(e.Name), n)
+	}
+	return fs.FileMode(n), nil
 }
 
 // PutTree encodes and stores t. Its children should already be stored (see

@@ -389,7 +389,7 @@ func TestIngestInStaysInsideTheRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	d, problems, err := s.IngestIn(t.Context(), r, "proj")
+	d, problems, err := s.IngestIn(t.Context(), r, "proj", IngestOptions{})
 	if err != nil || len(problems) > 0 {
 		t.Fatalf("IngestIn(proj) = %v, %v", problems, err)
 	}
@@ -397,7 +397,7 @@ func TestIngestInStaysInsideTheRoot(t *testing.T) {
 		t.Fatalf("tree = %+v", tr)
 	}
 	for _, name := range []string{"escape", "../" + filepath.Base(outside), "/etc"} {
-		if _, _, err := s.IngestIn(t.Context(), r, name); err == nil {
+		if _, _, err := s.IngestIn(t.Context(), r, name, IngestOptions{}); err == nil {
 			t.Errorf("IngestIn(%q) read outside the root", name)
 		}
 	}

@@ -1,9 +1,17 @@
 package cas
 
 import (
-	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -18,44 +26,194 @@ func inode(t *testing.T, p string) uint64 {
 	return uint64(fi.Sys().(*syscall.Stat_t).Ino)
 }
 
-// Update writes nothing for a destination that already holds the tree,
-// links unchanged files, writes changed ones, and never links a file that
-// has another name.
-func TestUpdateReusesUnchangedFiles(t *testing.T) {
-	ctx := context.Background()
-	st, _ := Open(t.TempDir())
-	src := t.TempDir()
-	os.WriteFile(filepath.Join(src, "same"), []byte("same\n"), 0o644)
-	os.WriteFile(filepath.Join(src, "edit"), []byte("v1\n"), 0o644)
-	os.WriteFile(filepath.Join(src, "shared"), []byte("shared\n"), 0o644)
-	t1, _, err := st.Ingest(ctx, src)
+// updateFixture is a store (its clock a second ahead, so what the tests
+// write is out of the racy window at once) and a root directory to update
+// destinations in.
+func updateFixture(t *testing.T) (*Store, *os.Root, string) {
+	t.Helper()
+	st := newStore(t)
+	later(st, time.Second)
+	base := t.TempDir()
+	root, err := os.OpenRoot(base)
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := t.TempDir()
-	root, _ := os.OpenRoot(base)
-	defer root.Close()
-	if changed, err := st.Update(ctx, root, "dest", t1); err != nil || !changed {
-		t.Fatalf("first update: %v %v", changed, err)
+	t.Cleanup(func() { root.Close() })
+	return st, root, base
+}
+
+func doUpdate(t *testing.T, st *Store, root *os.Root, name string, tree Digest, opts UpdateOptions) UpdateResult {
+	t.Helper()
+	res, err := st.Update(t.Context(), root, name, tree, opts)
+	if err != nil {
+		t.Fatalf("update %s: %v", name, err)
 	}
+	return res
+}
+
+func assertNoRexFiles(t *testing.T, dir string) {
+	t.Helper()
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasPrefix(d.Name(), ".rex-") {
+			t.Errorf("left behind %s", p)
+		}
+		return nil
+	})
+}
+
+// By default an update adds and replaces, keeps what the tree does not
+// name, and leaves the directory itself (inode, mode) alone.
+func TestUpdateKeepsWhatTheTreeLacks(t *testing.T) {
+	st, root, base := updateFixture(t)
+	dest := filepath.Join(base, "dst")
+	writeSpec(t, dest, fileSpec{"precious": "mine\n", "old.txt": "v1\n", "keep/deep": "deep\n"})
+	os.Chmod(dest, 0o710)
+	ino := inode(t, dest)
+
+	tree := ingestSpec(t, st, fileSpec{"old.txt": "v2\n", "new/file": "new\n"})
+	res := doUpdate(t, st, root, "dst", tree, UpdateOptions{List: true})
+	if res.Created || res.Added != 2 || res.Updated != 1 || res.Deleted != 0 {
+		t.Errorf("result %+v, want 2 added (new, new/file), 1 updated", res)
+	}
+	if !slices.Equal(res.UpdatedPaths, []string{"old.txt"}) || !slices.Equal(res.AddedPaths, []string{"new", "new/file"}) {
+		t.Errorf("paths: added %v updated %v", res.AddedPaths, res.UpdatedPaths)
+	}
+	got := readSpec(t, dest)
+	want := fileSpec{"precious": "mine\n", "old.txt": "v2\n", "keep/deep": "deep\n", "new/file": "new\n"}
+	if len(got) != len(want) {
+		t.Errorf("destination %v", got)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+	if inode(t, dest) != ino {
+		t.Error("the destination directory was replaced")
+	}
+	if fi, _ := os.Stat(dest); fi.Mode().Perm() != 0o710 {
+		t.Errorf("the destination's mode became %v", fi.Mode().Perm())
+	}
+	assertNoRexFiles(t, dest)
+
+	// Again: up to date, nothing written.
+	oldIno := inode(t, filepath.Join(dest, "old.txt"))
+	if res := doUpdate(t, st, root, "dst", tree, UpdateOptions{}); !res.Unchanged() {
+		t.Errorf("second update: %+v", res)
+	}
+	if inode(t, filepath.Join(dest, "old.txt")) != oldIno {
+		t.Error("an up-to-date file was rewritten")
+	}
+}
+
+// A stand-in for ~/.ssh: pushing a directory holding only config keeps
+// authorized_keys and known_hosts, and the directory's mode.
+func TestUpdateIntoSSHDirectory(t *testing.T) {
+	st, root, base := updateFixture(t)
+	ssh := filepath.Join(base, ".ssh")
+	writeSpec(t, ssh, fileSpec{"authorized_keys": "ssh-ed25519 AAAA op\n", "known_hosts": "h1 ssh-ed25519 BBBB\n"})
+	os.Chmod(ssh, 0o700)
+	tree := ingestSpec(t, st, fileSpec{"config": "Host *\n"})
+	res := doUpdate(t, st, root, ".ssh", tree, UpdateOptions{})
+	if res.Added != 1 || res.Deleted != 0 {
+		t.Errorf("result %+v", res)
+	}
+	for name, want := range map[string]string{"authorized_keys": "ssh-ed25519 AAAA op\n", "known_hosts": "h1 ssh-ed25519 BBBB\n", "config": "Host *\n"} {
+		if b, err := os.ReadFile(filepath.Join(ssh, name)); err != nil || string(b) != want {
+			t.Errorf("%s = %q, %v", name, b, err)
+		}
+	}
+	if fi, _ := os.Stat(ssh); fi.Mode().Perm() != 0o700 {
+		t.Errorf(".ssh mode %v", fi.Mode().Perm())
+	}
+}
+
+// Delete removes what the tree lacks and lists every path, files before
+// their directories; DryRun reports the same and changes nothing.
+func TestUpdateDeleteAndDryRun(t *testing.T) {
+	st, root, base := updateFixture(t)
+	dest := filepath.Join(base, "dst")
+	writeSpec(t, dest, fileSpec{"keep": "k\n", "extra": "e\n", "gone/a": "a\n", "gone/b/c": "c\n"})
+	tree := ingestSpec(t, st, fileSpec{"keep": "k\n", "add": "n\n"})
+
+	dry := doUpdate(t, st, root, "dst", tree, UpdateOptions{Delete: true, DryRun: true, List: true})
+	wantDel := []string{"extra", "gone", "gone/a", "gone/b", "gone/b/c"}
+	if !slices.Equal(dry.DeletedPaths, wantDel) || dry.Added != 1 || !slices.Equal(dry.AddedPaths, []string{"add"}) {
+		t.Errorf("dry run: %+v", dry)
+	}
+	if got := readSpec(t, dest); len(got) != 4 || got["extra"] != "e\n" {
+		t.Fatalf("a dry run changed the destination: %v", got)
+	}
+
+	res := doUpdate(t, st, root, "dst", tree, UpdateOptions{Delete: true})
+	if !slices.Equal(res.DeletedPaths, wantDel) || res.Deleted != 5 {
+		t.Errorf("deleted %v", res.DeletedPaths)
+	}
+	got := readSpec(t, dest)
+	if len(got) != 2 || got["keep"] != "k\n" || got["add"] != "n\n" {
+		t.Errorf("after --delete: %v", got)
+	}
+}
+
+// Modes travel: a 0600 file, a 0750 directory, a setgid directory.
+func TestUpdateModes(t *testing.T) {
+	st, root, base := updateFixture(t)
+	src := t.TempDir()
+	writeSpec(t, src, fileSpec{"secret": "s\n", "bin/run": "x:#!/bin/sh\n", "shared/x": "x\n"})
+	os.Chmod(filepath.Join(src, "secret"), 0o600)
+	os.Chmod(filepath.Join(src, "bin"), 0o750)
+	os.Chmod(filepath.Join(src, "shared"), 0o775|fs.ModeSetgid)
+	tree, _, err := st.Ingest(t.Context(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, atomic := range []bool{false, true} {
+		name := "in-place"
+		if atomic {
+			name = "atomic"
+		}
+		dest := filepath.Join(base, name)
+		os.Mkdir(dest, 0o755)
+		doUpdate(t, st, root, name, tree, UpdateOptions{Atomic: atomic})
+		for p, want := range map[string]fs.FileMode{"secret": 0o600, "bin": 0o750 | fs.ModeDir, "bin/run": 0o755, "shared": 0o775 | fs.ModeDir | fs.ModeSetgid} {
+			fi, err := os.Lstat(filepath.Join(dest, p))
+			if err != nil || fi.Mode() != want {
+				t.Errorf("%s: %s mode %v, want %v (%v)", name, p, fi.Mode(), want, err)
+			}
+		}
+	}
+	// A mode change alone is an update.
+	os.Chmod(filepath.Join(src, "secret"), 0o640)
+	tree2, _, _ := st.Ingest(t.Context(), src)
+	res := doUpdate(t, st, root, "in-place", tree2, UpdateOptions{List: true})
+	if res.Updated != 1 || !slices.Equal(res.UpdatedPaths, []string{"secret"}) || res.Bytes != 0 {
+		t.Errorf("chmod only: %+v", res)
+	}
+	if fi, _ := os.Stat(filepath.Join(base, "in-place", "secret")); fi.Mode().Perm() != 0o640 {
+		t.Errorf("mode %v", fi.Mode().Perm())
+	}
+}
+
+// Atomic replaces the directory as a whole: extra files go (and are
+// listed), unchanged files are linked, not copied, unless they have
+// another name.
+func TestUpdateAtomic(t *testing.T) {
+	st, root, base := updateFixture(t)
+	src := t.TempDir()
+	writeSpec(t, src, fileSpec{"same": "same\n", "edit": "v1\n", "shared": "shared\n"})
+	t1, _, _ := st.Ingest(t.Context(), src)
+	doUpdate(t, st, root, "dest", t1, UpdateOptions{Atomic: true})
 	dest := filepath.Join(base, "dest")
+	os.WriteFile(filepath.Join(dest, "extra"), []byte("x"), 0o644)
 	sameIno := inode(t, filepath.Join(dest, "same"))
-	// A second name for "shared", elsewhere.
 	os.Link(filepath.Join(dest, "shared"), filepath.Join(base, "elsewhere"))
 	sharedIno := inode(t, filepath.Join(dest, "shared"))
 
-	time.Sleep(racyWindow + 50*time.Millisecond)
-	if changed, err := st.Update(ctx, root, "dest", t1); err != nil || changed {
-		t.Fatalf("update to the same tree: changed=%v %v", changed, err)
-	}
-	if inode(t, filepath.Join(dest, "same")) != sameIno {
-		t.Fatal("an update to the same tree rewrote a file")
-	}
-
 	os.WriteFile(filepath.Join(src, "edit"), []byte("v2\n"), 0o644)
-	t2, _, _ := st.Ingest(ctx, src)
-	if changed, err := st.Update(ctx, root, "dest", t2); err != nil || !changed {
-		t.Fatalf("update with one change: %v %v", changed, err)
+	t2, _, _ := st.Ingest(t.Context(), src)
+	res := doUpdate(t, st, root, "dest", t2, UpdateOptions{Atomic: true})
+	if res.Updated != 1 || !slices.Equal(res.DeletedPaths, []string{"extra"}) {
+		t.Errorf("result %+v", res)
 	}
 	if inode(t, filepath.Join(dest, "same")) != sameIno {
 		t.Error("an unchanged file was copied instead of linked")
@@ -63,11 +221,315 @@ func TestUpdateReusesUnchangedFiles(t *testing.T) {
 	if inode(t, filepath.Join(dest, "shared")) == sharedIno {
 		t.Error("a file with a second name elsewhere was linked into the new tree")
 	}
-	if b, _ := os.ReadFile(filepath.Join(dest, "edit")); string(b) != "v2\n" {
-		t.Errorf("edit = %q", b)
+	if _, err := os.Lstat(filepath.Join(dest, "extra")); err == nil {
+		t.Error("an atomic update kept a file the tree lacks")
 	}
-	ents, _ := os.ReadDir(base)
-	if len(ents) != 2 {
-		t.Errorf("leftovers beside the destination: %v", ents)
+	assertNoRexFiles(t, base)
+	// The root itself cannot be swapped.
+	if _, err := st.Update(t.Context(), root, ".", t2, UpdateOptions{Atomic: true}); err == nil {
+		t.Error("an atomic update of the root itself succeeded")
+	}
+}
+
+// Repeated atomic updates never leave a moment without the destination
+// (renameat2 RENAME_EXCHANGE), nor do in-place ones lose a file.
+func TestUpdateAtomicNeverMissing(t *testing.T) {
+	st, root, base := updateFixture(t)
+	dest := filepath.Join(base, "site")
+	trees := []Digest{
+		ingestSpec(t, st, fileSpec{"index.html": "one\n", "a/b": "b1\n"}),
+		ingestSpec(t, st, fileSpec{"index.html": "two\n", "a/b": "b2\n", "c": "c\n"}),
+	}
+	doUpdate(t, st, root, "site", trees[0], UpdateOptions{Atomic: true})
+	var stop atomic.Bool
+	var missing, polls atomic.Int64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for !stop.Load() {
+			polls.Add(1)
+			if _, err := os.Lstat(filepath.Join(dest, "index.html")); err != nil {
+				missing.Add(1)
+			}
+		}
+	})
+	for i := range 40 {
+		opts := UpdateOptions{Atomic: i%2 == 0}
+		doUpdate(t, st, root, "site", trees[i%2], opts)
+	}
+	stop.Store(true)
+	wg.Wait()
+	if missing.Load() != 0 {
+		t.Fatalf("the destination was missing in %d of %d polls", missing.Load(), polls.Load())
+	}
+	assertNoRexFiles(t, base)
+}
+
+// A file where the destination has a directory is refused in place
+// (removing a directory is asked for), and replaces it with Delete.
+func TestUpdateTypeConflicts(t *testing.T) {
+	st, root, base := updateFixture(t)
+	dest := filepath.Join(base, "dst")
+	writeSpec(t, dest, fileSpec{"conf/a": "a\n", "link": "plain\n", "was-file": "f\n"})
+	tree := ingestSpec(t, st, fileSpec{"conf": "now a file\n", "link": "->conf", "was-file/x": "x\n"})
+	_, err := st.Update(t.Context(), root, "dst", tree, UpdateOptions{})
+	var tc *TypeConflictError
+	if !errors.As(err, &tc) || !slices.Equal(tc.Paths, []string{"conf"}) || !strings.Contains(err.Error(), "--delete") {
+		t.Fatalf("update over a directory: %v", err)
+	}
+	if got := readSpec(t, dest); got["conf/a"] != "a\n" {
+		t.Fatalf("a refused update changed the destination: %v", got)
+	}
+	res := doUpdate(t, st, root, "dst", tree, UpdateOptions{Delete: true})
+	if !slices.Equal(res.DeletedPaths, []string{"conf/a"}) {
+		t.Errorf("deleted %v", res.DeletedPaths)
+	}
+	got := readSpec(t, dest)
+	if got["conf"] != "now a file\n" || got["link"] != "->conf" || got["was-file/x"] != "x\n" || len(got) != 3 {
+		t.Errorf("after the update: %v", got)
+	}
+}
+
+// Blobs no local source has are Needed; they are received straight into
+// the destination, checked against their digest.
+func TestUpdateReceivesNeededBlobs(t *testing.T) {
+	st, root, base := updateFixture(t)
+	sender := newStore(t)
+	tree := ingestSpec(t, sender, fileSpec{"a": "alpha\n", "b": "beta\n", "copy-of-a": "alpha\n", "sub/c": "gamma\n"})
+	if _, err := Push(t.Context(), sender, LocalRemote{st}, tree); err != nil {
+		t.Fatal(err)
+	}
+	// The receiving store keeps only trees.
+	for _, c := range []string{"alpha\n", "beta\n", "gamma\n"} {
+		os.Remove(st.objectPath(DigestOf([]byte(c))))
+	}
+	os.MkdirAll(filepath.Join(base, "dst"), 0o755)
+	os.WriteFile(filepath.Join(base, "dst", "has-beta"), []byte("beta\n"), 0o644)
+	u, err := st.PrepareUpdate(t.Context(), root, "dst", tree, UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	need := u.Needed()
+	if len(need) != 2 || !slices.Contains(need, DigestOf([]byte("alpha\n"))) || !slices.Contains(need, DigestOf([]byte("gamma\n"))) {
+		t.Fatalf("needed %v; beta is in the destination already", need)
+	}
+	// Wrong bytes for a digest are refused and leave nothing.
+	w, err := u.Receive(DigestOf([]byte("alpha\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]byte("ALPHA\n"))
+	if err := w.Commit(); !errors.Is(err, ErrMismatch) {
+		t.Fatalf("commit of wrong bytes: %v", err)
+	}
+	if _, err := u.Commit(t.Context()); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("commit with blobs missing: %v", err)
+	}
+	assertNoRexFiles(t, base)
+
+	u, _ = st.PrepareUpdate(t.Context(), root, "dst", tree, UpdateOptions{})
+	if err := u.Put([]Object{{DigestOf([]byte("alpha\n")), []byte("alpha\n")}, {DigestOf([]byte("gamma\n")), []byte("gamma\n")}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := u.Commit(t.Context())
+	if err != nil || res.Added != 5 {
+		t.Fatalf("commit: %+v %v", res, err)
+	}
+	got := readSpec(t, filepath.Join(base, "dst"))
+	if got["a"] != "alpha\n" || got["copy-of-a"] != "alpha\n" || got["b"] != "beta\n" || got["sub/c"] != "gamma\n" {
+		t.Errorf("destination %v", got)
+	}
+	assertNoRexFiles(t, base)
+
+	// The same tree into another directory: every blob is found on this
+	// side, in the first destination.
+	u, err = st.PrepareUpdate(t.Context(), root, "other", tree, UpdateOptions{})
+	if err != nil || len(u.Needed()) != 0 {
+		t.Fatalf("second destination needs %v (%v)", u.Needed(), err)
+	}
+	if _, err := u.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := readSpec(t, filepath.Join(base, "other")); got["sub/c"] != "gamma\n" || got["a"] != "alpha\n" {
+		t.Errorf("second destination %v", got)
+	}
+}
+
+// An update that would write more than allowed is refused before anything
+// is written, with the sizes in one sentence; a tree bomb of large files is
+// refused without listing its paths.
+func TestUpdateRefusesWhatDoesNotFit(t *testing.T) {
+	st, root, base := updateFixture(t)
+	tree := ingestSpec(t, st, fileSpec{"a": strings.Repeat("a", 5000), "b": strings.Repeat("b", 5000)})
+	_, err := st.Update(t.Context(), root, "dst", tree, UpdateOptions{MaxBytes: 6000})
+	var se *SpaceError
+	if !errors.As(err, &se) || se.Needed != 10000 || !se.Limit || !strings.Contains(err.Error(), "10 kB") {
+		t.Fatalf("update over the limit: %v", err)
+	}
+	if ents, _ := os.ReadDir(base); len(ents) != 0 {
+		t.Fatalf("a refused update wrote %v", ents)
+	}
+
+	// 16^5 paths to one 1 MiB blob: 1 TiB from a few kB of trees.
+	blob := mustAdd(t, st, strings.Repeat("x", 1<<20))
+	fan := func(typ string, d Digest) Digest {
+		var entries []map[string]any
+		for i := range 16 {
+			e := map[string]any{"name": fmt.Sprintf("%c", 'a'+i), "type": typ, "digest": digestJSON(d)}
+			if typ == "file" {
+				e["exec"] = false
+			}
+			entries = append(entries, e)
+		}
+		return putRaw(t, st, rawTree(entries...))
+	}
+	d := fan("file", blob)
+	for range 4 {
+		d = fan("dir", d)
+	}
+	_, err = st.Update(t.Context(), root, "bomb", d, UpdateOptions{})
+	if !errors.As(err, &se) || se.Limit || !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "TB needed") {
+		t.Fatalf("tree bomb: %v", err)
+	}
+	if ents, _ := os.ReadDir(base); len(ents) != 0 {
+		t.Fatalf("a refused update wrote %v", ents)
+	}
+}
+
+// deadPid is the pid of a process that has ended.
+func deadPid(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd.Process.Pid
+}
+
+// Leftovers of a killed writer (temporary files in the destination,
+// staging and old directories beside it, temporary files of the store)
+// are removed by the next update and the next start of the store, and are
+// never reported as part of the destination.
+func TestUpdateSweepsLeftovers(t *testing.T) {
+	st, root, base := updateFixture(t)
+	pid := strconv.Itoa(deadPid(t))
+	dest := filepath.Join(base, "dst")
+	writeSpec(t, dest, fileSpec{"f": "f\n", ".rex-tmp-" + pid + "-0a1b": "half", "sub/.rex-tmp-" + pid + "-ff": "half"})
+	os.MkdirAll(filepath.Join(base, ".rex-stage-"+pid+"-abc", "x"), 0o755)
+	os.MkdirAll(filepath.Join(base, ".rex-old-"+pid+"-abc", "y"), 0o755)
+	live := ".rex-tmp-" + strconv.Itoa(os.Getpid()) + "-beef"
+	os.WriteFile(filepath.Join(dest, live), nil, 0o644)
+	os.WriteFile(filepath.Join(st.tmp, "obj-"+pid+"-123"), []byte("half"), 0o600)
+
+	tree := ingestSpec(t, st, fileSpec{"f": "f\n"})
+	res := doUpdate(t, st, root, "dst", tree, UpdateOptions{Delete: true})
+	if res.Deleted != 1 || res.DeletedPaths[0] != "sub" {
+		t.Errorf("deleted %v: temporary files must never be listed", res.DeletedPaths)
+	}
+	os.Remove(filepath.Join(dest, live))
+	assertNoRexFiles(t, base)
+	if _, err := Open(st.Root()); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(st.tmp); len(ents) != 0 {
+		t.Errorf("store temp files left: %v", ents)
+	}
+}
+
+// A writer killed in the middle of the swap of an atomic update leaves the
+// old or the new tree in place, and the next update leaves no .rex-*
+// directory and no temporary file of the store.
+func TestUpdateKilledDuringSwap(t *testing.T) {
+	for _, when := range []string{"before", "after"} {
+		t.Run(when, func(t *testing.T) { testKilledDuringSwap(t, when) })
+	}
+}
+
+func testKilledDuringSwap(t *testing.T, when string) {
+	st, _, base := updateFixture(t)
+	src := t.TempDir()
+	writeSpec(t, src, fileSpec{"index.html": "v1\n", "a/b": "b\n"})
+	t1, _, _ := st.Ingest(t.Context(), src)
+	writeSpec(t, src, fileSpec{"index.html": "v2\n", "c": "c\n"})
+	t2, _, _ := st.Ingest(t.Context(), src)
+	root, _ := os.OpenRoot(base)
+	defer root.Close()
+	doUpdate(t, st, root, "site", t1, UpdateOptions{Atomic: true})
+
+	cmd := helperCmd(t, "killswap", helperArgs{Store: st.Root(), Dir: base, Snap: t2, Data: when})
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("the helper was to die by SIGKILL in the swap: %v %s", err, out)
+	}
+	stages, _ := filepath.Glob(filepath.Join(base, ".rex-stage-*"))
+	if len(stages) != 1 {
+		t.Fatalf("the killed update should leave its staging directory: %v", stages)
+	}
+	want := map[string]string{"before": "v1\n", "after": "v2\n"}[when]
+	if b, _ := os.ReadFile(filepath.Join(base, "site", "index.html")); string(b) != want {
+		t.Fatalf("after the kill the destination holds %q, want %q", b, want)
+	}
+
+	st2, err := Open(st.Root())
+	if err != nil {
+		t.Fatal(err)
+	}
+	later(st2, time.Second)
+	res := doUpdate(t, st2, root, "site", t2, UpdateOptions{Atomic: true})
+	if res.Warning != "" {
+		t.Errorf("warning %q", res.Warning)
+	}
+	assertNoRexFiles(t, base)
+	if ents, _ := os.ReadDir(st.tmp); len(ents) != 0 {
+		t.Errorf("store temp files left: %v", ents)
+	}
+	if got := readSpec(t, filepath.Join(base, "site")); got["index.html"] != "v2\n" || got["c"] != "c\n" {
+		t.Errorf("after the next update: %v", got)
+	}
+}
+
+// Ownership: Owner gives written files and directories an owner, and
+// changes kept files whose owner differs (root only).
+func TestUpdateOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chown needs root") // CI runs as root
+	}
+	st, root, base := updateFixture(t)
+	dest := filepath.Join(base, "dst")
+	writeSpec(t, dest, fileSpec{"kept": "k\n"})
+	tree := ingestSpec(t, st, fileSpec{"kept": "k\n", "new/f": "n\n"})
+	res := doUpdate(t, st, root, "dst", tree, UpdateOptions{Owner: &Owner{UID: 65534, GID: 65534}})
+	if res.Added != 2 || res.Updated != 1 {
+		t.Errorf("result %+v", res)
+	}
+	for _, p := range []string{"kept", "new", "new/f"} {
+		fi, _ := os.Lstat(filepath.Join(dest, p))
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 65534 || st.Gid != 65534 {
+			t.Errorf("%s owned by %d:%d", p, st.Uid, st.Gid)
+		}
+	}
+}
+
+// A pull applies its merge's deletions with Prune: a path goes only while
+// it holds what the merge saw, and a directory only when emptied.
+func TestUpdatePrune(t *testing.T) {
+	st, root, base := updateFixture(t)
+	dest := filepath.Join(base, "dst")
+	writeSpec(t, dest, fileSpec{"gone": "g\n", "changed": "c2\n", "dir/x": "x\n", "dir2/y": "y\n", "dir2/z": "z\n"})
+	tree := ingestSpec(t, st, fileSpec{"dir2/z": "z\n"})
+	prune := map[string]Entry{
+		"gone":    {Type: EntryFile, Digest: DigestOf([]byte("g\n"))},
+		"changed": {Type: EntryFile, Digest: DigestOf([]byte("c1\n"))},
+		"dir":     {Type: EntryDir},
+		"dir/x":   {Type: EntryFile, Digest: DigestOf([]byte("x\n"))},
+		"dir2/y":  {Type: EntryFile, Digest: DigestOf([]byte("y\n"))},
+	}
+	res := doUpdate(t, st, root, "dst", tree, UpdateOptions{Prune: prune})
+	if !slices.Equal(res.DeletedPaths, []string{"dir", "dir/x", "dir2/y", "gone"}) {
+		t.Errorf("deleted %v", res.DeletedPaths)
+	}
+	got := readSpec(t, dest)
+	if len(got) != 2 || got["changed"] != "c2\n" || got["dir2/z"] != "z\n" {
+		t.Errorf("after prune: %v", got)
 	}
 }

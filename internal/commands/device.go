@@ -260,6 +260,9 @@ type deviceJSON struct {
 	SSHKey      string                     `json:"ssh_key"`
 	Description string                     `json:"description"`
 	Groups      []string                   `json:"groups"`
+	Roots       []string                   `json:"roots"`
+	Become      bool                       `json:"become"`
+	BecomeUser  string                     `json:"become_user,omitempty"`
 	Extra       map[string]json.RawMessage `json:"extra"`
 }
 
@@ -272,7 +275,10 @@ func toJSON(r *devices.Registry, d devices.Device) deviceJSON {
 	j := deviceJSON{
 		Name: d.Name, Host: d.Host, User: user, Hostname: host, Port: port,
 		Address: d.Addr(), SSHKey: d.SSHKey, Description: d.Description,
-		Groups: r.GroupsOf(d.Name), Extra: d.Extra(),
+		Groups: r.GroupsOf(d.Name), Roots: d.Roots, Become: d.Become, BecomeUser: d.BecomeUser, Extra: d.Extra(),
+	}
+	if j.Roots == nil {
+		j.Roots = []string{}
 	}
 	if j.Groups == nil {
 		j.Groups = []string{}
@@ -337,6 +343,16 @@ func DeviceShow(store *devices.Store, stdio IO, name string, asJSON bool) error 
 		{"key", d.SSHKey},
 		{"description", d.Description},
 		{"groups", strings.Join(j.Groups, ", ")},
+	}
+	if len(d.Roots) > 0 {
+		rows = append(rows, []string{"roots", strings.Join(d.Roots, ", ")})
+	}
+	if d.Become || d.BecomeUser != "" {
+		how := "no (--sudo becomes " + d.SudoUser() + ")"
+		if d.Become {
+			how = "yes, as " + d.SudoUser()
+		}
+		rows = append(rows, []string{"become", how})
 	}
 	if _, _, _, err := d.Endpoint(); err != nil {
 		rows = append(rows, []string{"problem", err.Error()})

@@ -32,6 +32,9 @@ type Setup struct {
 	Connectors Connectors
 	Dialer     *sshx.Dialer
 	Paths      Paths
+	// Passwords is the run's sudo password, asked once when a target's
+	// sudo wants one.
+	Passwords *SudoPasswords
 
 	console bool
 }
@@ -50,6 +53,10 @@ type SetupOptions struct {
 	// Notices, when set, receives one line per notice (a host key just
 	// recorded), written under Lock.
 	Notices io.Writer
+	// AskSecret asks the operator for a secret (the sudo password) with
+	// the prompt given: the console's masked prompt. Outside the console
+	// the terminal is asked, with echo off.
+	AskSecret func(prompt string) ([]byte, error)
 }
 
 // NewSetup opens the registry and prepares the local and SSH connectors.
@@ -58,8 +65,19 @@ func NewSetup(p Paths, opts SetupOptions) (*Setup, error) {
 	if err != nil {
 		return nil, err
 	}
-	dialer := NewDialer(opts)
-	s := &Setup{Store: store, Dialer: dialer, Paths: p, console: opts.Console}
+	ask := opts.AskSecret
+	if ask == nil && !opts.Console {
+		ask = func(prompt string) ([]byte, error) {
+			if opts.Lock != nil { // not in the middle of another target's output
+				opts.Lock.Lock()
+				defer opts.Lock.Unlock()
+			}
+			return AskTTY(prompt)
+		}
+	}
+	passwords := &SudoPasswords{Ask: ask}
+	dialer := NewDialer(opts, passwords)
+	s := &Setup{Store: store, Dialer: dialer, Paths: p, Passwords: passwords, console: opts.Console}
 	s.Connectors = Connectors{
 		Local: fanout.ConnectorFunc(s.connectLocal),
 		SSH:   SSHConnector{Dialer: dialer},
@@ -74,7 +92,11 @@ func (s *Setup) connectLocal(ctx context.Context, t fanout.Target) (*fanout.Conn
 	if err != nil {
 		return nil, err
 	}
-	return fanout.LocalConnector(path, fanout.OperatorLimits()...).Connect(ctx, t)
+	args := append(fanout.OperatorLimits(), RootArgs(nil)...)
+	if su, ok := t.Spec.(SudoSpec); ok {
+		return connectLocalSudo(ctx, path, args, su.User, s.Passwords.Get)
+	}
+	return fanout.LocalConnector(path, args...).Connect(ctx, t)
 }
 
 // App returns an App with a fresh pool; close the pool when done.
@@ -96,9 +118,10 @@ func (s *Setup) App(opts fanout.PoolOptions) *App {
 func (s *Setup) DeviceRemote() DeviceRemote { return SSHDeviceRemote{Dialer: s.Dialer} }
 
 // NewDialer is SSH as the operator's own OpenSSH files configure it, with
-// the rexd builds this rex carries (or the rexd beside a development build)
-// and, outside the console, a terminal prompt for key passphrases.
-func NewDialer(opts SetupOptions) *sshx.Dialer {
+// the rexd builds this rex carries (or the rexd beside a development build),
+// outside the console a terminal prompt for key passphrases, and the run's
+// sudo password (nil: none can be asked).
+func NewDialer(opts SetupOptions, passwords *SudoPasswords) *sshx.Dialer {
 	sources := []payload.Source{payload.Embedded()}
 	if exe, err := os.Executable(); err == nil {
 		sources = append(sources, payload.File(runtime.GOOS, runtime.GOARCH, filepath.Join(filepath.Dir(exe), "rexd")))
@@ -116,6 +139,9 @@ func NewDialer(opts SetupOptions) *sshx.Dialer {
 			}
 			return AskPassphrase(keyPath)
 		}
+	}
+	if passwords != nil {
+		o.SudoPassword = passwords.Get
 	}
 	return sshx.NewDialer(o)
 }

@@ -20,12 +20,17 @@ type SSHConnector struct{ Dialer *sshx.Dialer }
 
 // Connect implements fanout.Connector.
 func (c SSHConnector) Connect(ctx context.Context, t fanout.Target) (*fanout.Conn, error) {
-	dt, ok := t.Spec.(devices.Target)
+	spec, become := t.Spec, ""
+	if s, ok := spec.(SudoSpec); ok {
+		spec, become = s.Target, s.User
+	}
+	dt, ok := spec.(devices.Target)
 	if !ok {
 		return nil, fmt.Errorf("connect %s: not an SSH target", t.Name)
 	}
 	st := SSHTarget(dt)
 	st.ConnectTimeout = t.ConnectTimeout
+	st.Become = become
 	conn, err := c.Dialer.Connect(ctx, st)
 	if err != nil {
 		return nil, err
@@ -34,9 +39,14 @@ func (c SSHConnector) Connect(ctx context.Context, t fanout.Target) (*fanout.Con
 }
 
 // SSHTarget maps a resolved target to where sshx connects. A device's
-// optional "jump" field is its ProxyJump.
+// optional "jump" field is its ProxyJump; its roots become rexd's.
 func SSHTarget(t devices.Target) sshx.Target {
 	st := sshx.Target{Name: t.Name, User: t.User, Host: t.Host, Port: t.Port, KeyPath: t.KeyPath}
+	var roots []string
+	if t.Device != nil {
+		roots = t.Device.Roots
+	}
+	st.RexdArgs = RootArgs(roots)
 	if t.Device != nil {
 		if raw, ok := t.Device.Extra()["jump"]; ok {
 			var jump string

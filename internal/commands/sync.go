@@ -1,11 +1,21 @@
 package commands
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -14,53 +24,112 @@ import (
 
 	"github.com/rexconsole/rex/internal/cas"
 	"github.com/rexconsole/rex/internal/fanout"
+	"github.com/rexconsole/rex/internal/protocol"
 	"github.com/rexconsole/rex/internal/rexclient"
 )
 
 // PushUsage and PullUsage are the synopses of `rex push` and `rex pull`.
 const (
-	PushUsage = "rex push LOCAL_DIR REMOTE_DIR TARGETS"
-	PullUsage = "rex pull REMOTE_DIR LOCAL_DIR TARGET"
+	PushUsage = "rex push SRC... DEST TARGETS [--delete] [--atomic] [--dry-run] [--sudo] [--chmod SPEC] [--chown USER[:GROUP]] [--max-bytes N] [--force] [--json]"
+	PullUsage = "rex pull REMOTE LOCAL TARGETS [--dry-run] [--sudo] [--max-bytes N] [--json]"
 )
+
+// PushOptions are the flags of `rex push` (and /push).
+type PushOptions struct {
+	// Delete also removes, on each target, what the source lacks.
+	Delete bool
+	// Atomic builds the tree beside the destination and swaps it in
+	// whole: the directory is replaced.
+	Atomic bool
+	// DryRun prints what would be added, updated and deleted, and changes
+	// nothing.
+	DryRun bool
+	// Chmod is an rsync-style mode change applied to what is sent.
+	Chmod string
+	// Chown ("user", "user:group", ":group") is given to what is written.
+	Chown string
+	// MaxBytes bounds the bytes a target may write (0: its free space
+	// less 5%).
+	MaxBytes int64
+	// Force pushes even when a pull left unresolved conflicts.
+	Force bool
+	// List asks each target for the paths it adds and updates, not only
+	// the counts (--json does).
+	List bool
+}
 
 // PushSpec is a parsed `rex push`.
 type PushSpec struct {
-	LocalDir, RemoteDir, Targets string
-	ConnectTimeout               time.Duration
+	Sources        []string
+	Dest           string
+	Targets        string
+	Sudo           bool
+	JSON           bool
+	ConnectTimeout time.Duration
+	PushOptions
 }
 
-// Bind declares the flags of `rex push`.
+// Bind declares the flags of `rex push` (and /push).
 func (s *PushSpec) Bind(fs *pflag.FlagSet) {
+	fs.BoolVar(&s.Delete, "delete", false, "also remove, on each target, what the source lacks (every path removed is listed)")
+	fs.BoolVar(&s.Atomic, "atomic", false, "build the tree beside DEST and swap it in whole: DEST is replaced, with no moment it is missing")
+	fs.BoolVarP(&s.DryRun, "dry-run", "n", false, "print what would be added, updated and deleted on each target; change nothing")
+	fs.BoolVar(&s.Sudo, "sudo", false, "write as root (or the device's become_user) through sudo; a password is asked once")
+	fs.StringVar(&s.Chmod, "chmod", "", "set modes of what is sent, as rsync's --chmod (D755,F644 or u+x,go-w)")
+	fs.StringVar(&s.Chown, "chown", "", "give what is written to USER[:GROUP] (needs --sudo)")
+	fs.Var(sizeValue{&s.MaxBytes}, "max-bytes", "refuse to write more than N bytes on a target (500M, 2G; default: its free space less 5%)")
+	fs.BoolVar(&s.Force, "force", false, "push even when a pull left unresolved conflicts in the source")
+	BindJSON(fs, &s.JSON)
 	BindConnectTimeout(fs, &s.ConnectTimeout)
 }
 
-// Args reads the positionals of `rex push`.
+// Args reads the positionals of `rex push` and checks the flags together.
 func (s *PushSpec) Args(args []string) error {
-	if len(args) != 3 {
+	if len(args) < 3 {
 		return Usagef("usage: %s", PushUsage)
 	}
-	s.LocalDir, s.RemoteDir, s.Targets = args[0], args[1], args[2]
+	s.Sources, s.Dest, s.Targets = args[:len(args)-2], args[len(args)-2], args[len(args)-1]
+	if s.Atomic && s.Delete {
+		return Usagef("push: --atomic replaces the directory, which deletes what the source lacks already; drop --delete")
+	}
+	if s.Chmod != "" {
+		if _, err := ParseChmod(s.Chmod); err != nil {
+			return err
+		}
+	}
+	if s.Chown != "" {
+		if err := validOwner(s.Chown); err != nil {
+			return Usagef("push: --chown %s: %v", s.Chown, err)
+		}
+		if !s.Sudo {
+			return Usagef("push: --chown gives files to another owner, which only root can do; add --sudo")
+		}
+	}
+	s.List = s.JSON
 	return nil
 }
 
-// ParsePush reads the words of `rex push` as the console gets them.
-func ParsePush(args []string) (PushSpec, error) {
-	var s PushSpec
-	pos, err := ParseFlags("push", args, s.Bind)
-	if err != nil {
-		return s, err
-	}
-	return s, s.Args(pos)
+// PullOptions are the flags of `rex pull` (and /pull).
+type PullOptions struct {
+	DryRun   bool
+	MaxBytes int64
 }
 
 // PullSpec is a parsed `rex pull`.
 type PullSpec struct {
-	RemoteDir, LocalDir, Target string
-	ConnectTimeout              time.Duration
+	RemoteDir, LocalDir, Targets string
+	Sudo                         bool
+	JSON                         bool
+	ConnectTimeout               time.Duration
+	PullOptions
 }
 
-// Bind declares the flags of `rex pull`.
+// Bind declares the flags of `rex pull` (and /pull).
 func (s *PullSpec) Bind(fs *pflag.FlagSet) {
+	fs.BoolVarP(&s.DryRun, "dry-run", "n", false, "print what the merge would write here; change nothing")
+	fs.BoolVar(&s.Sudo, "sudo", false, "read as root (or the device's become_user) through sudo; a password is asked once")
+	fs.Var(sizeValue{&s.MaxBytes}, "max-bytes", "refuse to write more than N bytes here (500M, 2G; default: the free space less 5%)")
+	BindJSON(fs, &s.JSON)
 	BindConnectTimeout(fs, &s.ConnectTimeout)
 }
 
@@ -69,16 +138,99 @@ func (s *PullSpec) Args(args []string) error {
 	if len(args) != 3 {
 		return Usagef("usage: %s", PullUsage)
 	}
-	s.RemoteDir, s.LocalDir, s.Target = args[0], args[1], args[2]
+	s.RemoteDir, s.LocalDir, s.Targets = args[0], args[1], args[2]
+	return nil
+}
+
+// sizeValue is a byte-count flag (see ParseSize).
+type sizeValue struct{ n *int64 }
+
+func (v sizeValue) String() string {
+	if v.n == nil || *v.n == 0 {
+		return "0"
+	}
+	return strconv.FormatInt(*v.n, 10)
+}
+
+func (v sizeValue) Set(s string) error {
+	n, err := ParseSize(s)
+	if err != nil {
+		return err
+	}
+	*v.n = n
+	return nil
+}
+
+func (sizeValue) Type() string { return "size" }
+
+// ParseSize reads a byte count: a number with an optional k, M, G or T
+// (powers of 1024; "KiB" and "MB" spellings too).
+func ParseSize(s string) (int64, error) {
+	t := strings.TrimSpace(strings.ToUpper(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "I")
+	mult := int64(1)
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'K':
+			mult, t = 1<<10, t[:n-1]
+		case 'M':
+			mult, t = 1<<20, t[:n-1]
+		case 'G':
+			mult, t = 1<<30, t[:n-1]
+		case 'T':
+			mult, t = 1<<40, t[:n-1]
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("%q is not a size; write e.g. 500M or 2G", s)
+	}
+	return int64(v * float64(mult)), nil
+}
+
+// ParsePush reads the words of `rex push` as the console gets them.
+func ParsePush(args []string) (PushSpec, error) { return ParsePushDefault(args, "") }
+
+// ParsePushDefault is ParsePush for a front end with a current target
+// (the console): with two paths and no TARGETS, TARGETS is targets.
+func ParsePushDefault(args []string, targets string) (PushSpec, error) {
+	var s PushSpec
+	pos, err := ParseFlags("push", args, s.Bind)
+	if err != nil {
+		return s, err
+	}
+	if len(pos) == 2 && targets != "" {
+		pos = append(pos, targets)
+	}
+	return s, s.Args(pos)
+}
+
+func validOwner(v string) error {
+	user, group, _ := strings.Cut(v, ":")
+	if user == "" && group == "" {
+		return errors.New("name a user, user:group or :group")
+	}
+	for _, p := range []string{user, group} {
+		if strings.ContainsAny(p, " \t\n/:") || strings.HasPrefix(p, "-") {
+			return fmt.Errorf("%q is not a user or group name", p)
+		}
+	}
 	return nil
 }
 
 // ParsePull reads the words of `rex pull` as the console gets them.
-func ParsePull(args []string) (PullSpec, error) {
+func ParsePull(args []string) (PullSpec, error) { return ParsePullDefault(args, "") }
+
+// ParsePullDefault is ParsePull for a front end with a current target:
+// with no TARGETS, TARGETS is targets.
+func ParsePullDefault(args []string, targets string) (PullSpec, error) {
 	var s PullSpec
 	pos, err := ParseFlags("pull", args, s.Bind)
 	if err != nil {
 		return s, err
+	}
+	if len(pos) == 2 && targets != "" {
+		pos = append(pos, targets)
 	}
 	return s, s.Args(pos)
 }
@@ -91,7 +243,7 @@ type SyncPhase int
 const (
 	SyncReading    SyncPhase = iota // reading the tree
 	SyncConnecting                  // reaching the target, or waiting for a turn
-	SyncAsking                      // comparing trees: which objects does the other side lack?
+	SyncAsking                      // comparing trees: what does the other side lack?
 	SyncMoving                      // objects crossing the wire; Progress says how many
 	SyncMerging                     // pull: merging with the local changes
 	SyncWriting                     // writing the tree: on the target (push) or here (pull)
@@ -112,11 +264,13 @@ type SyncOptions struct {
 	Progress func(target string, p SyncProgress)
 	// Pushed sees each target's push end, as it ends.
 	Pushed func(PushOutcome)
+	// Pulled sees each target's pull end, as it ends.
+	Pulled func(PullResult, fanout.EachResult)
 }
 
 func (o SyncOptions) report(target string) func(SyncProgress) {
 	if o.Progress == nil {
-		return nil
+		return func(SyncProgress) {}
 	}
 	return func(p SyncProgress) { o.Progress(target, p) }
 }
@@ -124,11 +278,13 @@ func (o SyncOptions) report(target string) func(SyncProgress) {
 // PushStats is what one target's push cost.
 type PushStats struct {
 	cas.Stats
-	Path string // where the tree landed on the target
 	// WireOut and WireIn are the bytes the push put on the connection,
 	// requests and answers included.
 	WireOut, WireIn int64
 }
+
+// PushResult is what a push did on one target (or, dry, would do).
+type PushResult = protocol.CASMaterializeResult
 
 // openStore opens the operator's object store.
 func (app *App) openStore() (*cas.Store, error) {
@@ -142,8 +298,22 @@ func (app *App) openStore() (*cas.Store, error) {
 	return st, nil
 }
 
-// ingestLocal takes a local directory into the store and refuses to go on
-// when any file could not be read, so nothing is ever dropped silently.
+// problemsError refuses a tree some of whose files could not be read, so
+// nothing is ever dropped silently.
+func problemsError(dir string, problems []cas.IngestProblem) error {
+	var list []string
+	for i, p := range problems {
+		if i == 5 {
+			list = append(list, fmt.Sprintf("and %d more", len(problems)-5))
+			break
+		}
+		list = append(list, p.Error())
+	}
+	return fmt.Errorf("%d file(s) in %s cannot be synced (%s); fix or move them, nothing was sent",
+		len(problems), dir, strings.Join(list, "; "))
+}
+
+// ingestLocal takes a local directory into the store.
 func ingestLocal(ctx context.Context, st *cas.Store, dir string) (cas.Digest, error) {
 	fi, err := os.Stat(dir)
 	if err != nil {
@@ -157,22 +327,17 @@ func ingestLocal(ctx context.Context, st *cas.Store, dir string) (cas.Digest, er
 		return cas.Digest{}, fmt.Errorf("read %s: %w", dir, err)
 	}
 	if len(problems) > 0 {
-		var list []string
-		for i, p := range problems {
-			if i == 5 {
-				list = append(list, fmt.Sprintf("and %d more", len(problems)-5))
-				break
-			}
-			list = append(list, p.Error())
-		}
-		return cas.Digest{}, fmt.Errorf("%d file(s) in %s cannot be synced (%s); fix or move them, nothing was sent",
-			len(problems), dir, strings.Join(list, "; "))
+		return cas.Digest{}, problemsError(dir, problems)
 	}
 	return root, nil
 }
 
-// refKey names the last synced snapshot of a directory on a target.
-func refKey(target, path string) cas.RefKey { return cas.RefKey{Target: target, Path: path} }
+// refKey names the last synced snapshot of a directory on a target and
+// the local directory it was synced with: a pull into another local
+// directory has a base of its own.
+func refKey(target, remote, local string) cas.RefKey {
+	return cas.RefKey{Target: target, Path: remote, Local: local}
+}
 
 // recordSnapshot stores a snapshot of tree as the new state of key, with
 // the previous one as its parent. Concurrent writers retry on conflict.
@@ -199,8 +364,8 @@ func recordSnapshot(ctx context.Context, st *cas.Store, key cas.RefKey, tree cas
 	return fmt.Errorf("record the sync of %s:%s: too many concurrent updates", key.Target, key.Path)
 }
 
-// Push is `rex push`: one local tree to a directory on many targets, only
-// what each lacks crossing the wire.
+// Push is `rex push`: local files and directories to a directory on many
+// targets, only what each lacks crossing the wire.
 func Push(ctx context.Context, app *App, o IO, spec PushSpec) error {
 	if spec.ConnectTimeout > 0 {
 		app.ConnectTimeout = spec.ConnectTimeout
@@ -209,43 +374,179 @@ func Push(ctx context.Context, app *App, o IO, spec PushSpec) error {
 	if err != nil {
 		return err
 	}
+	if spec.Sudo {
+		targets = WithSudo(targets)
+	}
 	var mu sync.Mutex
-	outcomes, err := PushTargets(ctx, app, spec.LocalDir, spec.RemoteDir, targets, SyncOptions{
+	var enc *json.Encoder
+	if spec.JSON {
+		enc = json.NewEncoder(o.Out)
+	}
+	outcomes, err := PushTargets(ctx, app, PushRequest{Sources: spec.Sources, Dest: spec.Dest, Options: spec.PushOptions}, targets, SyncOptions{
 		Pushed: func(po PushOutcome) {
+			mu.Lock()
+			defer mu.Unlock()
+			if enc != nil {
+				enc.Encode(po.JSON())
+				return
+			}
 			if po.Err != nil {
 				return // reported with the others at the end
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			fmt.Fprintln(o.Out, po.Line())
+			for _, l := range po.Lines() {
+				fmt.Fprintln(o.Out, l)
+			}
 		},
 	})
 	if err != nil {
 		return err
 	}
+	if enc != nil {
+		return eachStatus(EachResults(outcomes))
+	}
 	return reportEach(o, EachResults(outcomes))
+}
+
+// PushRequest is what to push where: local files and directories
+// (relative to the process's working directory or absolute) and the
+// destination on the targets.
+type PushRequest struct {
+	Sources []string
+	Dest    string
+	Options PushOptions
 }
 
 // PushOutcome is how a push ended on one target.
 type PushOutcome struct {
 	Target      string
 	Stats       PushStats
+	Result      PushResult
+	DryRun      bool
 	Err         error
 	Unreachable bool
 	Duration    time.Duration
 }
 
-// Line is what `rex push` prints for a target the push reached:
-// "h1: sent 3 file(s), 1 dir(s), 2.0 KiB → /srv/site (2 queries, 2.4 KiB out, 310 B in)".
-func (po PushOutcome) Line() string {
-	ps := po.Stats
-	return fmt.Sprintf("%s: %s → %s (%d %s, %s out, %s in)", po.Target, describeStats(ps.Stats), ps.Path,
-		ps.Queries, plural(ps.Queries, "query", "queries"), HumanBytes(ps.WireOut), HumanBytes(ps.WireIn))
+// What says what a push did in a few words: "created with 12 entries",
+// "added 2, updated 1, deleted 3", "up to date"; a dry run's "would add 2,
+// …".
+func (po PushOutcome) What() string {
+	r := po.Result
+	if po.DryRun {
+		return dryWhat(r)
+	}
+	var parts []string
+	if r.Created {
+		parts = append(parts, "created")
+	}
+	for _, p := range []struct {
+		n    int
+		word string
+	}{{r.Added, "added"}, {r.Updated, "updated"}, {r.Deleted, "deleted"}} {
+		if p.n > 0 && !(r.Created && p.word == "added") {
+			parts = append(parts, fmt.Sprintf("%s %d", p.word, p.n))
+		}
+	}
+	if r.Created && r.Added > 0 {
+		parts[0] = fmt.Sprintf("created with %d %s", r.Added, plural(r.Added, "entry", "entries"))
+	}
+	if len(parts) == 0 {
+		return "up to date"
+	}
+	return strings.Join(parts, ", ")
 }
+
+func dryWhat(r PushResult) string {
+	var parts []string
+	if r.Created {
+		parts = append(parts, "create it")
+	}
+	for _, p := range []struct {
+		n    int
+		verb string
+	}{{r.Added, "add"}, {r.Updated, "update"}, {r.Deleted, "delete"}} {
+		if p.n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", p.verb, p.n))
+		}
+	}
+	if len(parts) == 0 {
+		return "up to date (dry run)"
+	}
+	return "would " + strings.Join(parts, ", ") + " (dry run: nothing changed)"
+}
+
+// Lines are what `rex push` prints for a target the push reached: first
+// "h1: /srv/site: added 2, updated 1 · sent 3 files, 2.0 KiB (2 queries,
+// 2.4 KiB out, 310 B in)", then one line per path deleted ("h1: - a/b"),
+// and for a dry run per path added ("+") and updated ("~").
+func (po PushOutcome) Lines() []string {
+	ps := po.Stats
+	sent := "nothing sent"
+	if ps.Blobs > 0 || ps.Trees > 0 {
+		sent = fmt.Sprintf("sent %d %s, %d %s, %s", ps.Blobs, plural(ps.Blobs, "file", "files"), ps.Trees, plural(ps.Trees, "dir", "dirs"), HumanBytes(ps.Bytes))
+	}
+	lines := []string{fmt.Sprintf("%s: %s: %s · %s (%d %s, %s out, %s in)", po.Target, po.Result.Path, po.What(), sent,
+		ps.Queries, plural(ps.Queries, "query", "queries"), HumanBytes(ps.WireOut), HumanBytes(ps.WireIn))}
+	if po.Result.Warning != "" {
+		lines = append(lines, fmt.Sprintf("%s! %s", po.Target, po.Result.Warning))
+	}
+	if po.DryRun {
+		for _, p := range po.Result.AddedPaths {
+			lines = append(lines, po.Target+": + "+p)
+		}
+		for _, p := range po.Result.UpdatedPaths {
+			lines = append(lines, po.Target+": ~ "+p)
+		}
+	}
+	for _, p := range po.Result.DeletedPaths {
+		lines = append(lines, po.Target+": - "+p)
+	}
+	return lines
+}
+
+// Line is the first of Lines.
+func (po PushOutcome) Line() string { return po.Lines()[0] }
 
 // UpToDate reports whether the target already held the tree.
 func (po PushOutcome) UpToDate() bool {
-	return po.Err == nil && po.Stats.Blobs == 0 && po.Stats.Trees == 0
+	return po.Err == nil && po.Result.Unchanged && !po.Result.Created
+}
+
+// PushJSON is the shape of a `rex push --json` line, one per target.
+type PushJSON struct {
+	Target      string   `json:"target"`
+	Path        string   `json:"path,omitempty"`
+	DryRun      bool     `json:"dry_run,omitempty"`
+	Created     bool     `json:"created,omitempty"`
+	Unchanged   bool     `json:"unchanged,omitempty"`
+	Added       []string `json:"added"`
+	Updated     []string `json:"updated"`
+	Deleted     []string `json:"deleted"`
+	BytesSent   int64    `json:"bytes_sent"`
+	FilesSent   int      `json:"files_sent"`
+	Warning     string   `json:"warning,omitempty"`
+	Error       string   `json:"error,omitempty"`
+	Unreachable bool     `json:"unreachable,omitempty"`
+	DurationMS  int64    `json:"duration_ms"`
+}
+
+// JSON is the outcome as `rex push --json` prints it.
+func (po PushOutcome) JSON() PushJSON {
+	j := PushJSON{Target: po.Target, Path: po.Result.Path, DryRun: po.DryRun, Created: po.Result.Created,
+		Unchanged: po.Err == nil && po.Result.Unchanged, Added: nonNil(po.Result.AddedPaths), Updated: nonNil(po.Result.UpdatedPaths),
+		Deleted: nonNil(po.Result.DeletedPaths), BytesSent: po.Stats.Bytes, FilesSent: po.Stats.Blobs,
+		Warning: po.Result.Warning, Unreachable: po.Unreachable, DurationMS: po.Duration.Milliseconds()}
+	if po.Err != nil {
+		j.Error = po.Err.Error()
+	}
+	return j
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 // EachResults turns push outcomes into the fan-out's per-target results.
@@ -257,12 +558,153 @@ func EachResults(outcomes []PushOutcome) []fanout.EachResult {
 	return out
 }
 
-// PushTargets is `rex push` after its arguments: it reads localDir into the
-// object store once, then pushes it to remoteDir on every target in
-// parallel through app's pool. The error is for what stops every target
-// (an unreadable local tree); each target's own end is in its outcome, in
-// the order of targets.
-func PushTargets(ctx context.Context, app *App, localDir, remoteDir string, targets []fanout.Target, opts SyncOptions) ([]PushOutcome, error) {
+// source is what a push sends: a tree, and how it maps onto DEST.
+type source struct {
+	tree cas.Digest
+	// file is set for a single file: DEST is its new path, unless DEST
+	// ends in "/" or is a directory on the target, when it goes into it.
+	file *cas.Entry
+	// local is the directory whose contents are the tree, when the push is
+	// of one directory: its sync record (a pull's base) and its conflicts
+	// are kept under that path.
+	local string
+}
+
+// readSources takes the sources of a push into the store. One directory:
+// its contents become DEST's. One file: it becomes DEST (or goes into
+// it). Several: each goes into DEST under its own name.
+func readSources(ctx context.Context, st *cas.Store, sources []string, opts PushOptions) (source, error) {
+	var src source
+	if len(sources) == 0 {
+		return src, Usagef("push: name what to send")
+	}
+	if len(sources) == 1 {
+		fi, err := os.Stat(sources[0])
+		if err != nil {
+			return src, fmt.Errorf("read %s: %w", sources[0], err)
+		}
+		if fi.IsDir() {
+			abs, err := filepath.Abs(sources[0])
+			if err != nil {
+				return src, err
+			}
+			if !opts.Force {
+				if err := checkConflicts(st, abs); err != nil {
+					return src, err
+				}
+			}
+			src.local = abs
+			if src.tree, err = ingestLocal(ctx, st, sources[0]); err != nil {
+				return src, err
+			}
+			return src, applyChmod(ctx, st, &src, opts.Chmod)
+		}
+	}
+	var entries []cas.Entry
+	seen := map[string]string{}
+	for _, p := range sources {
+		name := filepath.Base(filepath.Clean(p))
+		if other, dup := seen[name]; dup {
+			return src, Usagef("push: %s and %s would both land as %s in %s; push them separately", other, p, name, "DEST")
+		}
+		seen[name] = p
+		if err := cas.ValidateName(name); err != nil {
+			return src, fmt.Errorf("push %s: %w", p, err)
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			return src, fmt.Errorf("read %s: %w", p, err)
+		}
+		switch {
+		case fi.IsDir():
+			d, err := ingestLocal(ctx, st, p)
+			if err != nil {
+				return src, err
+			}
+			entries = append(entries, cas.Entry{Name: name, Type: cas.EntryDir, Digest: d}.WithPerm(unixPerm(fi.Mode())))
+		case fi.Mode().IsRegular():
+			d, err := addFile(st, p)
+			if err != nil {
+				return src, err
+			}
+			entries = append(entries, cas.Entry{Name: name, Type: cas.EntryFile, Digest: d}.WithPerm(unixPerm(fi.Mode())))
+		default:
+			return src, fmt.Errorf("push %s: not a file or directory", p)
+		}
+	}
+	slices.SortFunc(entries, func(a, b cas.Entry) int { return strings.Compare(a.Name, b.Name) })
+	var err error
+	if src.tree, err = st.PutTree(cas.Tree{Entries: entries}); err != nil {
+		return src, err
+	}
+	if err := applyChmod(ctx, st, &src, opts.Chmod); err != nil {
+		return src, err
+	}
+	if len(sources) == 1 {
+		t, err := st.ReadTree(src.tree)
+		if err != nil {
+			return src, err
+		}
+		e := t.Entries[0]
+		src.file = &e
+	}
+	return src, nil
+}
+
+// addFile stores one file's content.
+func addFile(st *cas.Store, p string) (cas.Digest, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return cas.Digest{}, fmt.Errorf("read %s: %w", p, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return cas.Digest{}, fmt.Errorf("read %s: %w", p, err)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, fi.Size()+1))
+	if err != nil {
+		return cas.Digest{}, fmt.Errorf("read %s: %w", p, err)
+	}
+	return st.Add(data)
+}
+
+// unixPerm is a Go file mode's permission bits in Unix's octal layout.
+func unixPerm(m fs.FileMode) fs.FileMode {
+	p := m.Perm()
+	if m&fs.ModeSetuid != 0 {
+		p |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		p |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		p |= 0o1000
+	}
+	return p
+}
+
+// applyChmod rewrites the modes of what is sent.
+func applyChmod(ctx context.Context, st *cas.Store, src *source, spec string) error {
+	if spec == "" {
+		return nil
+	}
+	fn, err := ParseChmod(spec)
+	if err != nil {
+		return err
+	}
+	src.tree, err = st.MapEntries(ctx, src.tree, func(_ string, e cas.Entry) cas.Entry {
+		return e.WithPerm(fn(e.Type == cas.EntryDir, e.Perm()))
+	})
+	return err
+}
+
+// PushTargets is `rex push` after its arguments: it reads the sources into
+// the object store once, then pushes them to every target in parallel
+// through app's pool. The error is for what stops every target (an
+// unreadable source, unresolved conflicts); each target's own end is in
+// its outcome, in the order of targets.
+func PushTargets(ctx context.Context, app *App, req PushRequest, targets []fanout.Target, opts SyncOptions) ([]PushOutcome, error) {
 	st, err := app.openStore()
 	if err != nil {
 		return nil, err
@@ -275,7 +717,7 @@ func PushTargets(ctx context.Context, app *App, localDir, remoteDir string, targ
 		}
 	}
 	tell(SyncReading)
-	tree, err := ingestLocal(ctx, st, localDir)
+	src, err := readSources(ctx, st, req.Sources, req.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -288,18 +730,19 @@ func PushTargets(ctx context.Context, app *App, localDir, remoteDir string, targ
 	results := fanout.Each(ctx, app.Pool, targets, fanout.Options{ConnectTimeout: app.ConnectTimeout},
 		func(ctx context.Context, t fanout.Target, s *rexclient.Session) error {
 			start := time.Now()
-			ps, err := PushTreeWith(ctx, st, s, t.Name, tree, remoteDir, opts.report(t.Name))
-			po := PushOutcome{Target: t.Name, Stats: ps, Err: err, Duration: time.Since(start)}
+			po := PushOutcome{Target: t.Name, DryRun: req.Options.DryRun}
+			po.Stats, po.Result, po.Err = pushSource(ctx, st, s, t.Name, src, req.Dest, req.Options, opts.report(t.Name))
+			po.Duration = time.Since(start)
 			outcomes[index[t.Name]] = po
 			if opts.Pushed != nil {
 				opts.Pushed(po)
 			}
-			return err
+			return po.Err
 		})
 	for i, r := range results {
 		if r.Unreachable || r.Cancelled {
 			// fn never ran: the outcome is the connection's.
-			outcomes[i] = PushOutcome{Target: r.Target, Err: r.Err, Unreachable: r.Unreachable, Duration: r.Duration}
+			outcomes[i] = PushOutcome{Target: r.Target, Err: r.Err, Unreachable: r.Unreachable, Duration: r.Duration, DryRun: req.Options.DryRun}
 			if opts.Pushed != nil {
 				opts.Pushed(outcomes[i])
 			}
@@ -312,51 +755,144 @@ func errNoCAS(target string) error {
 	return fmt.Errorf("the rexd on %s is too old to sync files (no cas capability); run `rex device clean %s` so the next connection installs the current one", target, target)
 }
 
-// PushTree sends tree to the target behind s and writes it at remoteDir,
-// recording the snapshot a later pull merges against.
-func PushTree(ctx context.Context, st *cas.Store, s *rexclient.Session, target string, tree cas.Digest, remoteDir string) (PushStats, error) {
-	return PushTreeWith(ctx, st, s, target, tree, remoteDir, nil)
+// pushSource sends src to dest on the target behind s.
+func pushSource(ctx context.Context, st *cas.Store, s *rexclient.Session, target string, src source, dest string, opts PushOptions, report func(SyncProgress)) (PushStats, PushResult, error) {
+	tree := src.tree
+	if src.file != nil && !strings.HasSuffix(dest, "/") {
+		// DEST names the file, unless it is a directory there.
+		var fi protocol.FSStatResult
+		err := s.Client().Call(ctx, protocol.MethodFSStat, protocol.FSStatParams{SessionID: s.ID, Path: dest}, &fi)
+		switch {
+		case err == nil && fi.Type == "dir":
+		case err == nil || protocol.ErrorCode(err) == protocol.CodeInvalidParams:
+			// Not there (or a file): write DEST itself, in its directory.
+			e := *src.file
+			e.Name = path.Base(dest)
+			if err := cas.ValidateName(e.Name); err != nil {
+				return PushStats{}, PushResult{}, fmt.Errorf("push to %s: %w", dest, err)
+			}
+			t, err := st.PutTree(cas.Tree{Entries: []cas.Entry{e}})
+			if err != nil {
+				return PushStats{}, PushResult{}, err
+			}
+			tree, dest = t, path.Dir(dest)
+		default:
+			return PushStats{}, PushResult{}, fmt.Errorf("look at %s: %w", dest, err)
+		}
+	}
+	ps, res, err := PushTreeWith(ctx, st, s, target, tree, dest, opts, report)
+	if err != nil || opts.DryRun || src.local == "" {
+		return ps, res, err
+	}
+	if err := recordSnapshot(ctx, st, refKey(target, res.Path, src.local), tree, "push"); err != nil {
+		return ps, res, err
+	}
+	return ps, res, nil
+}
+
+// PushTree sends tree to the target behind s and writes it into remoteDir
+// (adding and replacing; see PushOptions for the rest).
+func PushTree(ctx context.Context, st *cas.Store, s *rexclient.Session, target string, tree cas.Digest, remoteDir string, opts PushOptions) (PushStats, PushResult, error) {
+	return PushTreeWith(ctx, st, s, target, tree, remoteDir, opts, nil)
 }
 
 // PushTreeWith is PushTree reporting its progress to report (nil: none).
-func PushTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, target string, tree cas.Digest, remoteDir string, report func(SyncProgress)) (PushStats, error) {
+// The tree objects go first (only those the target lacks); the target
+// then plans the update, finding every blob it can on its own side (its
+// destination's files, the other directories it holds), and asks for the
+// rest, which is written straight where it belongs.
+func PushTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, target string, tree cas.Digest, remoteDir string, opts PushOptions, report func(SyncProgress)) (PushStats, PushResult, error) {
 	if report == nil {
 		report = func(SyncProgress) {}
 	}
 	if !s.HasCAS() {
-		return PushStats{}, errNoCAS(target)
+		return PushStats{}, PushResult{}, errNoCAS(target)
 	}
 	remote := s.CAS()
 	out0, in0 := s.Client().BytesOut(), s.Client().BytesIn()
+	stats := func(cs cas.Stats) PushStats {
+		return PushStats{Stats: cs, WireOut: s.Client().BytesOut() - out0, WireIn: s.Client().BytesIn() - in0}
+	}
 	report(SyncProgress{Phase: SyncAsking, Progress: cas.Progress{Walking: true}})
 	var last cas.Progress
-	stats, err := cas.PushWith(ctx, st, remote, tree, cas.SyncOptions{Progress: func(p cas.Progress) {
+	total, err := cas.PushTrees(ctx, st, remote, tree, cas.SyncOptions{Progress: func(p cas.Progress) {
 		last = p
-		phase := SyncMoving
-		if p.Walking {
-			phase = SyncAsking
-		}
-		report(SyncProgress{Phase: phase, Progress: p})
+		report(SyncProgress{Phase: SyncAsking, Progress: p})
 	}})
 	if err != nil {
-		return PushStats{}, fmt.Errorf("send: %w", err)
+		return stats(total), PushResult{}, fmt.Errorf("send: %w", err)
+	}
+	res, err := remote.Materialize(ctx, tree, remoteDir, protocol.CASMaterializeParams{
+		Atomic: opts.Atomic, Delete: opts.Delete, DryRun: opts.DryRun, Owner: opts.Chown, MaxBytes: opts.MaxBytes, List: opts.List || opts.DryRun,
+	})
+	if err != nil {
+		return stats(total), res, fmt.Errorf("write %s: %w", remoteDir, err)
+	}
+	if res.Txn == "" {
+		report(SyncProgress{Phase: SyncWriting, Progress: last})
+		return stats(total), res, nil
+	}
+	// The target needs blobs: send them, then commit.
+	sent, err := sendNeeded(ctx, st, remote, res, last, report)
+	total.Batches += sent.Batches
+	total.Streams += sent.Streams
+	total.Blobs += sent.Blobs
+	total.Bytes += sent.Bytes
+	if err != nil {
+		abortCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		remote.Abort(abortCtx, res.Txn)
+		cancel()
+		return stats(total), PushResult{Path: res.Path}, fmt.Errorf("send: %w", err)
 	}
 	report(SyncProgress{Phase: SyncWriting, Progress: last})
-	path, err := remote.Materialize(ctx, tree, remoteDir)
+	done, err := remote.Commit(ctx, res.Txn)
 	if err != nil {
-		return PushStats{}, fmt.Errorf("write %s: %w", remoteDir, err)
+		return stats(total), PushResult{Path: res.Path}, fmt.Errorf("write %s: %w", res.Path, err)
 	}
-	if err := recordSnapshot(ctx, st, refKey(target, path), tree, "push"); err != nil {
-		return PushStats{}, err
-	}
-	return PushStats{Stats: stats, Path: path, WireOut: s.Client().BytesOut() - out0, WireIn: s.Client().BytesIn() - in0}, nil
+	return stats(total), done, nil
 }
 
-func describeStats(s cas.Stats) string {
-	if s.Blobs == 0 && s.Trees == 0 {
-		return "up to date"
+// sendNeeded sends the blobs an update asked for, page after page.
+func sendNeeded(ctx context.Context, st *cas.Store, remote *rexclient.CASRemote, res PushResult, last cas.Progress, report func(SyncProgress)) (cas.Stats, error) {
+	var sent cas.Stats
+	need, err := rexclient.ParseDigests(res.Needed)
+	if err != nil {
+		return sent, err
 	}
-	return fmt.Sprintf("sent %d file(s), %d dir(s), %s", s.Blobs, s.Trees, HumanBytes(s.Bytes))
+	base := last
+	base.TotalObjects = last.Trees + res.NeededTotal
+	base.TotalBytes = last.Bytes
+	for _, d := range need {
+		base.TotalBytes += d.Size
+	}
+	sink := remote.ForTxn(res.Txn)
+	for len(need) > 0 {
+		done := sent
+		s, err := cas.SendBlobs(ctx, st, sink, need, cas.SyncOptions{Progress: func(p cas.Progress) {
+			q := base
+			q.Walking = false
+			q.Blobs = done.Blobs + p.Blobs
+			q.Bytes = base.Bytes + done.Bytes + p.Bytes
+			report(SyncProgress{Phase: SyncMoving, Progress: q})
+		}})
+		sent.Batches += s.Batches
+		sent.Streams += s.Streams
+		sent.Blobs += s.Blobs
+		sent.Bytes += s.Bytes
+		if err != nil {
+			return sent, err
+		}
+		if res.NeededTotal <= cas.MaxHasDigests {
+			break
+		}
+		if need, _, err = remote.Needed(ctx, res.Txn); err != nil {
+			return sent, err
+		}
+		for _, d := range need {
+			base.TotalBytes += d.Size
+		}
+	}
+	return sent, nil
 }
 
 // HumanBytes writes a byte count the way rex reports sizes.
@@ -375,13 +911,19 @@ func HumanBytes(n int64) string {
 // reportEach prints failures and maps results to the exit status: 255 when
 // a target was unreachable, 1 when one failed.
 func reportEach(o IO, results []fanout.EachResult) error {
+	for _, r := range results {
+		if r.Err != nil {
+			fmt.Fprintf(o.Err, "%s! %v\n", r.Target, r.Err)
+		}
+	}
+	return eachStatus(results)
+}
+
+func eachStatus(results []fanout.EachResult) error {
 	code := 0
 	for _, r := range results {
-		if r.Err == nil {
-			continue
-		}
-		fmt.Fprintf(o.Err, "%s! %v\n", r.Target, r.Err)
 		switch {
+		case r.Err == nil:
 		case r.Unreachable:
 			code = 255
 		case code == 0:
@@ -394,58 +936,236 @@ func reportEach(o IO, results []fanout.EachResult) error {
 	return nil
 }
 
-// Pull is `rex pull`: a directory on one target back into a local one,
-// three-way merged with local changes against what was last synced.
+// Conflicts a pull leaves are remembered per local directory until they
+// are resolved: a push from that directory refuses to send conflict
+// markers or the .theirs copies (see checkConflicts).
+
+type conflictRecord struct {
+	Dir     string   `json:"dir"`
+	Markers []string `json:"markers"` // files that held conflict markers
+	Theirs  []string `json:"theirs"`  // the .theirs copies written
+}
+
+func conflictFile(st *cas.Store, dir string) string {
+	sum := sha256.Sum256([]byte(dir))
+	return filepath.Join(st.Root(), "conflicts", hex.EncodeToString(sum[:12])+".json")
+}
+
+func saveConflicts(st *cas.Store, rec conflictRecord) error {
+	p := conflictFile(st, rec.Dir)
+	if len(rec.Markers) == 0 && len(rec.Theirs) == 0 {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	tmp := p + ".tmp-" + strconv.Itoa(os.Getpid())
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
+}
+
+// hasMarkers reports whether a file still holds a conflict: a line that
+// starts "<<<<<<< " and one that starts ">>>>>>> ".
+func hasMarkers(p string) bool {
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	open := false
+	for sc.Scan() {
+		l := sc.Bytes()
+		if bytes.HasPrefix(l, []byte("<<<<<<< ")) || bytes.Equal(l, []byte("<<<<<<<")) {
+			open = true
+		} else if open && (bytes.HasPrefix(l, []byte(">>>>>>> ")) || bytes.Equal(l, []byte(">>>>>>>"))) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkConflicts refuses a push from dir while a pull's conflicts there are
+// unresolved: files with markers, .theirs copies still present. Once all
+// are resolved the record goes.
+func checkConflicts(st *cas.Store, dir string) error {
+	b, err := os.ReadFile(conflictFile(st, dir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	var rec conflictRecord
+	if err != nil || json.Unmarshal(b, &rec) != nil || rec.Dir != dir {
+		return nil // a damaged record protects nothing; the files are checked by the merge
+	}
+	var open []string
+	var left conflictRecord
+	left.Dir = dir
+	for _, p := range rec.Markers {
+		if hasMarkers(filepath.Join(dir, filepath.FromSlash(p))) {
+			open = append(open, p+" (conflict markers)")
+			left.Markers = append(left.Markers, p)
+		}
+	}
+	for _, p := range rec.Theirs {
+		if _, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(p))); err == nil {
+			open = append(open, p+" (the remote side, kept by a pull)")
+			left.Theirs = append(left.Theirs, p)
+		}
+	}
+	if len(open) == 0 {
+		saveConflicts(st, left)
+		return nil
+	}
+	return fmt.Errorf("refusing to push %s: a pull left %d unresolved %s: %s; resolve them (edit out the markers, remove the .theirs files) or pass --force",
+		dir, len(open), plural(len(open), "conflict", "conflicts"), strings.Join(open, ", "))
+}
+
+// Pull is `rex pull`: a directory on one or more targets back into a
+// local one, three-way merged with local changes against what was last
+// synced; with several targets, each into LOCAL/<target>.
 func Pull(ctx context.Context, app *App, o IO, spec PullSpec) error {
 	if spec.ConnectTimeout > 0 {
 		app.ConnectTimeout = spec.ConnectTimeout
 	}
-	targets, err := app.Resolve(spec.Target)
+	targets, err := app.Resolve(spec.Targets)
 	if err != nil {
 		return err
 	}
-	if len(targets) != 1 {
-		return Usagef("pull takes one target; %q names %d", spec.Target, len(targets))
+	if len(targets) == 0 {
+		return Usagef("pull: %s names no targets", spec.Targets)
 	}
-	res, r := PullFrom(ctx, app, targets[0], spec.RemoteDir, spec.LocalDir, SyncOptions{})
-	if err := reportEach(o, []fanout.EachResult{r}); err != nil {
+	if spec.Sudo {
+		targets = WithSudo(targets)
+	}
+	var mu sync.Mutex
+	var enc *json.Encoder
+	if spec.JSON {
+		enc = json.NewEncoder(o.Out)
+	}
+	results := PullFrom(ctx, app, targets, PullRequest{Remote: spec.RemoteDir, Local: spec.LocalDir, Options: spec.PullOptions}, SyncOptions{
+		Pulled: func(res PullResult, r fanout.EachResult) {
+			mu.Lock()
+			defer mu.Unlock()
+			if enc != nil {
+				enc.Encode(res.JSON(r))
+				return
+			}
+			if r.Err != nil {
+				return
+			}
+			for _, l := range res.Lines() {
+				fmt.Fprintln(o.Out, l)
+			}
+		},
+	})
+	each := make([]fanout.EachResult, len(results))
+	conflicts := 0
+	for i, r := range results {
+		each[i] = r.Each
+		conflicts += len(r.Result.Conflicts)
+	}
+	if enc != nil {
+		if err := eachStatus(each); err != nil {
+			return err
+		}
+	} else if err := reportEach(o, each); err != nil {
 		return err
 	}
-	fmt.Fprintln(o.Out, res.Line())
-	for _, l := range res.ConflictLines() {
-		fmt.Fprintln(o.Out, l)
+	if conflicts > 0 {
+		return &ExitError{Code: 1, Err: fmt.Errorf("%d %s: resolve them (markers or .theirs files), then push again", conflicts, plural(conflicts, "conflict", "conflicts"))}
 	}
-	return res.ConflictError()
+	return nil
 }
 
-// PullFrom is `rex pull` after its arguments: remoteDir on t merged into
-// localDir, through app's pool. The result says what the pull did; the
-// EachResult how reaching the target went (Err set when the pull failed).
-func PullFrom(ctx context.Context, app *App, t fanout.Target, remoteDir, localDir string, opts SyncOptions) (PullResult, fanout.EachResult) {
-	var res PullResult
+// PullRequest is what to pull where: REMOTE on each target into LOCAL
+// (LOCAL/<target> when there are several targets).
+type PullRequest struct {
+	Remote, Local string
+	Options       PullOptions
+}
+
+// PullOutcome is one target's pull: what it did, and how reaching the
+// target went (Each.Err set when the pull failed).
+type PullOutcome struct {
+	Result PullResult
+	Each   fanout.EachResult
+}
+
+// LocalFor is where a pull from target writes: local itself for one
+// target, local/<target> for several.
+func LocalFor(local, target string, many bool) string {
+	if !many {
+		return local
+	}
+	name := strings.Map(func(r rune) rune {
+		if r == '/' || r == 0 {
+			return '_'
+		}
+		return r
+	}, target)
+	return filepath.Join(local, name)
+}
+
+// PullFrom is `rex pull` after its arguments: req.Remote on every target
+// merged into the local directory, through app's pool, several targets at
+// once. Outcomes come in the order of targets.
+func PullFrom(ctx context.Context, app *App, targets []fanout.Target, req PullRequest, opts SyncOptions) []PullOutcome {
+	out := make([]PullOutcome, len(targets))
 	st, err := app.openStore()
 	if err != nil {
-		return res, fanout.EachResult{Target: t.Name, Err: err}
+		for i, t := range targets {
+			out[i] = PullOutcome{Each: fanout.EachResult{Target: t.Name, Err: err}}
+		}
+		return out
 	}
-	if opts.Progress != nil {
-		opts.Progress(t.Name, SyncProgress{Phase: SyncConnecting})
+	index := map[string]int{}
+	for i, t := range targets {
+		index[t.Name] = i
+		if opts.Progress != nil {
+			opts.Progress(t.Name, SyncProgress{Phase: SyncConnecting})
+		}
 	}
-	results := fanout.Each(ctx, app.Pool, []fanout.Target{t}, fanout.Options{ConnectTimeout: app.ConnectTimeout},
+	many := len(targets) > 1
+	results := fanout.Each(ctx, app.Pool, targets, fanout.Options{ConnectTimeout: app.ConnectTimeout},
 		func(ctx context.Context, t fanout.Target, s *rexclient.Session) error {
-			var err error
-			res, err = PullTreeWith(ctx, st, s, t.Name, remoteDir, localDir, opts.report(t.Name))
+			local := LocalFor(req.Local, t.Name, many)
+			res, err := PullTreeWith(ctx, st, s, t.Name, req.Remote, local, req.Options, opts.report(t.Name))
+			out[index[t.Name]].Result = res
 			return err
 		})
-	return res, results[0]
+	for i, r := range results {
+		out[i].Each = r
+		if out[i].Result.Target == "" {
+			out[i].Result.Target = r.Target
+		}
+		if opts.Pulled != nil {
+			opts.Pulled(out[i].Result, r)
+		}
+	}
+	return out
 }
 
-// PullResult says what a pull did.
+// PullResult says what a pull did on one target.
 type PullResult struct {
 	Target     string
 	RemotePath string
 	LocalDir   string
-	Outcome    string
-	Conflicts  []PullConflict
+	DryRun     bool
+	// The local paths written, relative to LocalDir: Created and Updated
+	// took the remote's version, Merged combined both sides, Deleted
+	// followed a remote deletion.
+	Created, Updated, Merged, Deleted []string
+	Conflicts                         []PullConflict
 }
 
 // PullConflict is a path the merge could not settle; Note says where its
@@ -455,16 +1175,56 @@ type PullConflict struct {
 	Note string
 }
 
-// Line is what `rex pull` prints first: "h1:/srv/site → ./site: merged cleanly".
+// What says what a pull did in a few words.
+func (r PullResult) What() string {
+	var parts []string
+	for _, p := range []struct {
+		list []string
+		word string
+	}{{r.Created, "created"}, {r.Updated, "updated"}, {r.Merged, "merged"}, {r.Deleted, "deleted"}} {
+		if len(p.list) > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", p.word, len(p.list)))
+		}
+	}
+	if len(r.Conflicts) > 0 {
+		parts = append(parts, plural(len(r.Conflicts), "1 conflict", fmt.Sprintf("%d conflicts", len(r.Conflicts))))
+	}
+	s := strings.Join(parts, ", ")
+	if s == "" {
+		s = "up to date"
+	}
+	if r.DryRun && s != "up to date" {
+		s = "would have " + s + " (dry run: nothing changed)"
+	}
+	return s
+}
+
+// Line is what `rex pull` prints first for a target:
+// "h1:/srv/site → ./site: created 2, merged 1, 1 conflict".
 func (r PullResult) Line() string {
-	return fmt.Sprintf("%s:%s → %s: %s", r.Target, r.RemotePath, r.LocalDir, r.Outcome)
+	return fmt.Sprintf("%s:%s → %s: %s", r.Target, r.RemotePath, r.LocalDir, r.What())
+}
+
+// Lines are Line, then one line per path the pull wrote ("+" created,
+// "~" updated, "M" merged, "-" deleted), then the conflicts.
+func (r PullResult) Lines() []string {
+	lines := []string{r.Line()}
+	for _, p := range []struct {
+		list []string
+		mark string
+	}{{r.Created, "+"}, {r.Updated, "~"}, {r.Merged, "M"}, {r.Deleted, "-"}} {
+		for _, x := range p.list {
+			lines = append(lines, fmt.Sprintf("%s: %s %s", r.Target, p.mark, x))
+		}
+	}
+	return append(lines, r.ConflictLines()...)
 }
 
 // ConflictLines are what `rex pull` prints about the conflicts, one each.
 func (r PullResult) ConflictLines() []string {
 	var out []string
 	for _, c := range r.Conflicts {
-		out = append(out, fmt.Sprintf("conflict (%s): %s%s", c.Kind, c.Path, c.Note))
+		out = append(out, fmt.Sprintf("%s: conflict (%s): %s%s", r.Target, c.Kind, c.Path, c.Note))
 	}
 	return out
 }
@@ -475,34 +1235,81 @@ func (r PullResult) ConflictError() error {
 	if len(r.Conflicts) == 0 {
 		return nil
 	}
-	return &ExitError{Code: 1, Err: fmt.Errorf("%d conflict(s) in %s: resolve them (markers or .theirs files), then push again", len(r.Conflicts), r.LocalDir)}
+	return &ExitError{Code: 1, Err: fmt.Errorf("%d %s in %s: resolve them (markers or .theirs files), then push again",
+		len(r.Conflicts), plural(len(r.Conflicts), "conflict", "conflicts"), r.LocalDir)}
+}
+
+// PullJSON is the shape of a `rex pull --json` line, one per target.
+type PullJSON struct {
+	Target      string         `json:"target"`
+	Remote      string         `json:"remote,omitempty"`
+	Local       string         `json:"local"`
+	DryRun      bool           `json:"dry_run,omitempty"`
+	Created     []string       `json:"created"`
+	Updated     []string       `json:"updated"`
+	Merged      []string       `json:"merged"`
+	Deleted     []string       `json:"deleted"`
+	Conflicts   []ConflictJSON `json:"conflicts"`
+	Error       string         `json:"error,omitempty"`
+	Unreachable bool           `json:"unreachable,omitempty"`
+}
+
+// ConflictJSON is one conflict in PullJSON.
+type ConflictJSON struct {
+	Path    string `json:"path"`
+	Kind    string `json:"kind"`
+	Markers bool   `json:"markers,omitempty"`
+	Theirs  string `json:"theirs,omitempty"`
+}
+
+// JSON is the result as `rex pull --json` prints it.
+func (r PullResult) JSON(e fanout.EachResult) PullJSON {
+	j := PullJSON{Target: r.Target, Remote: r.RemotePath, Local: r.LocalDir, DryRun: r.DryRun,
+		Created: nonNil(r.Created), Updated: nonNil(r.Updated), Merged: nonNil(r.Merged), Deleted: nonNil(r.Deleted),
+		Conflicts: []ConflictJSON{}, Unreachable: e.Unreachable}
+	for _, c := range r.Conflicts {
+		cj := ConflictJSON{Path: c.Path, Kind: string(c.Kind), Markers: c.Markers}
+		if !c.Markers && c.Theirs != nil {
+			cj.Theirs = c.Path + ".theirs"
+		}
+		j.Conflicts = append(j.Conflicts, cj)
+	}
+	if e.Err != nil {
+		j.Error = e.Err.Error()
+	}
+	return j
 }
 
 // PullTree fetches remoteDir from the target behind s and merges it into
 // localDir.
 func PullTree(ctx context.Context, st *cas.Store, s *rexclient.Session, target, remoteDir, localDir string) (PullResult, error) {
-	return PullTreeWith(ctx, st, s, target, remoteDir, localDir, nil)
+	return PullTreeWith(ctx, st, s, target, remoteDir, localDir, PullOptions{}, nil)
 }
 
-// PullTreeWith is PullTree reporting its progress to report (nil: none).
-func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, target, remoteDir, localDir string, report func(SyncProgress)) (PullResult, error) {
+// PullTreeWith is PullTree with options, reporting its progress to report
+// (nil: none).
+func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, target, remoteDir, localDir string, opts PullOptions, report func(SyncProgress)) (PullResult, error) {
 	if report == nil {
 		report = func(SyncProgress) {}
 	}
-	res := PullResult{Target: target, LocalDir: localDir}
+	res := PullResult{Target: target, LocalDir: localDir, DryRun: opts.DryRun}
 	if !s.HasCAS() {
 		return res, errNoCAS(target)
 	}
+	abs, err := filepath.Abs(localDir)
+	if err != nil {
+		return res, err
+	}
 	remote := s.CAS()
 	report(SyncProgress{Phase: SyncReading})
-	theirs, path, problems, err := remote.Ingest(ctx, remoteDir)
+	theirs, rpath, problems, err := remote.Ingest(ctx, remoteDir)
 	if err != nil {
 		return res, fmt.Errorf("read %s: %w", remoteDir, err)
 	}
-	res.RemotePath = path
+	res.RemotePath = rpath
 	if len(problems) > 0 {
 		return res, fmt.Errorf("%d file(s) in %s cannot be synced (first: %s: %s); nothing was changed here",
-			len(problems), path, problems[0].Path, problems[0].Error)
+			len(problems), rpath, problems[0].Path, problems[0].Error)
 	}
 	report(SyncProgress{Phase: SyncAsking, Progress: cas.Progress{Walking: true}})
 	var last cas.Progress
@@ -515,74 +1322,81 @@ func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 		report(SyncProgress{Phase: phase, Progress: p})
 	}})
 	if err != nil {
-		return res, fmt.Errorf("fetch %s: %w", path, err)
+		return res, fmt.Errorf("fetch %s: %w", rpath, err)
 	}
 	report(SyncProgress{Phase: SyncMerging, Progress: last})
-	key := refKey(target, path)
+	key := refKey(target, rpath, abs)
 	base := cas.EmptyTree()
 	ref, err := st.ReadRef(key)
 	if err != nil {
-		return res, fmt.Errorf("read the last sync of %s:%s: %w", target, path, err)
+		return res, fmt.Errorf("read the last sync of %s:%s: %w", target, rpath, err)
 	}
 	if !ref.Snapshot.IsZero() {
 		snap, err := st.ReadSnapshot(ref.Snapshot)
 		if err != nil {
-			return res, fmt.Errorf("read the last sync of %s:%s: %w", target, path, err)
+			return res, fmt.Errorf("read the last sync of %s:%s: %w", target, rpath, err)
 		}
 		base = snap.Root
 	}
 
 	ours := cas.EmptyTree()
-	if _, err := os.Lstat(localDir); err == nil {
-		if ours, err = ingestLocal(ctx, st, localDir); err != nil {
+	switch fi, err := os.Lstat(abs); {
+	case err == nil && fi.IsDir():
+		if ours, err = ingestLocal(ctx, st, abs); err != nil {
 			return res, err
 		}
-	} else if !os.IsNotExist(err) {
+	case err == nil:
+		return res, fmt.Errorf("%s exists and is not a directory; pull into a directory", localDir)
+	case !errors.Is(err, fs.ErrNotExist):
 		return res, err
 	}
 
-	var result cas.Digest
+	result := theirs
 	var merge cas.MergeResult
 	switch {
-	case theirs == ours:
-		res.Outcome = "already the same"
-	case theirs == base:
-		res.Outcome = "no remote changes since the last sync; local changes kept"
+	case theirs == ours, theirs == base:
+		result = ours
 	case ours == base:
-		result, res.Outcome = theirs, "updated (no local changes)"
 	default:
 		merge, err = st.MergeTrees(ctx, base, ours, theirs, cas.MergeOptions{OursLabel: "local", TheirsLabel: target})
 		if err != nil {
 			return res, fmt.Errorf("merge: %w", err)
 		}
 		result = merge.Tree
-		res.Outcome = "merged cleanly"
-		if !merge.Clean() {
-			res.Outcome = fmt.Sprintf("merged with %d conflict(s)", len(merge.Conflicts))
-		}
 	}
-	if !result.IsZero() {
+	if err := res.describe(ctx, st, base, ours, result, merge); err != nil {
+		return res, err
+	}
+	if result != ours || !dirExists(abs) {
 		report(SyncProgress{Phase: SyncWriting, Progress: last})
-		abs, err := filepath.Abs(localDir)
-		if err != nil {
-			return res, err
-		}
-		if err := st.Materialize(ctx, result, abs); err != nil {
+		if err := applyLocal(ctx, st, abs, ours, result, opts); err != nil {
 			return res, fmt.Errorf("write %s: %w", localDir, err)
 		}
+	}
+	if opts.DryRun {
 		for _, c := range merge.Conflicts {
-			pc := PullConflict{Conflict: c}
-			if !c.Markers && c.Theirs != nil {
-				side, err := writeTheirs(ctx, st, abs, c)
-				if err != nil {
-					return res, err
-				}
-				pc.Note = " (theirs saved as " + side + ")"
-			} else if c.Markers {
-				pc.Note = " (conflict markers in the file)"
-			}
-			res.Conflicts = append(res.Conflicts, pc)
+			res.Conflicts = append(res.Conflicts, PullConflict{Conflict: c})
 		}
+		return res, nil
+	}
+	rec := conflictRecord{Dir: abs}
+	for _, c := range merge.Conflicts {
+		pc := PullConflict{Conflict: c}
+		if !c.Markers && c.Theirs != nil {
+			side, err := writeTheirs(ctx, st, abs, c)
+			if err != nil {
+				return res, err
+			}
+			pc.Note = " (theirs saved as " + side + ")"
+			rec.Theirs = append(rec.Theirs, side)
+		} else if c.Markers {
+			pc.Note = " (conflict markers in the file)"
+			rec.Markers = append(rec.Markers, c.Path)
+		}
+		res.Conflicts = append(res.Conflicts, pc)
+	}
+	if err := saveConflicts(st, rec); err != nil {
+		return res, fmt.Errorf("remember the conflicts of %s: %w", localDir, err)
 	}
 	if err := recordSnapshot(ctx, st, key, theirs, "pull"); err != nil {
 		return res, err
@@ -590,8 +1404,105 @@ func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 	return res, nil
 }
 
+func dirExists(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
+
+// describe fills the lists of what the pull writes locally: each path that
+// differs between ours and the result, by what happened to it.
+func (r *PullResult) describe(ctx context.Context, st *cas.Store, base, ours, result cas.Digest, merge cas.MergeResult) error {
+	if ours == result {
+		return nil
+	}
+	flat := func(d cas.Digest) (map[string]cas.Entry, error) { return st.Flatten(ctx, d) }
+	b, err := flat(base)
+	if err != nil {
+		return err
+	}
+	o, err := flat(ours)
+	if err != nil {
+		return err
+	}
+	n, err := flat(result)
+	if err != nil {
+		return err
+	}
+	conflicted := map[string]bool{}
+	for _, c := range merge.Conflicts {
+		conflicted[c.Path] = true
+	}
+	for p, e := range n {
+		old, had := o[p]
+		switch {
+		case conflicted[p]:
+		case !had:
+			if e.Type != cas.EntryDir {
+				r.Created = append(r.Created, p)
+			}
+		case old.Same(e) || e.Type == cas.EntryDir && old.Type == cas.EntryDir:
+		case !sameEntry(b, o, p):
+			r.Merged = append(r.Merged, p) // changed here too: both sides are in it
+		default:
+			r.Updated = append(r.Updated, p)
+		}
+	}
+	for p, e := range o {
+		if _, ok := n[p]; !ok && e.Type != cas.EntryDir {
+			r.Deleted = append(r.Deleted, p)
+		}
+	}
+	for _, l := range [][]string{r.Created, r.Updated, r.Merged, r.Deleted} {
+		slices.Sort(l)
+	}
+	return nil
+}
+
+func sameEntry(a, b map[string]cas.Entry, p string) bool {
+	x, okx := a[p]
+	y, oky := b[p]
+	return okx == oky && (!okx || x.Same(y))
+}
+
+// applyLocal writes the result of a pull into dir in place: every file of
+// the result is added or replaced (each atomically), and what the merge
+// deleted goes, each only while it is still what was read.
+func applyLocal(ctx context.Context, st *cas.Store, dir string, ours, result cas.Digest, opts PullOptions) error {
+	o, err := st.Flatten(ctx, ours)
+	if err != nil {
+		return err
+	}
+	n, err := st.Flatten(ctx, result)
+	if err != nil {
+		return err
+	}
+	prune := map[string]cas.Entry{}
+	for p, e := range o {
+		if _, ok := n[p]; !ok {
+			prune[p] = e
+		}
+	}
+	parent, name := filepath.Dir(dir), filepath.Base(dir)
+	if !opts.DryRun {
+		if err := os.MkdirAll(parent, 0o755); err != nil {
+			return err
+		}
+	} else if !dirExists(parent) {
+		return nil // nothing there yet: everything would be created
+	}
+	root, err := os.OpenRoot(parent)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	_, err = st.Update(ctx, root, name, result, cas.UpdateOptions{Prune: prune, DryRun: opts.DryRun, MaxBytes: opts.MaxBytes})
+	return err
+}
+
 // writeTheirs saves the remote side of a conflict the merged tree could not
-// hold next to it as PATH.theirs, inside the local directory only.
+// hold next to it as PATH.theirs, inside the local directory only. A
+// symlink is checked as a tree's would be: it may not lead out of the
+// directory.
 func writeTheirs(ctx context.Context, st *cas.Store, dir string, c cas.Conflict) (string, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
@@ -600,19 +1511,20 @@ func writeTheirs(ctx context.Context, st *cas.Store, dir string, c cas.Conflict)
 	defer root.Close()
 	side := c.Path + ".theirs"
 	rel := filepath.FromSlash(side)
+	if _, err := root.Lstat(rel); err == nil {
+		return "", fmt.Errorf("save the remote side of %s: %s exists already; move it away and pull again", c.Path, side)
+	}
 	switch c.Theirs.Type {
 	case cas.EntryDir:
 		err = st.MaterializeIn(ctx, root, rel, c.Theirs.Digest)
 	case cas.EntrySymlink:
-		err = root.Symlink(c.Theirs.Target, rel)
+		if err = cas.ValidateSymlinkAt(c.Theirs.Target, strings.Count(side, "/")); err == nil {
+			err = root.Symlink(c.Theirs.Target, rel)
+		}
 	default:
 		var data []byte
 		if data, err = st.Read(c.Theirs.Digest); err == nil {
-			mode := os.FileMode(0o644)
-			if c.Theirs.Executable {
-				mode = 0o755
-			}
-			err = writeRootFile(root, rel, data, mode)
+			err = writeRootFile(root, rel, data, goMode(c.Theirs.Perm()))
 		}
 	}
 	if err != nil {
@@ -621,12 +1533,31 @@ func writeTheirs(ctx context.Context, st *cas.Store, dir string, c cas.Conflict)
 	return side, nil
 }
 
+// goMode is the inverse of unixPerm.
+func goMode(p fs.FileMode) fs.FileMode {
+	m := p.Perm()
+	if p&0o4000 != 0 {
+		m |= fs.ModeSetuid
+	}
+	if p&0o2000 != 0 {
+		m |= fs.ModeSetgid
+	}
+	if p&0o1000 != 0 {
+		m |= fs.ModeSticky
+	}
+	return m
+}
+
 func writeRootFile(root *os.Root, name string, data []byte, mode os.FileMode) error {
-	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
 		return err
 	}
 	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(mode); err != nil {
 		f.Close()
 		return err
 	}

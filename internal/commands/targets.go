@@ -21,6 +21,40 @@ func LocalTarget() fanout.Target {
 	return fanout.Target{Name: LocalName, Key: LocalName, Spec: LocalSpec{}}
 }
 
+// SudoSpec is the Spec of a target whose rexd runs through sudo as User:
+// the target Spec wraps (a LocalSpec or a devices.Target). Its connection
+// is pooled apart from the plain one.
+type SudoSpec struct {
+	Target any
+	User   string
+}
+
+// WithSudo returns the targets with their rexd started through sudo: as
+// the device's become_user, else root. Targets that already are stay.
+func WithSudo(ts []fanout.Target) []fanout.Target {
+	out := make([]fanout.Target, len(ts))
+	for i, t := range ts {
+		out[i] = t
+		if _, ok := t.Spec.(SudoSpec); ok {
+			continue
+		}
+		user := "root"
+		if dt, ok := t.Spec.(devices.Target); ok && dt.Device != nil {
+			user = dt.Device.SudoUser()
+		}
+		out[i] = sudoTarget(t, user)
+	}
+	return out
+}
+
+func sudoTarget(t fanout.Target, user string) fanout.Target {
+	key := t.Key
+	if key == "" {
+		key = t.Name
+	}
+	return fanout.Target{Name: t.Name, Key: key + "#sudo:" + user, Group: t.Group, Spec: SudoSpec{Target: t.Spec, User: user}}
+}
+
 // Connectors routes a target to the connector for its kind.
 type Connectors struct {
 	Local fanout.Connector
@@ -29,7 +63,11 @@ type Connectors struct {
 
 // Connect implements fanout.Connector.
 func (c Connectors) Connect(ctx context.Context, t fanout.Target) (*fanout.Conn, error) {
-	switch t.Spec.(type) {
+	spec := t.Spec
+	if s, ok := spec.(SudoSpec); ok {
+		spec = s.Target
+	}
+	switch spec.(type) {
 	case LocalSpec:
 		return c.Local.Connect(ctx, t)
 	default:
@@ -43,7 +81,7 @@ func (c Connectors) Connect(ctx context.Context, t fanout.Target) (*fanout.Conn,
 // Resolver resolves TARGETS through the device registry and the explicit
 // Host aliases of ~/.ssh/config: `local` becomes the local target,
 // devices, aliases and ad-hoc hosts become SSH targets whose Spec is their
-// devices.Target.
+// devices.Target (in a SudoSpec for a device with "become").
 func Resolver(store *devices.Store) func(spec string) ([]fanout.Target, error) {
 	return func(spec string) ([]fanout.Target, error) {
 		reg, err := store.Load()
@@ -62,7 +100,11 @@ func Resolver(store *devices.Store) func(spec string) ([]fanout.Target, error) {
 				out = append(out, lt)
 				continue
 			}
-			out = append(out, fanout.Target{Name: t.Name, Key: string(t.Kind) + ":" + t.Name, Group: t.Group, Spec: t})
+			ft := fanout.Target{Name: t.Name, Key: string(t.Kind) + ":" + t.Name, Group: t.Group, Spec: t}
+			if t.Device != nil && t.Device.Become {
+				ft = sudoTarget(ft, t.Device.SudoUser())
+			}
+			out = append(out, ft)
 		}
 		return out, nil
 	}
@@ -98,4 +140,17 @@ func SSHAliases() []string {
 		return nil
 	}
 	return cfg.Aliases()
+}
+
+// RootArgs are the rexd arguments for a device's roots: --root for each,
+// or --root / without any (what the login user can reach, as with ssh).
+func RootArgs(roots []string) []string {
+	if len(roots) == 0 {
+		return []string{"--root", "/"}
+	}
+	var args []string
+	for _, r := range roots {
+		args = append(args, "--root", r)
+	}
+	return args
 }

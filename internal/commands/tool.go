@@ -700,8 +700,10 @@ func (w *eventWriter) Write(p []byte) (int, error) {
 // toolRoot is where a tool's files live on a remote target: one directory
 // per tool id under the target user's cache.
 func toolRoot(s *rexclient.Session, id string) string {
+	// A session starts in the home directory when its roots hold it (a
+	// root of "/" included), else in its first root.
 	home := s.Info.Cwd
-	if len(s.Info.WorkspaceRoots) > 0 {
+	if home == "" && len(s.Info.WorkspaceRoots) > 0 {
 		home = s.Info.WorkspaceRoots[0]
 	}
 	sum := sha256.Sum256([]byte(id))
@@ -724,7 +726,8 @@ func shipPlan(ctx context.Context, st *cas.Store, s *rexclient.Session, target s
 	if err != nil {
 		return err
 	}
-	if _, err := PushTree(ctx, st, s, target, tree, root); err != nil {
+	// The tool's directory holds exactly its files: replaced whole.
+	if _, _, err := PushTree(ctx, st, s, target, tree, root, PushOptions{Atomic: true}); err != nil {
 		return fmt.Errorf("ship the tool's files: %w", err)
 	}
 	return nil

@@ -16,6 +16,9 @@ const (
 	MethodCASPutChunk    = "cas.put_chunk"
 	MethodCASGetChunk    = "cas.get_chunk"
 	MethodCASMaterialize = "cas.materialize"
+	MethodCASNeeded      = "cas.needed"
+	MethodCASCommit      = "cas.commit"
+	MethodCASAbort       = "cas.abort"
 	MethodCASIngest      = "cas.ingest"
 )
 
@@ -36,9 +39,12 @@ type CASObject struct {
 	Data   string `json:"data"`
 }
 
-// CASPutParams are the params of cas.put: all are stored or none.
+// CASPutParams are the params of cas.put: all are stored or none. With
+// Txn, the objects are blobs an update needs (see CASMaterializeResult),
+// written straight into its destination rather than into the store.
 type CASPutParams struct {
 	SessionID string      `json:"session_id"`
+	Txn       string      `json:"txn,omitempty"`
 	Objects   []CASObject `json:"objects"`
 }
 
@@ -57,6 +63,7 @@ type CASGetResult struct {
 // 0; final commits it once its whole content matches the digest.
 type CASPutChunkParams struct {
 	SessionID string `json:"session_id"`
+	Txn       string `json:"txn,omitempty"` // as in CASPutParams
 	Digest    string `json:"digest"`
 	Offset    int64  `json:"offset"`
 	Data      string `json:"data"`
@@ -83,23 +90,67 @@ type CASGetChunkResult struct {
 	EOF  bool   `json:"eof"`
 }
 
-// CASMaterializeParams write a tree to a directory inside the allowed
-// roots, replacing what was there.
+// CASMaterializeParams write a tree into a directory inside the allowed
+// roots. By default files are added and replaced (each atomically) and
+// nothing else is removed; Delete also removes what the tree lacks; Atomic
+// builds the tree beside the directory and swaps it in whole. The store
+// must hold the tree objects; blobs are found on the target where they can
+// be and asked for otherwise.
 type CASMaterializeParams struct {
 	SessionID string `json:"session_id"`
 	Tree      string `json:"tree"`
 	Path      string `json:"path"`
+	Atomic    bool   `json:"atomic,omitempty"`
+	Delete    bool   `json:"delete,omitempty"`
+	DryRun    bool   `json:"dry_run,omitempty"`
+	// Owner ("user", "user:group" or ":group") is given to what is
+	// written.
+	Owner string `json:"owner,omitempty"`
+	// MaxBytes bounds the bytes written; 0: the free space less 5%.
+	MaxBytes int64 `json:"max_bytes,omitempty"`
+	// List asks for the added and updated paths (deleted ones are always
+	// listed).
+	List bool `json:"list,omitempty"`
 }
 
-// CASMaterializeResult is the result of cas.materialize. Unchanged says
-// the directory already held the tree and was not rewritten.
+// CASMaterializeResult is the result of cas.materialize and cas.commit.
+// When Txn is set the update waits for blobs: send the Needed ones (the
+// first of NeededTotal; cas.needed lists what is still missing) with
+// cas.put or cas.put_chunk and that txn, then cas.commit. The counts are
+// then what the update will do; a dry run's are what it would do.
 type CASMaterializeResult struct {
-	Path      string `json:"path"`
-	Unchanged bool   `json:"unchanged,omitempty"`
+	Path         string   `json:"path"`
+	Txn          string   `json:"txn,omitempty"`
+	Needed       []string `json:"needed,omitempty"`
+	NeededTotal  int      `json:"needed_total,omitempty"`
+	Created      bool     `json:"created,omitempty"`
+	Unchanged    bool     `json:"unchanged,omitempty"`
+	Added        int      `json:"added"`
+	Updated      int      `json:"updated"`
+	Deleted      int      `json:"deleted"`
+	Bytes        int64    `json:"bytes"`
+	AddedPaths   []string `json:"added_paths,omitempty"`
+	UpdatedPaths []string `json:"updated_paths,omitempty"`
+	DeletedPaths []string `json:"deleted_paths,omitempty"`
+	Warning      string   `json:"warning,omitempty"`
+}
+
+// CASTxnParams name an update waiting for blobs: the params of
+// cas.needed, cas.commit and cas.abort.
+type CASTxnParams struct {
+	SessionID string `json:"session_id"`
+	Txn       string `json:"txn"`
+}
+
+// CASNeededResult lists blobs an update still lacks (at most 8,192 of
+// Total).
+type CASNeededResult struct {
+	Needed []string `json:"needed"`
+	Total  int      `json:"total"`
 }
 
 // CASIngestParams take a directory inside the allowed roots into the
-// store.
+// store: its trees; the files stay where they are and serve cas.get.
 type CASIngestParams struct {
 	SessionID string `json:"session_id"`
 	Path      string `json:"path"`

@@ -11,8 +11,16 @@ import (
 )
 
 // CASRemote is the store of the rexd behind a session, as a cas.Remote:
-// Push and Fetch run over the cas.* methods.
-type CASRemote struct{ s *Session }
+// Push and Fetch run over the cas.* methods. ForTxn gives the cas.Sink of
+// an update waiting for blobs.
+type CASRemote struct {
+	s   *Session
+	txn string
+}
+
+// ForTxn returns a sink whose Put and PutStream feed the update txn (see
+// Materialize) rather than the store.
+func (r *CASRemote) ForTxn(txn string) *CASRemote { return &CASRemote{s: r.s, txn: txn} }
 
 // CAS returns the session's rexd store.
 func (s *Session) CAS() *CASRemote { return &CASRemote{s: s} }
@@ -56,7 +64,7 @@ func (r *CASRemote) Has(ctx context.Context, digests []cas.Digest) ([]cas.Digest
 
 // Put implements cas.Remote.
 func (r *CASRemote) Put(ctx context.Context, objects []cas.Object) error {
-	p := protocol.CASPutParams{SessionID: r.s.ID, Objects: make([]protocol.CASObject, len(objects))}
+	p := protocol.CASPutParams{SessionID: r.s.ID, Txn: r.txn, Objects: make([]protocol.CASObject, len(objects))}
 	for i, o := range objects {
 		p.Objects[i] = protocol.CASObject{Digest: o.Digest.String(), Data: cas.EncodeBase64(o.Data)}
 	}
@@ -96,7 +104,7 @@ func (r *CASRemote) PutStream(ctx context.Context, d cas.Digest, rd io.Reader) e
 		final := off+int64(n) >= d.Size || n < len(buf)
 		var res protocol.CASPutChunkResult
 		if cerr := r.s.c.Call(ctx, protocol.MethodCASPutChunk, protocol.CASPutChunkParams{
-			SessionID: r.s.ID, Digest: d.String(), Offset: off, Data: cas.EncodeBase64(buf[:n]), Final: final,
+			SessionID: r.s.ID, Txn: r.txn, Digest: d.String(), Offset: off, Data: cas.EncodeBase64(buf[:n]), Final: final,
 		}, &res); cerr != nil {
 			return cerr
 		}
@@ -137,11 +145,50 @@ func (r *CASRemote) GetStream(ctx context.Context, d cas.Digest, w io.Writer) er
 	}
 }
 
-// Materialize writes tree to path on the target (cas.materialize).
-func (r *CASRemote) Materialize(ctx context.Context, tree cas.Digest, path string) (string, error) {
+// Materialize starts writing tree into path on the target
+// (cas.materialize); p's session, tree and path are filled in. When the
+// result has a Txn, send the blobs it needs through ForTxn, then Commit.
+func (r *CASRemote) Materialize(ctx context.Context, tree cas.Digest, path string, p protocol.CASMaterializeParams) (protocol.CASMaterializeResult, error) {
+	p.SessionID, p.Tree, p.Path = r.s.ID, tree.String(), path
 	var res protocol.CASMaterializeResult
-	err := r.s.c.Call(ctx, protocol.MethodCASMaterialize, protocol.CASMaterializeParams{SessionID: r.s.ID, Tree: tree.String(), Path: path}, &res)
-	return res.Path, err
+	err := r.s.c.Call(ctx, protocol.MethodCASMaterialize, p, &res)
+	return res, err
+}
+
+// Needed lists the blobs the update txn still lacks (a page of them) and
+// how many in all.
+func (r *CASRemote) Needed(ctx context.Context, txn string) ([]cas.Digest, int, error) {
+	var res protocol.CASNeededResult
+	if err := r.s.c.Call(ctx, protocol.MethodCASNeeded, protocol.CASTxnParams{SessionID: r.s.ID, Txn: txn}, &res); err != nil {
+		return nil, 0, err
+	}
+	ds, err := ParseDigests(res.Needed)
+	return ds, res.Total, err
+}
+
+// Commit finishes the update txn.
+func (r *CASRemote) Commit(ctx context.Context, txn string) (protocol.CASMaterializeResult, error) {
+	var res protocol.CASMaterializeResult
+	err := r.s.c.Call(ctx, protocol.MethodCASCommit, protocol.CASTxnParams{SessionID: r.s.ID, Txn: txn}, &res)
+	return res, err
+}
+
+// Abort gives the update txn up; the target removes what it wrote of it.
+func (r *CASRemote) Abort(ctx context.Context, txn string) error {
+	return r.s.c.Call(ctx, protocol.MethodCASAbort, protocol.CASTxnParams{SessionID: r.s.ID, Txn: txn}, nil)
+}
+
+// ParseDigests reads digests a rexd sent.
+func ParseDigests(in []string) ([]cas.Digest, error) {
+	out := make([]cas.Digest, len(in))
+	for i, s := range in {
+		d, err := cas.ParseDigest(s)
+		if err != nil {
+			return nil, fmt.Errorf("rexd answered an invalid digest %q", s)
+		}
+		out[i] = d
+	}
+	return out, nil
 }
 
 // Ingest takes the target's directory path into its store (cas.ingest).

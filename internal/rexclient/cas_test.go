@@ -11,6 +11,7 @@ import (
 
 	"github.com/rexconsole/rex/internal/cas"
 	"github.com/rexconsole/rex/internal/protocol"
+	"github.com/rexconsole/rex/internal/rexclient"
 )
 
 func writeTree(t *testing.T, dir string, files map[string]string) {
@@ -52,10 +53,11 @@ func TestCASOverRexd(t *testing.T) {
 	if st.Blobs != 3 || st.Streams != 1 {
 		t.Errorf("first push stats %+v", st)
 	}
-	dest, err := remote.Materialize(ctx, tree, "deploy/app")
-	if err != nil {
-		t.Fatal(err)
+	res, err := remote.Materialize(ctx, tree, "deploy/app", protocol.CASMaterializeParams{})
+	if err != nil || res.Txn != "" || !res.Created {
+		t.Fatalf("materialize: %+v %v", res, err)
 	}
+	dest := res.Path
 	if dest != filepath.Join(root, "deploy/app") {
 		t.Errorf("materialized at %s", dest)
 	}
@@ -115,7 +117,81 @@ func TestCASPutRefusesTamperedObjects(t *testing.T) {
 	}
 	// Materializing outside the roots is refused.
 	tree := cas.DigestOf([]byte("x"))
-	if _, err := s.CAS().Materialize(ctx, tree, "/etc/rex-test"); protocol.ErrorCode(err) != protocol.CodeForbiddenPath {
+	if _, err := s.CAS().Materialize(ctx, tree, "/etc/rex-test", protocol.CASMaterializeParams{}); protocol.ErrorCode(err) != protocol.CodeForbiddenPath {
 		t.Errorf("materialize outside: %v", err)
+	}
+}
+
+// TestCASUpdateTxn: only the trees go to the store; the target asks for
+// the blobs it cannot find on its side, receives them straight into the
+// destination, and commits. The same tree to another directory needs no
+// blob at all.
+func TestCASUpdateTxn(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	_, s, root := local(t)
+	ctx := context.Background()
+	local, _ := cas.Open(t.TempDir())
+	src := t.TempDir()
+	big := make([]byte, 3<<20)
+	rand.Read(big)
+	writeTree(t, src, map[string]string{"a.txt": "alpha\n", "copy.txt": "alpha\n", "sub/big.bin": string(big)})
+	tree, _, err := local.Ingest(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := s.CAS()
+	st, err := cas.PushTrees(ctx, local, remote, tree, cas.SyncOptions{})
+	if err != nil || st.Blobs != 0 || st.Trees != 2 {
+		t.Fatalf("push trees: %+v %v", st, err)
+	}
+	res, err := remote.Materialize(ctx, tree, "one", protocol.CASMaterializeParams{})
+	if err != nil || res.Txn == "" || res.NeededTotal != 2 || len(res.Needed) != 2 {
+		t.Fatalf("materialize: %+v %v", res, err)
+	}
+	need, err := rexclient.ParseDigests(res.Needed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cas.SendBlobs(ctx, local, remote.ForTxn(res.Txn), need, cas.SyncOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if left, total, err := remote.Needed(ctx, res.Txn); err != nil || total != 0 || len(left) != 0 {
+		t.Fatalf("still needed: %v %d %v", left, total, err)
+	}
+	done, err := remote.Commit(ctx, res.Txn)
+	if err != nil || !done.Created || done.Added != 4 {
+		t.Fatalf("commit: %+v %v", done, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "one/sub/big.bin")); !bytes.Equal(b, big) {
+		t.Error("big.bin differs")
+	}
+	// The blobs were written into the destination only, never the store.
+	if missing, _ := remote.Has(ctx, []cas.Digest{cas.DigestOf(big)}); len(missing) != 1 {
+		t.Error("the target stored a blob in its store as well as the destination")
+	}
+	// Another directory: every blob is found on the target.
+	res, err = remote.Materialize(ctx, tree, "two", protocol.CASMaterializeParams{})
+	if err != nil || res.Txn != "" || res.Added != 4 {
+		t.Fatalf("second destination: %+v %v", res, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "two/copy.txt")); string(b) != "alpha\n" {
+		t.Errorf("copy.txt = %q", b)
+	}
+	// An abandoned update leaves nothing behind.
+	writeTree(t, src, map[string]string{"new.txt": "new\n"})
+	tree2, _, _ := local.Ingest(ctx, src)
+	cas.PushTrees(ctx, local, remote, tree2, cas.SyncOptions{})
+	res, err = remote.Materialize(ctx, tree2, "one", protocol.CASMaterializeParams{})
+	if err != nil || res.Txn == "" {
+		t.Fatalf("third: %+v %v", res, err)
+	}
+	if err := remote.Abort(ctx, res.Txn); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(filepath.Join(root, "one"))
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".rex-") || e.Name() == "new.txt" {
+			t.Errorf("an aborted update left %s", e.Name())
+		}
 	}
 }

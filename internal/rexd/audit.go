@@ -113,6 +113,8 @@ func summarize(res any) any {
 		return map[string]any{"matches": len(r.Matches)}
 	case protocol.SessionInfoResult:
 		return map[string]any{"processes": len(r.Processes)}
+	case interface{ auditSummary() any }: // cas results: counts, never contents
+		return r.auditSummary()
 	default:
 		return res
 	}

@@ -2,10 +2,17 @@ package rexd
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/rexconsole/rex/internal/cas"
 	"github.com/rexconsole/rex/internal/protocol"
@@ -28,6 +35,8 @@ type casState struct {
 	once  sync.Once
 	store *cas.Store
 	err   error
+	txnID sync.Mutex
+	next  int
 }
 
 func (s *Server) casStore() (*cas.Store, *protocol.Error) {
@@ -48,10 +57,87 @@ func (s *Server) casStore() (*cas.Store, *protocol.Error) {
 	return s.cas.store, nil
 }
 
-// casError maps a store error to a protocol error.
+func (s *Server) newTxnID() string {
+	s.cas.txnID.Lock()
+	defer s.cas.txnID.Unlock()
+	s.cas.next++
+	return "u_" + strconv.Itoa(s.cas.next)
+}
+
+// casSession is a session's cas state: streamed puts to the store and
+// updates waiting for blobs. It has its own lock, so cas calls of one
+// session may run at once.
+type casSession struct {
+	mu      sync.Mutex
+	uploads map[string]*cas.Upload // streamed puts to the store, by digest
+	txns    map[string]*casTxn     // updates waiting for blobs, by txn id
+	closed  bool
+}
+
+// casTxn is an update waiting for its blobs.
+type casTxn struct {
+	mu      sync.Mutex
+	u       *cas.Update
+	writers map[string]*cas.BlobWriter // streamed blobs in progress, by digest
+}
+
+// close aborts what the session left unfinished: nothing half-written
+// stays, in the store or in a destination.
+func (cs *casSession) close() {
+	cs.mu.Lock()
+	uploads, txns := cs.uploads, cs.txns
+	cs.uploads, cs.txns, cs.closed = nil, nil, true
+	cs.mu.Unlock()
+	for _, up := range uploads {
+		up.Abort()
+	}
+	for _, t := range txns {
+		t.abort()
+	}
+}
+
+func (t *casTxn) abort() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, w := range t.writers {
+		w.Abort()
+	}
+	t.writers = nil
+	t.u.Abort()
+}
+
+func (cs *casSession) txn(id string) (*casTxn, *protocol.Error) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if t := cs.txns[id]; t != nil {
+		return t, nil
+	}
+	return nil, protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"txn": id, "reason": "unknown_txn"},
+		"no update %q in this session; run cas.materialize again", id)
+}
+
+func (cs *casSession) dropTxn(id string) *casTxn {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	t := cs.txns[id]
+	delete(cs.txns, id)
+	return t
+}
+
+// casError maps a store or update error to a protocol error: a sentence
+// that says what happened, and a code that says what kind of thing it is
+// (never internal_error for a file-system failure).
 func casError(op string, err error) *protocol.Error {
 	var me *cas.MissingError
+	var se *cas.SpaceError
+	var tc *cas.TypeConflictError
+	var mat *cas.MaterializeError
 	switch {
+	case errors.As(err, &se):
+		if se.Limit {
+			return protocol.Errorf(protocol.CodeResourceLimit, protocol.ResourceLimitData{Limit: "max_bytes", Value: se.Free}, "%s: %v", op, err)
+		}
+		return protocol.Errorf(protocol.CodeNoSpace, protocol.NoSpaceData{Path: se.Path, Needed: se.Needed, Free: se.Free, Reason: "no_space"}, "%v", err)
 	case errors.As(err, &me):
 		missing := make([]string, len(me.Digests))
 		for i, d := range me.Digests {
@@ -67,21 +153,151 @@ func casError(op string, err error) *protocol.Error {
 	case errors.Is(err, cas.ErrBatchTooLarge):
 		return protocol.Errorf(protocol.CodeResourceLimit, map[string]any{"max_entries": cas.MaxBatchEntries, "max_bytes": cas.MaxBatchBytes},
 			"%s: %v", op, err)
-	case errors.Is(err, cas.ErrOutsideRoots):
-		return protocol.Errorf(protocol.CodeForbiddenPath, nil, "%s: %v", op, err)
 	case errors.Is(err, cas.ErrInvalidTree):
 		return protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"reason": "invalid_tree"}, "%s: %v", op, err)
-	}
-	var mat *cas.MaterializeError
-	if errors.As(err, &mat) {
+	case errors.As(err, &tc):
+		return protocol.Errorf(protocol.CodeInvalidParams, map[string]any{"reason": "type_conflict", "paths": tc.Paths}, "%s: %v", op, err)
+	case errors.As(err, &mat):
 		return protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"reason": "refused"}, "%s: %v", op, err)
+	}
+	if perr := fileSystemError(op, err); perr != nil {
+		return perr
 	}
 	return protocol.Errorf(protocol.CodeInternalError, nil, "%s: %v", op, err)
 }
 
+// fileSystemError maps an errno to its own code and one sentence, or
+// returns nil.
+func fileSystemError(op string, err error) *protocol.Error {
+	path := ""
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		path = pe.Path
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		path = le.New
+	}
+	where := ""
+	if path != "" {
+		where = " (" + path + ")"
+	}
+	fsErr := func(reason, what string) *protocol.Error {
+		return protocol.Errorf(protocol.CodeFileSystem, protocol.FileSystemData{Path: path, Reason: reason}, "%s: %s%s", op, what, where)
+	}
+	switch {
+	case errors.Is(err, syscall.ENOSPC):
+		return protocol.Errorf(protocol.CodeNoSpace, protocol.NoSpaceData{Path: path, Reason: "no_space"},
+			"%s: no space left on the file system%s; free some space and try again", op, where)
+	case errors.Is(err, syscall.EDQUOT):
+		return protocol.Errorf(protocol.CodeNoSpace, protocol.NoSpaceData{Path: path, Reason: "quota"},
+			"%s: the disk quota is used up%s; free some space and try again", op, where)
+	case errors.Is(err, fs.ErrPermission):
+		return protocol.Errorf(protocol.CodeUnauthorized, map[string]string{"path": path, "reason": "permission_denied"},
+			"%s: permission denied%s; use --sudo, or a place the login user may write", op, where)
+	case errors.Is(err, syscall.EROFS):
+		return fsErr("read_only", "the file system is read-only")
+	case errors.Is(err, syscall.EBUSY), errors.Is(err, syscall.ETXTBSY):
+		return fsErr("busy", "the file is busy")
+	case errors.Is(err, syscall.ENAMETOOLONG):
+		return fsErr("name_too_long", "a name is too long for the file system")
+	case errors.Is(err, syscall.EIO):
+		return fsErr("io", "input/output error: the disk failed a read or write")
+	case errors.Is(err, syscall.ENOTDIR):
+		return fsErr("not_a_directory", "a part of the path is not a directory")
+	case errors.Is(err, syscall.EISDIR):
+		return fsErr("is_a_directory", "a directory stands where a file goes")
+	case errors.Is(err, syscall.ENOTEMPTY):
+		return fsErr("not_empty", "a directory is not empty")
+	case errors.Is(err, syscall.EMLINK):
+		return fsErr("too_many_links", "too many links")
+	case errors.Is(err, syscall.EXDEV):
+		return fsErr("cross_device", "the rename would cross file systems")
+	case errors.Is(err, fs.ErrExist):
+		return fsErr("exists", "it exists already (made at the same moment by someone else); try again")
+	case errors.Is(err, syscall.ELOOP):
+		return fsErr("loop", "too many levels of symbolic links")
+	case errors.Is(err, fs.ErrNotExist):
+		return protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"path": path, "reason": "not_found"},
+			"%s: no such file or directory%s", op, where)
+	}
+	return nil
+}
+
+// casAudited is a cas result as the client gets it, with what the audit
+// log keeps of it instead: counts and byte totals, never contents.
+type casAudited struct {
+	res     any
+	summary map[string]any
+}
+
+func (c casAudited) MarshalJSON() ([]byte, error) { return json.Marshal(c.res) }
+
+func (c casAudited) auditSummary() any { return c.summary }
+
+// casAuditParams reduces a cas.* request's params to what an auditor
+// needs: counts and byte totals of objects, never their data.
+func casAuditParams(method string, raw json.RawMessage) map[string]any {
+	var p struct {
+		Txn      string `json:"txn"`
+		Digests  []json.RawMessage
+		Objects  []struct{ Data string }
+		Digest   string `json:"digest"`
+		Offset   *int64 `json:"offset"`
+		Length   *int   `json:"length"`
+		Data     string `json:"data"`
+		Final    bool   `json:"final"`
+		Tree     string `json:"tree"`
+		Path     string `json:"path"`
+		Atomic   bool   `json:"atomic"`
+		Delete   bool   `json:"delete"`
+		DryRun   bool   `json:"dry_run"`
+		Owner    string `json:"owner"`
+		MaxBytes int64  `json:"max_bytes"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return map[string]any{"unparsed_bytes": len(raw)}
+	}
+	out := map[string]any{}
+	set := func(k string, v any, keep bool) {
+		if keep {
+			out[k] = v
+		}
+	}
+	set("txn", p.Txn, p.Txn != "")
+	switch method {
+	case protocol.MethodCASHas, protocol.MethodCASGet:
+		out["digests"] = len(p.Digests)
+	case protocol.MethodCASPut:
+		var n int64
+		for _, o := range p.Objects {
+			n += int64(len(o.Data)) / 4 * 3
+		}
+		out["objects"], out["bytes"] = len(p.Objects), n
+	case protocol.MethodCASPutChunk, protocol.MethodCASGetChunk:
+		out["digest"] = p.Digest
+		set("offset", p.Offset, p.Offset != nil)
+		set("length", p.Length, p.Length != nil)
+		set("bytes", int64(len(p.Data))/4*3, p.Data != "")
+		set("final", true, p.Final)
+	case protocol.MethodCASMaterialize:
+		out["tree"], out["path"] = p.Tree, p.Path
+		set("atomic", true, p.Atomic)
+		set("delete", true, p.Delete)
+		set("dry_run", true, p.DryRun)
+		set("owner", p.Owner, p.Owner != "")
+		set("max_bytes", p.MaxBytes, p.MaxBytes != 0)
+	case protocol.MethodCASIngest:
+		out["path"] = p.Path
+	}
+	return out
+}
+
 // casBegin decodes a cas.* request's params, finds its session and opens
-// the store. sessionID points into params and is read after decoding.
+// the store. sessionID points into params and is read after decoding. The
+// request's audit entry keeps counts, never object data.
 func (c *conn) casBegin(req *request, params any, sessionID *string) (*cas.Store, *protocol.Error) {
+	req.audit.Params = casAuditParams(req.msg.Method, req.msg.Params)
 	if e := decode(req.msg.Params, params); e != nil {
 		return nil, e
 	}
@@ -108,6 +324,14 @@ func parseDigests(in []string, max int) ([]cas.Digest, *protocol.Error) {
 	return out, nil
 }
 
+func digestStrings(ds []cas.Digest) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.String()
+	}
+	return out
+}
+
 func (c *conn) casHas(ctx context.Context, req *request) (any, *protocol.Error) {
 	var p protocol.CASDigests
 	st, perr := c.casBegin(req, &p, &p.SessionID)
@@ -122,24 +346,17 @@ func (c *conn) casHas(ctx context.Context, req *request) (any, *protocol.Error) 
 	if err != nil {
 		return nil, casError("cas.has", err)
 	}
-	res := protocol.CASHasResult{Missing: make([]string, len(missing))}
-	for i, d := range missing {
-		res.Missing[i] = d.String()
-	}
-	return res, nil
+	res := protocol.CASHasResult{Missing: digestStrings(missing)}
+	return casAudited{res, map[string]any{"missing": len(missing)}}, nil
 }
 
-func (c *conn) casPut(ctx context.Context, req *request) (any, *protocol.Error) {
-	var p protocol.CASPutParams
-	st, perr := c.casBegin(req, &p, &p.SessionID)
-	if perr != nil {
-		return nil, perr
-	}
-	if len(p.Objects) > cas.MaxBatchEntries {
+// decodeObjects reads and verifies a batch: one bad entry refuses all.
+func decodeObjects(in []protocol.CASObject) ([]cas.Object, *protocol.Error) {
+	if len(in) > cas.MaxBatchEntries {
 		return nil, casError("cas.put", cas.ErrBatchTooLarge)
 	}
-	objs := make([]cas.Object, len(p.Objects))
-	for i, o := range p.Objects {
+	objs := make([]cas.Object, len(in))
+	for i, o := range in {
 		d, err := cas.ParseDigest(o.Digest)
 		if err != nil {
 			return nil, protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"digest": o.Digest, "reason": "invalid_digest"},
@@ -152,10 +369,39 @@ func (c *conn) casPut(ctx context.Context, req *request) (any, *protocol.Error) 
 		}
 		objs[i] = cas.Object{Digest: d, Data: data}
 	}
-	if err := st.PutBatch(ctx, objs); err != nil {
+	return objs, nil
+}
+
+func (c *conn) casPut(ctx context.Context, req *request) (any, *protocol.Error) {
+	var p protocol.CASPutParams
+	st, perr := c.casBegin(req, &p, &p.SessionID)
+	if perr != nil {
+		return nil, perr
+	}
+	objs, perr := decodeObjects(p.Objects)
+	if perr != nil {
+		return nil, perr
+	}
+	if p.Txn != "" {
+		t, perr := req.session.cas.txn(p.Txn)
+		if perr != nil {
+			return nil, perr
+		}
+		for _, o := range objs {
+			if err := cas.Verify(o); err != nil {
+				return nil, casError("cas.put", err)
+			}
+		}
+		t.mu.Lock()
+		err := t.u.Put(objs)
+		t.mu.Unlock()
+		if err != nil {
+			return nil, casError("cas.put", err)
+		}
+	} else if err := st.PutBatch(ctx, objs); err != nil {
 		return nil, casError("cas.put", err)
 	}
-	return protocol.CASPutResult{Stored: len(objs)}, nil
+	return casAudited{protocol.CASPutResult{Stored: len(objs)}, map[string]any{"stored": len(objs)}}, nil
 }
 
 func (c *conn) casGet(ctx context.Context, req *request) (any, *protocol.Error) {
@@ -184,7 +430,7 @@ func (c *conn) casGet(ctx context.Context, req *request) (any, *protocol.Error) 
 	for i, o := range objs {
 		res.Objects[i] = protocol.CASObject{Digest: o.Digest.String(), Data: cas.EncodeBase64(o.Data)}
 	}
-	return res, nil
+	return casAudited{res, map[string]any{"objects": len(objs), "bytes": total}}, nil
 }
 
 func (c *conn) casPutChunk(ctx context.Context, req *request) (any, *protocol.Error) {
@@ -204,37 +450,104 @@ func (c *conn) casPutChunk(ctx context.Context, req *request) (any, *protocol.Er
 	if len(data) > cas.MaxChunkSize {
 		return nil, protocol.Errorf(protocol.CodeResourceLimit, map[string]int{"max_chunk": cas.MaxChunkSize}, "cas.put_chunk: chunks are at most %d bytes", cas.MaxChunkSize)
 	}
-	s := req.session
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.uploads == nil {
-		s.uploads = map[string]*cas.Upload{}
+	var res protocol.CASPutChunkResult
+	if p.Txn != "" {
+		res, perr = c.txnChunk(req, p, d, data)
+	} else {
+		res, perr = c.storeChunk(req, st, p, d, data)
 	}
-	up := s.uploads[p.Digest]
+	if perr != nil {
+		return nil, perr
+	}
+	return casAudited{res, map[string]any{"offset": res.Offset, "committed": res.Committed}}, nil
+}
+
+// storeChunk is a piece of a streamed put into the store.
+func (c *conn) storeChunk(req *request, st *cas.Store, p protocol.CASPutChunkParams, d cas.Digest, data []byte) (protocol.CASPutChunkResult, *protocol.Error) {
+	cs := &req.session.cas
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.closed {
+		return protocol.CASPutChunkResult{}, protocol.Errorf(protocol.CodeInvalidRequest, nil, "cas.put_chunk: the session is closing")
+	}
+	if cs.uploads == nil {
+		cs.uploads = map[string]*cas.Upload{}
+	}
+	up := cs.uploads[p.Digest]
 	if p.Offset == 0 && up != nil { // a restart from the beginning
 		up.Abort()
 		up = nil
 	}
 	if up == nil {
 		if p.Offset != 0 {
-			return nil, protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"reason": "no_upload"}, "cas.put_chunk: no upload of %s in progress; start at offset 0", p.Digest)
+			return protocol.CASPutChunkResult{}, protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"reason": "no_upload"}, "cas.put_chunk: no upload of %s in progress; start at offset 0", p.Digest)
 		}
+		var err error
 		up, err = st.NewUpload(d)
 		if err != nil {
-			return nil, casError("cas.put_chunk", err)
+			return protocol.CASPutChunkResult{}, casError("cas.put_chunk", err)
 		}
-		s.uploads[p.Digest] = up
+		cs.uploads[p.Digest] = up
 	}
 	if err := up.WriteChunk(p.Offset, data); err != nil {
 		up.Abort()
-		delete(s.uploads, p.Digest)
-		return nil, casError("cas.put_chunk", err)
+		delete(cs.uploads, p.Digest)
+		return protocol.CASPutChunkResult{}, casError("cas.put_chunk", err)
 	}
 	res := protocol.CASPutChunkResult{Offset: up.Offset()}
 	if p.Final {
-		delete(s.uploads, p.Digest)
+		delete(cs.uploads, p.Digest)
 		if err := up.Commit(); err != nil {
-			return nil, casError("cas.put_chunk", err)
+			return protocol.CASPutChunkResult{}, casError("cas.put_chunk", err)
+		}
+		res.Committed = true
+	}
+	return res, nil
+}
+
+// txnChunk is a piece of a blob an update needs, written straight into
+// its destination.
+func (c *conn) txnChunk(req *request, p protocol.CASPutChunkParams, d cas.Digest, data []byte) (protocol.CASPutChunkResult, *protocol.Error) {
+	t, perr := req.session.cas.txn(p.Txn)
+	if perr != nil {
+		return protocol.CASPutChunkResult{}, perr
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.writers == nil {
+		t.writers = map[string]*cas.BlobWriter{}
+	}
+	w := t.writers[p.Digest]
+	if p.Offset == 0 && w != nil {
+		w.Abort()
+		w = nil
+	}
+	if w == nil {
+		if p.Offset != 0 {
+			return protocol.CASPutChunkResult{}, protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"reason": "no_upload"}, "cas.put_chunk: no upload of %s in progress; start at offset 0", p.Digest)
+		}
+		var err error
+		if w, err = t.u.Receive(d); err != nil {
+			return protocol.CASPutChunkResult{}, casError("cas.put_chunk", err)
+		}
+		t.writers[p.Digest] = w
+	}
+	fail := func(err error) (protocol.CASPutChunkResult, *protocol.Error) {
+		w.Abort()
+		delete(t.writers, p.Digest)
+		return protocol.CASPutChunkResult{}, casError("cas.put_chunk", err)
+	}
+	if p.Offset != w.Offset() {
+		return fail(fmt.Errorf("chunk at offset %d, expected %d; resend from %d", p.Offset, w.Offset(), w.Offset()))
+	}
+	if _, err := w.Write(data); err != nil {
+		return fail(err)
+	}
+	res := protocol.CASPutChunkResult{Offset: w.Offset()}
+	if p.Final {
+		delete(t.writers, p.Digest)
+		if err := w.Commit(); err != nil {
+			return protocol.CASPutChunkResult{}, casError("cas.put_chunk", err)
 		}
 		res.Committed = true
 	}
@@ -259,7 +572,65 @@ func (c *conn) casGetChunk(ctx context.Context, req *request) (any, *protocol.Er
 	if err != nil {
 		return nil, casError("cas.get_chunk", err)
 	}
-	return protocol.CASGetChunkResult{Data: cas.EncodeBase64(b), EOF: p.Offset+int64(len(b)) >= d.Size}, nil
+	res := protocol.CASGetChunkResult{Data: cas.EncodeBase64(b), EOF: p.Offset+int64(len(b)) >= d.Size}
+	return casAudited{res, map[string]any{"bytes": len(b), "eof": res.EOF}}, nil
+}
+
+// lookupOwner turns "user", "user:group" or ":group" into numeric ids
+// (-1 for the part not given).
+func lookupOwner(spec string) (*cas.Owner, error) {
+	name, group, hasGroup := strings.Cut(spec, ":")
+	o := &cas.Owner{UID: -1, GID: -1}
+	if name != "" {
+		if n, err := strconv.Atoi(name); err == nil {
+			o.UID = n
+		} else {
+			u, err := user.Lookup(name)
+			if err != nil {
+				return nil, fmt.Errorf("no user %q on this machine", name)
+			}
+			o.UID, _ = strconv.Atoi(u.Uid)
+			if !hasGroup {
+				o.GID, _ = strconv.Atoi(u.Gid)
+			}
+		}
+	}
+	if group != "" {
+		if n, err := strconv.Atoi(group); err == nil {
+			o.GID = n
+		} else {
+			g, err := user.LookupGroup(group)
+			if err != nil {
+				return nil, fmt.Errorf("no group %q on this machine", group)
+			}
+			o.GID, _ = strconv.Atoi(g.Gid)
+		}
+	}
+	if o.UID < 0 && o.GID < 0 {
+		return nil, fmt.Errorf("owner %q names neither a user nor a group", spec)
+	}
+	return o, nil
+}
+
+// materializeResult turns an update's result into the wire form.
+func materializeResult(r cas.UpdateResult) protocol.CASMaterializeResult {
+	return protocol.CASMaterializeResult{
+		Path: r.Path, Created: r.Created, Unchanged: r.Unchanged(),
+		Added: r.Added, Updated: r.Updated, Deleted: r.Deleted, Bytes: r.Bytes,
+		AddedPaths: r.AddedPaths, UpdatedPaths: r.UpdatedPaths, DeletedPaths: r.DeletedPaths,
+		Warning: r.Warning,
+	}
+}
+
+func auditMaterialize(res protocol.CASMaterializeResult) casAudited {
+	sum := map[string]any{"path": res.Path, "added": res.Added, "updated": res.Updated, "deleted": res.Deleted, "bytes": res.Bytes}
+	if res.Txn != "" {
+		sum["txn"], sum["needed"] = res.Txn, res.NeededTotal
+	}
+	if res.Created {
+		sum["created"] = true
+	}
+	return casAudited{res, sum}
 }
 
 func (c *conn) casMaterialize(ctx context.Context, req *request) (any, *protocol.Error) {
@@ -277,24 +648,103 @@ func (c *conn) casMaterialize(ctx context.Context, req *request) (any, *protocol
 	if perr != nil {
 		return nil, perr
 	}
-	if rp.rel == "." {
-		return nil, protocol.Errorf(protocol.CodeInvalidParams, nil, "cas.materialize: %s is an allowed root itself; name a directory inside it", rp.abs)
+	if rp.rel == "." && p.Atomic {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, nil, "cas.materialize: %s is an allowed root itself, which an atomic update cannot replace; name a directory inside it", rp.abs)
 	}
-	if dir := filepath.Dir(rp.rel); dir != "." {
-		if err := rp.root.dir.MkdirAll(dir, 0o755); err != nil {
-			return nil, s.roots.fsError("cas.materialize", rp, err)
+	opts := cas.UpdateOptions{Atomic: p.Atomic, Delete: p.Delete, DryRun: p.DryRun, MaxBytes: p.MaxBytes, List: p.List || p.DryRun}
+	if p.Owner != "" {
+		if opts.Owner, err = lookupOwner(p.Owner); err != nil {
+			return nil, protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"reason": "bad_owner"}, "cas.materialize: %v", err)
 		}
 	}
-	// Update leaves a destination that already holds the tree alone and
-	// links the files it holds unchanged: a stat per file, a write per change.
-	changed, err := st.Update(ctx, rp.root.dir, rp.rel, tree)
+	u, err := st.PrepareUpdate(ctx, rp.root.dir, relOrDot(rp.rel), tree, opts)
 	if err != nil {
 		if isEscape(err) {
 			return nil, s.roots.forbidden(rp.abs, "a symbolic link leads outside the allowed roots")
 		}
 		return nil, casError("cas.materialize", err)
 	}
-	return protocol.CASMaterializeResult{Path: rp.abs, Unchanged: !changed}, nil
+	res := materializeResult(u.Result())
+	res.Path = rp.abs
+	if p.DryRun {
+		return auditMaterialize(res), nil
+	}
+	need := u.Needed()
+	if len(need) == 0 {
+		r, err := u.Commit(ctx)
+		if err != nil {
+			return nil, casError("cas.materialize", err)
+		}
+		res = materializeResult(r)
+		res.Path = rp.abs
+		return auditMaterialize(res), nil
+	}
+	id := c.srv.newTxnID()
+	cs := &s.cas
+	cs.mu.Lock()
+	if cs.closed {
+		cs.mu.Unlock()
+		u.Abort()
+		return nil, protocol.Errorf(protocol.CodeInvalidRequest, nil, "cas.materialize: the session is closing")
+	}
+	if cs.txns == nil {
+		cs.txns = map[string]*casTxn{}
+	}
+	cs.txns[id] = &casTxn{u: u}
+	cs.mu.Unlock()
+	res.Txn, res.NeededTotal = id, len(need)
+	res.Needed = digestStrings(need[:min(len(need), cas.MaxHasDigests)])
+	return auditMaterialize(res), nil
+}
+
+func (c *conn) casNeeded(ctx context.Context, req *request) (any, *protocol.Error) {
+	var p protocol.CASTxnParams
+	if _, perr := c.casBegin(req, &p, &p.SessionID); perr != nil {
+		return nil, perr
+	}
+	t, perr := req.session.cas.txn(p.Txn)
+	if perr != nil {
+		return nil, perr
+	}
+	missing := t.u.Missing()
+	res := protocol.CASNeededResult{Needed: digestStrings(missing[:min(len(missing), cas.MaxHasDigests)]), Total: len(missing)}
+	return casAudited{res, map[string]any{"needed": len(missing)}}, nil
+}
+
+func (c *conn) casCommit(ctx context.Context, req *request) (any, *protocol.Error) {
+	var p protocol.CASTxnParams
+	if _, perr := c.casBegin(req, &p, &p.SessionID); perr != nil {
+		return nil, perr
+	}
+	if _, perr := req.session.cas.txn(p.Txn); perr != nil {
+		return nil, perr
+	}
+	t := req.session.cas.dropTxn(p.Txn)
+	if t == nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"txn": p.Txn, "reason": "unknown_txn"}, "cas.commit: update %q was committed or aborted already", p.Txn)
+	}
+	t.mu.Lock()
+	for _, w := range t.writers {
+		w.Abort() // a blob half sent is not received
+	}
+	t.writers = nil
+	r, err := t.u.Commit(ctx)
+	t.mu.Unlock()
+	if err != nil {
+		return nil, casError("cas.commit", err)
+	}
+	return auditMaterialize(materializeResult(r)), nil
+}
+
+func (c *conn) casAbort(ctx context.Context, req *request) (any, *protocol.Error) {
+	var p protocol.CASTxnParams
+	if _, perr := c.casBegin(req, &p, &p.SessionID); perr != nil {
+		return nil, perr
+	}
+	if t := req.session.cas.dropTxn(p.Txn); t != nil {
+		t.abort()
+	}
+	return struct{}{}, nil
 }
 
 func (c *conn) casIngest(ctx context.Context, req *request) (any, *protocol.Error) {
@@ -308,10 +758,15 @@ func (c *conn) casIngest(ctx context.Context, req *request) (any, *protocol.Erro
 	if perr != nil {
 		return nil, perr
 	}
-	root, problems, err := st.IngestIn(ctx, rp.root.dir, relOrDot(rp.rel))
+	// Trees only: the files themselves serve cas.get, so a pull writes
+	// nothing but trees here.
+	root, problems, err := st.IngestIn(ctx, rp.root.dir, relOrDot(rp.rel), cas.IngestOptions{NoBlobs: true})
 	if err != nil {
 		if isEscape(err) {
 			return nil, s.roots.forbidden(rp.abs, "a symbolic link leads outside the allowed roots")
+		}
+		if perr := fileSystemError("cas.ingest "+rp.abs, err); perr != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, perr
 		}
 		return nil, s.roots.fsError("cas.ingest", rp, err)
 	}
@@ -319,5 +774,5 @@ func (c *conn) casIngest(ctx context.Context, req *request) (any, *protocol.Erro
 	for _, pr := range problems {
 		res.Problems = append(res.Problems, protocol.CASProblem{Path: pr.Path, Error: pr.Err.Error()})
 	}
-	return res, nil
+	return casAudited{res, map[string]any{"path": res.Path, "root": res.Root, "problems": len(res.Problems)}}, nil
 }

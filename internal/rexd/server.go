@@ -162,6 +162,12 @@ func lookup(method string) handler {
 		return (*conn).casGetChunk
 	case protocol.MethodCASMaterialize:
 		return (*conn).casMaterialize
+	case protocol.MethodCASNeeded:
+		return (*conn).casNeeded
+	case protocol.MethodCASCommit:
+		return (*conn).casCommit
+	case protocol.MethodCASAbort:
+		return (*conn).casAbort
 	case protocol.MethodCASIngest:
 		return (*conn).casIngest
 	}

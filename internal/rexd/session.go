@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rexconsole/rex/internal/cas"
 	"github.com/rexconsole/rex/internal/protocol"
 )
 
@@ -29,7 +28,7 @@ type session struct {
 	ptys     map[string]*ptyProc
 	finished []string // ids of ended processes, oldest first
 	closed   bool
-	uploads  map[string]*cas.Upload // streamed cas puts in progress, by digest
+	cas      casSession // streamed cas puts and updates in progress
 
 	// holding counts the detached processes of a closed session still
 	// running: the session keeps its place in max_concurrent_sessions (and
@@ -202,15 +201,10 @@ func (s *session) close(disconnect bool) []*process {
 		case <-deadline:
 		}
 	}
+	s.cas.close() // before the roots its updates write in
 	if s.ownRoots {
 		s.roots.close()
 	}
-	s.mu.Lock()
-	for _, up := range s.uploads {
-		up.Abort()
-	}
-	s.uploads = nil
-	s.mu.Unlock()
 	return detached
 }
 

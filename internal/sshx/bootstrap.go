@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"github.com/rexconsole/rex/internal/payload"
 	"github.com/rexconsole/rex/internal/protocol"
 	"github.com/rexconsole/rex/internal/rexclient"
+	"github.com/rexconsole/rex/internal/sudo"
 	"github.com/rexconsole/rex/internal/version"
 )
 
@@ -87,6 +89,23 @@ func (d *Dialer) platforms() string {
 // session: the cached rexd when it is there and its build hash is right,
 // else a fresh upload. name labels messages and stderr.
 func (d *Dialer) Bootstrap(ctx context.Context, client *ssh.Client, name string) (*rexclient.Client, *rexclient.Session, BootstrapInfo, error) {
+	return d.bootstrap(ctx, client, name, launchOpts{})
+}
+
+// become is rexd started through sudo as user, with the password to give
+// sudo when it asks (nil: sudo -n, which never asks).
+type become struct {
+	user     string
+	password []byte
+}
+
+// launchOpts are what one target adds to how rexd starts.
+type launchOpts struct {
+	as   *become
+	args []string // after the Dialer's RexdArgs
+}
+
+func (d *Dialer) bootstrap(ctx context.Context, client *ssh.Client, name string, lo launchOpts) (*rexclient.Client, *rexclient.Session, BootstrapInfo, error) {
 	start := time.Now()
 	var info BootstrapInfo
 	builds, err := d.loadBuilds()
@@ -98,7 +117,7 @@ func (d *Dialer) Bootstrap(ctx context.Context, client *ssh.Client, name string)
 	}
 
 	account := client.User() + "@" + client.RemoteAddr().String() + " " + name
-	l, err := d.launch(ctx, client, name, "run", builds, d.knownArgs(account)...)
+	l, err := d.launch(ctx, client, name, "run", builds, &lo, d.knownArgs(account)...)
 	if err != nil {
 		return fail(err)
 	}
@@ -134,7 +153,7 @@ func (d *Dialer) Bootstrap(ctx context.Context, client *ssh.Client, name string)
 
 	// The copy was hashed on its way in: run it without hashing again.
 	fresh := path.Join(h.dir, b.entry, "rexd")
-	l, err = d.launch(ctx, client, name, "run", builds, "fresh="+fresh)
+	l, err = d.launch(ctx, client, name, "run", builds, &lo, "fresh="+fresh)
 	if err != nil {
 		return fail(err)
 	}
@@ -207,7 +226,7 @@ func pickBuild(builds []build, uname string) build {
 
 // probe runs bootScript's probe mode.
 func (d *Dialer) probe(ctx context.Context, client *ssh.Client, name string, builds []build) (header, error) {
-	out, stderr, status, err := run(ctx, client, bootCommand("probe", builds, nil), nil)
+	out, stderr, status, err := run(ctx, client, bootCommand("probe", builds, nil, nil), nil)
 	if err != nil {
 		return header{}, newError(name, ErrBootstrap, err, fmt.Sprintf("bootstrap rexd on %s: probe the target: %v", name, err))
 	}
@@ -246,7 +265,29 @@ type launch struct {
 	err     error
 }
 
-func (d *Dialer) launch(ctx context.Context, client *ssh.Client, name, mode string, builds []build, extra ...string) (*launch, error) {
+// launch starts rexd through bootScript. Through sudo, it first tries
+// sudo -n; when sudo wants a password it asks Options.SudoPassword (once:
+// lo keeps it for the relaunch after an upload) and starts again with -S.
+func (d *Dialer) launch(ctx context.Context, client *ssh.Client, name, mode string, builds []build, lo *launchOpts, extra ...string) (*launch, error) {
+	l, err := d.launchOnce(ctx, client, name, mode, builds, lo, extra...)
+	if !errors.Is(err, sudo.ErrPasswordRequired) || lo.as.password != nil {
+		return l, err
+	}
+	if d.opts.SudoPassword == nil {
+		return nil, newError(name, ErrBecome, err, fmt.Sprintf(
+			"sudo on %s wants a password for %s and there is no way to ask for it here; allow NOPASSWD for rexd, or run rex where it can ask", name, lo.as.user))
+	}
+	resume := pauseBudget(ctx) // a person typing is not a slow host
+	pw, perr := d.opts.SudoPassword(name, lo.as.user)
+	resume()
+	if perr != nil {
+		return nil, newError(name, ErrBecome, perr, fmt.Sprintf("sudo on %s wants a password for %s: %v", name, lo.as.user, perr))
+	}
+	lo.as.password = pw
+	return d.launchOnce(ctx, client, name, mode, builds, lo, extra...)
+}
+
+func (d *Dialer) launchOnce(ctx context.Context, client *ssh.Client, name, mode string, builds []build, lo *launchOpts, extra ...string) (*launch, error) {
 	sess, err := client.NewSession()
 	if err != nil {
 		return nil, newError(name, ErrBootstrap, err, fmt.Sprintf("bootstrap rexd on %s: open an SSH session: %v", name, err))
@@ -266,12 +307,34 @@ func (d *Dialer) launch(ctx context.Context, client *ssh.Client, name, mode stri
 	if d.opts.Stderr != nil {
 		sess.Stderr = io.MultiWriter(tail, &prefixWriter{w: d.opts.Stderr, prefix: name + ": "})
 	}
-	if err := sess.Start(bootCommand(mode, builds, d.opts.RexdArgs, extra...)); err != nil {
+	var watch *sudo.Watcher
+	if lo.as != nil {
+		watch = sudo.NewWatcher()
+		sess.Stderr = io.MultiWriter(sess.Stderr, watch)
+	}
+	args := append(slices.Clip(d.opts.RexdArgs), lo.args...)
+	if err := sess.Start(bootCommand(mode, builds, args, lo.as, extra...)); err != nil {
 		sess.Close()
 		return nil, newError(name, ErrBootstrap, err, fmt.Sprintf("bootstrap rexd on %s: start the remote shell: %v", name, err))
 	}
 	hr := newHeaderReader(stdout)
 	closer := newSessionCloser(sess, stdin)
+	if watch != nil {
+		// Nothing goes to rexd before sudo has let it run: sudo -S would
+		// take the first line for a password.
+		err := sudo.Wait(ctx, hr.headerLine, watch, stdin, lo.as.password)
+		switch {
+		case err == nil:
+		case errors.Is(err, sudo.ErrNotStarted) && hr.header().exec == "":
+			// The cached rexd was not there: the script probed instead.
+			closer.Close()
+			l := &launch{status: closer.exitStatus(), stderr: tail.String(), header: hr.header(), err: err}
+			return l, nil
+		default:
+			closer.Close()
+			return nil, becomeError(name, lo.as.user, err)
+		}
+	}
 	rc := rexclient.NewConn(hr, stdin, closer)
 	// session.open goes out at once: on a hit, rexd finds it waiting.
 	s, err := rc.OpenSession(ctx, d.openParams())
@@ -291,6 +354,22 @@ func (d *Dialer) launch(ctx context.Context, client *ssh.Client, name, mode stri
 	}
 	l.header = hr.header()
 	return l, nil
+}
+
+// becomeError says in one sentence why rexd could not start through sudo.
+func becomeError(name, user string, err error) error {
+	var re *sudo.RefusedError
+	switch {
+	case errors.Is(err, sudo.ErrPasswordRequired):
+		return err // launch asks for the password and tries again
+	case errors.Is(err, sudo.ErrWrongPassword):
+		return newError(name, ErrBecome, err, fmt.Sprintf("sudo on %s refused the password for %s; nothing was done there, run again with the right password", name, user))
+	case errors.As(err, &re):
+		return newError(name, ErrBecome, err, fmt.Sprintf("sudo on %s will not run rexd as %s (%s); allow it in sudoers, or drop --sudo", name, user, re.Said))
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return newError(name, ErrBecome, err, fmt.Sprintf("start rexd through sudo on %s: %v", name, err))
+	}
+	return newError(name, ErrBecome, err, fmt.Sprintf("start rexd through sudo on %s as %s: %v", name, user, err))
 }
 
 func (d *Dialer) openParams() protocol.SessionOpenParams {

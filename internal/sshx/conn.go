@@ -37,9 +37,14 @@ func (d *Dialer) Connect(ctx context.Context, t Target) (*Conn, error) {
 		return nil, err
 	}
 	// Bootstrapping spends what is left of the connect timeout, except
-	// while rexd itself is copied (a transfer, which keepalives bound).
+	// while rexd itself is copied (a transfer, which keepalives bound) and
+	// while the operator is asked for a sudo password.
+	lo := launchOpts{args: t.RexdArgs}
+	if t.Become != "" {
+		lo.as = &become{user: t.Become}
+	}
 	bctx, stop := dl.b.context(ctx)
-	rc, sess, info, err := d.Bootstrap(bctx, dl.client, dl.e.name)
+	rc, sess, info, err := d.bootstrap(bctx, dl.client, dl.e.name, lo)
 	timedOut := stop()
 	if err != nil {
 		if ctx.Err() == nil && timedOut {
@@ -140,7 +145,7 @@ func (d *Dialer) Check(ctx context.Context, t Target) (_ CheckResult, err error)
 	}
 	r.RTT = time.Since(rtt)
 	builds, _ := d.loadBuilds() // without builds the check still reports the rest
-	out, stderr, status, err := run(ctx, dl.client, bootCommand("check", builds, nil), nil)
+	out, stderr, status, err := run(ctx, dl.client, bootCommand("check", builds, nil, nil), nil)
 	if err != nil || status != 0 {
 		if err == nil {
 			err = fmt.Errorf("exit status %d", status)
@@ -175,7 +180,7 @@ func (d *Dialer) Clean(ctx context.Context, t Target) (_ []string, err error) {
 	}
 	defer d.used(dl.e.name, &err)
 	defer dl.client.Close()
-	out, stderr, status, err := run(ctx, dl.client, bootCommand("clean", nil, nil), nil)
+	out, stderr, status, err := run(ctx, dl.client, bootCommand("clean", nil, nil, nil), nil)
 	if err != nil || status != 0 {
 		if err == nil {
 			err = fmt.Errorf("exit status %d", status)

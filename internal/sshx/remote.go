@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/rexconsole/rex/internal/sudo"
 	"github.com/rexconsole/rex/internal/version"
 )
 
@@ -41,7 +42,9 @@ import (
 //
 //	run    exec the cached rexd for this platform ("rexd-verified PATH STAT"
 //	       after hashing it, then "rexd-exec PATH STAT"); on a miss, go on
-//	       as probe
+//	       as probe. With become=USER (and bmode=-n|-S, bprompt=P,
+//	       bready=SCRIPT) rexd is started through sudo as USER (see
+//	       package sudo)
 //	probe  print "rexd-uname U", then find the first candidate that can be
 //	       written and executed, create its version directory and print
 //	       "rexd-dir D" (exit 3); "rexd-bad WHY D" for each one that
@@ -53,9 +56,12 @@ import (
 // The script holds no single quote, no "!" and no newline, so it survives
 // being quoted for any login shell (csh included); values travel as
 // arguments, never inside the script.
-const bootScript = `m=$1; shift; u=$(uname -sm 2>/dev/null); me=$(id -u); v=; r=; want=; k=; fresh=; ` +
+const bootScript = `m=$1; shift; u=$(uname -sm 2>/dev/null); me=$(id -u); v=; r=; want=; k=; fresh=; bu=; bm=; bp=; br=; ` +
 	`while [ $# -gt 0 ]; do e=$1; shift; if [ "$e" = -- ]; then break; fi; ` +
-	`case $e in version=*) r=${e#version=};; "sum=$u="*) want=${e#"sum=$u="};; known=*) k="$k|${e#known=}|";; fresh=*) fresh=${e#fresh=};; "$u="*) v=${e#"$u="};; esac; done; ` +
+	`case $e in version=*) r=${e#version=};; "sum=$u="*) want=${e#"sum=$u="};; known=*) k="$k|${e#known=}|";; fresh=*) fresh=${e#fresh=};; ` +
+	`become=*) bu=${e#become=};; bmode=*) bm=${e#bmode=};; bprompt=*) bp=${e#bprompt=};; bready=*) br=${e#bready=};; "$u="*) v=${e#"$u="};; esac; done; ` +
+	// rx F STAT ARGS: run rexd F, through sudo when become= says so.
+	`rx() { p=$1; ps=$2; shift 2; echo "rexd-exec $p $ps"; if [ -n "$bu" ]; then exec sudo "$bm" -H -p "$bp" -u "$bu" -- /bin/sh -c "$br" "$p" --stdio "$@"; fi; exec "$p" --stdio "$@"; }; ` +
 	`c1=; case ${XDG_CACHE_HOME-} in /*) c1=$XDG_CACHE_HOME/rexd;; esac; ` +
 	`c2=; case ${HOME-} in /*) c2=$HOME/.cache/rexd;; esac; ` +
 	`if [ "$c1" = "$c2" ]; then c1=; fi; ` +
@@ -79,7 +85,7 @@ const bootScript = `m=$1; shift; u=$(uname -sm 2>/dev/null); me=$(id -u); v=; r=
 	`if [ -n "$want" ] && [ "$h" = "$want" ]; then echo "rexd-verified $f $s"; return 0; fi; echo "rexd-bad damaged $f"; return 1; }; ` +
 	`if [ "$m" = run ]; then ` +
 	`if [ -n "$v" ]; then for d in "$c1" "$c2" "$c3"; do ` +
-	`if [ -n "$d" ] && safe "$d" && safe "$d/$v" && ok "$d/$v/rexd"; then echo "rexd-exec $d/$v/rexd $s"; exec "$d/$v/rexd" --stdio "$@"; fi; done; fi; ` +
+	`if [ -n "$d" ] && safe "$d" && safe "$d/$v" && ok "$d/$v/rexd"; then rx "$d/$v/rexd" "$s" "$@"; fi; done; fi; ` +
 	`m=probe; fi; ` +
 	`if [ "$m" = probe ]; then echo "rexd-uname $u"; if [ -z "$v" ]; then exit 4; fi; ` +
 	`for d in "$c1" "$c2" "$c3"; do if [ -z "$d" ]; then continue; fi; ` +
@@ -116,7 +122,7 @@ const exitNoSumTool = 7
 
 // bootCommand is the command line that runs bootScript in mode; extra are
 // further ARGs (known=, fresh=).
-func bootCommand(mode string, builds []build, rexdArgs []string, extra ...string) string {
+func bootCommand(mode string, builds []build, rexdArgs []string, as *become, extra ...string) string {
 	argv := []string{"exec", "/bin/sh", "-c", bootScript, "rexd-boot", mode}
 	for _, b := range builds {
 		for _, n := range b.unames {
@@ -124,6 +130,9 @@ func bootCommand(mode string, builds []build, rexdArgs []string, extra ...string
 		}
 	}
 	argv = append(argv, extra...)
+	if as != nil {
+		argv = append(argv, "become="+as.user, "bmode="+sudo.Mode(as.password != nil), "bprompt="+sudo.Prompt, "bready="+sudo.ReadyScript)
+	}
 	argv = append(argv, "version="+version.Version, "--")
 	argv = append(argv, rexdArgs...)
 	return command(argv...)
@@ -257,6 +266,16 @@ func (h *headerReader) Read(p []byte) (int, error) {
 		}
 	}
 	return h.r.Read(p)
+}
+
+// headerLine reads one line before rexd speaks (the sudo handshake reads
+// up to its Ready line so), keeping the "rexd-" ones as header lines.
+func (h *headerReader) headerLine() (string, error) {
+	line, err := h.r.ReadString('\n')
+	if l := strings.TrimSuffix(line, "\n"); strings.HasPrefix(l, "rexd-") {
+		h.add(l)
+	}
+	return line, err
 }
 
 func (h *headerReader) isDone() bool {

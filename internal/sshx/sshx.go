@@ -26,6 +26,13 @@ type Target struct {
 	// ConnectTimeout overrides Options.ConnectTimeout and ssh_config's
 	// ConnectTimeout for this connection (--connect-timeout).
 	ConnectTimeout time.Duration
+	// Become, when set, starts rexd through sudo as that user (root,
+	// say): sudo -n first, then with the password from
+	// Options.SudoPassword when sudo wants one.
+	Become string
+	// RexdArgs are this target's arguments for rexd after the Dialer's
+	// (its --root list, say).
+	RexdArgs []string
 }
 
 // Options configure a Dialer. The zero value behaves like OpenSSH with the
@@ -65,6 +72,10 @@ type Options struct {
 	Stderr io.Writer
 	// RexdArgs are extra arguments for the remote `rexd --stdio`.
 	RexdArgs []string
+	// SudoPassword is asked for the password of user on target when sudo
+	// there wants one (see Target.Become). It is given to sudo only and
+	// never kept by the Dialer; asking once per run is the caller's.
+	SudoPassword func(target, user string) ([]byte, error)
 	// Session are the session.open params; ClientName defaults to "rex" and
 	// ClientVersion to this version.
 	Session protocol.SessionOpenParams
@@ -155,6 +166,7 @@ var (
 	ErrNoCacheDir     = errors.New("no usable directory for rexd")
 	ErrBootstrap      = errors.New("bootstrap failed")
 	ErrConfig         = errors.New("bad ssh configuration")
+	ErrBecome         = errors.New("sudo failed")
 )
 
 // Error is an operator-facing failure: Msg is one sentence that says what

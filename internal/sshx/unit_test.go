@@ -142,7 +142,7 @@ func TestParseTarget(t *testing.T) {
 			continue
 		}
 		tc.want.Name = tc.spec
-		if err != nil || got != tc.want {
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("ParseTarget(%q) = %+v, %v; want %+v", tc.spec, got, err, tc.want)
 		}
 	}

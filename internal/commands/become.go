@@ -1,0 +1,161 @@
+package commands
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/rexconsole/rex/internal/fanout"
+	"github.com/rexconsole/rex/internal/protocol"
+	"github.com/rexconsole/rex/internal/rexclient"
+	"github.com/rexconsole/rex/internal/sudo"
+	"github.com/rexconsole/rex/internal/version"
+)
+
+// SudoPasswords asks for the sudo password once per run and gives the
+// same one to every target that wants it (as Ansible's become password).
+// It keeps it in memory only, for the run.
+type SudoPasswords struct {
+	// Ask reads the password from the operator: a terminal with echo off,
+	// a masked prompt in the console.
+	Ask func(prompt string) ([]byte, error)
+
+	mu    sync.Mutex
+	asked bool
+	pw    []byte
+	err   error
+}
+
+// Get is sshx.Options.SudoPassword: the password, asked for the first
+// time it is wanted.
+func (s *SudoPasswords) Get(target, user string) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.asked {
+		s.asked = true
+		if s.Ask == nil {
+			s.err = errors.New("there is no way to ask for it here")
+		} else {
+			s.pw, s.err = s.Ask(fmt.Sprintf("sudo password on %s (for %s; asked once for this run): ", target, user))
+		}
+	}
+	if s.err != nil {
+		return nil, s.err
+	}
+	return append([]byte(nil), s.pw...), nil
+}
+
+// AskTTY reads a secret from the controlling terminal with echo off;
+// without a terminal there is no way to ask.
+func AskTTY(prompt string) ([]byte, error) {
+	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
+	if err != nil {
+		return nil, errors.New("there is no terminal to ask for it; allow NOPASSWD in sudoers for the targets, or run rex from a terminal")
+	}
+	defer tty.Close()
+	fmt.Fprint(tty, prompt)
+	pw, err := term.ReadPassword(int(tty.Fd()))
+	fmt.Fprintln(tty)
+	return pw, err
+}
+
+// localSudoCloseGrace is how long a local rexd under sudo has to finish
+// after its input closes; it cannot be killed from here (it runs as
+// another user), so its input closing is what ends it.
+const localSudoCloseGrace = 5 * time.Second
+
+// connectLocalSudo starts the local rexd through sudo as user: sudo -n,
+// then with the password from passwords when sudo wants one.
+func connectLocalSudo(ctx context.Context, rexdPath string, args []string, user string, passwords func(target, user string) ([]byte, error)) (*fanout.Conn, error) {
+	c, err := startLocalSudo(ctx, rexdPath, args, user, nil)
+	if errors.Is(err, sudo.ErrPasswordRequired) {
+		if passwords == nil {
+			return nil, fmt.Errorf("sudo on this machine wants a password for %s and there is no way to ask for it here; allow NOPASSWD for rexd", user)
+		}
+		pw, perr := passwords(LocalName, user)
+		if perr != nil {
+			return nil, fmt.Errorf("sudo on this machine wants a password for %s: %v", user, perr)
+		}
+		c, err = startLocalSudo(ctx, rexdPath, args, user, pw)
+		clear(pw)
+	}
+	if err != nil {
+		var re *sudo.RefusedError
+		switch {
+		case errors.Is(err, sudo.ErrWrongPassword), errors.Is(err, sudo.ErrPasswordRequired):
+			return nil, fmt.Errorf("sudo on this machine refused the password for %s; nothing was done, run again with the right password", user)
+		case errors.As(err, &re):
+			return nil, fmt.Errorf("sudo on this machine will not run rexd as %s (%s); allow it in sudoers, or drop --sudo", user, re.Said)
+		}
+		return nil, fmt.Errorf("start the local rexd through sudo as %s: %w", user, err)
+	}
+	s, err := c.OpenSession(ctx, protocol.SessionOpenParams{ClientName: "rex", ClientVersion: version.Version})
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("local rexd through sudo: %w", err)
+	}
+	return &fanout.Conn{Session: s, Closer: c}, nil
+}
+
+func startLocalSudo(ctx context.Context, rexdPath string, args []string, user string, password []byte) (*rexclient.Client, error) {
+	argv := sudo.Args(user, password != nil, append([]string{rexdPath, "--stdio"}, args...)...)
+	cmd := exec.Command("sudo", argv...)
+	// Its own process group: a ctrl+c meant for rex does not reach it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	watch := sudo.NewWatcher()
+	cmd.Stderr = watch
+	if err := cmd.Start(); err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return nil, &sudo.RefusedError{Said: "sudo is not installed"}
+		}
+		return nil, err
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	closer := &sudoCloser{stdin: stdin, exited: exited}
+	r := bufio.NewReader(stdout)
+	next := func() (string, error) { return r.ReadString('\n') }
+	if err := sudo.Wait(ctx, next, watch, stdin, password); err != nil {
+		closer.Close()
+		if errors.Is(err, sudo.ErrNotStarted) {
+			return nil, fmt.Errorf("rexd did not start: %s", strings.TrimSpace(watch.Said()))
+		}
+		return nil, err
+	}
+	return rexclient.NewConn(r, stdin, closer), nil
+}
+
+type sudoCloser struct {
+	stdin  io.Closer
+	exited chan struct{}
+	once   sync.Once
+}
+
+func (s *sudoCloser) Close() error {
+	s.once.Do(func() {
+		s.stdin.Close()
+		select {
+		case <-s.exited:
+		case <-time.After(localSudoCloseGrace):
+		}
+	})
+	return nil
+}
