@@ -45,13 +45,13 @@ func TestConsoleSyncE2E(t *testing.T) {
 	c.run("/layout rows", "layout rows")
 
 	// First push: both panes reach done with the line rex push prints.
-	s := c.run("/push site srv/site h1,h2", "h1: sent 2 file(s), 2 dir(s)", "h2: sent 2 file(s), 2 dir(s)", "push site srv/site — 2 ok")
+	s := c.run("/push site srv/site h1,h2", ": created with 3 entries · sent 2 files, 2 dirs", "push site srv/site — 2 ok")
 	if n := strings.Count(s, "done · sent 4 objects"); n != 2 {
 		t.Errorf("%d panes say done, want 2:\n%s", n, s)
 	}
 	for i, h := range fleet {
 		want := filepath.Join(h.Home, "srv", "site")
-		if !strings.Contains(s, fmt.Sprintf("h%d: sent 2 file(s), 2 dir(s)", i+1)) || !strings.Contains(s, "→ "+want) {
+		if !strings.Contains(s, fmt.Sprintf("h%d: %s: created with 3 entries · sent 2 files, 2 dirs", i+1, want)) {
 			t.Errorf("h%d's pane does not say where the tree went (%s):\n%s", i+1, want, s)
 		}
 		for name, content := range files {
@@ -67,7 +67,7 @@ func TestConsoleSyncE2E(t *testing.T) {
 
 	// Again, unchanged: up to date everywhere.
 	c.run("/close all", "closed 2 panes")
-	s = c.run("/push site srv/site h1,h2", "h1: up to date → ", "h2: up to date → ", "push site srv/site — 2 ok")
+	s = c.run("/push site srv/site h1,h2", ": up to date · nothing sent", "push site srv/site — 2 ok")
 	if n := strings.Count(s, "up to date · nothing to send"); n != 2 {
 		t.Errorf("%d panes say up to date, want 2:\n%s", n, s)
 	}

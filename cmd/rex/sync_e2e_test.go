@@ -1,35 +1,52 @@
 package main
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/rexconsole/rex/internal/sshtest"
 )
 
-// pushLine is one target's line of `rex push` output.
-var pushLine = regexp.MustCompile(`^(\S+): (.+) → (\S+) \((\d+) quer(?:y|ies), ([\d.]+ \S+) out, ([\d.]+ \S+) in\)$`)
+// pushLine is one target's first line of `rex push` output.
+var pushLine = regexp.MustCompile(`^(\S+): (\S+): (.+) · (nothing sent|sent (\d+) files?, (\d+) dirs?, [\d.]+ \S+) \((\d+) quer(?:y|ies), ([\d.]+ \S+) out, ([\d.]+ \S+) in\)$`)
 
 type pushResult struct {
-	what    string
 	path    string
+	what    string
+	files   int
 	queries int
 	out     string
+	lines   []string // the lines after the first: "- path", "+ path"…
 }
 
-func parsePush(t *testing.T, out string) map[string]pushResult {
+// parsePush reads `rex push` output by target.
+func parsePush(t *testing.T, out string) map[string]*pushResult {
 	t.Helper()
-	res := map[string]pushResult{}
+	res := map[string]*pushResult{}
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-		m := pushLine.FindStringSubmatch(l)
-		if m == nil {
-			t.Fatalf("unexpected push line %q", l)
+		if m := pushLine.FindStringSubmatch(l); m != nil {
+			files, _ := strconv.Atoi(m[5])
+			q, _ := strconv.Atoi(m[7])
+			res[m[1]] = &pushResult{path: m[2], what: m[3], files: files, queries: q, out: m[8]}
+			continue
 		}
-		q, _ := strconv.Atoi(m[4])
-		res[m[1]] = pushResult{what: m[2], path: m[3], queries: q, out: m[5]}
+		name, rest, ok := strings.Cut(l, ": ")
+		if !ok || res[name] == nil {
+			t.Fatalf("unexpected push line %q in\n%s", l, out)
+		}
+		res[name].lines = append(res[name].lines, rest)
 	}
 	return res
 }
@@ -49,10 +66,79 @@ func bytesOf(s string) float64 {
 	return v
 }
 
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func read(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("read %s: %v", p, err)
+	}
+	return string(b)
+}
+
+// rexLeftovers lists what rex leaves while writing (.rex-* names) under
+// dir.
+func rexLeftovers(dir string) []string {
+	var out []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasPrefix(d.Name(), ".rex-") {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
+}
+
+// setDevice adds or replaces a device in the fleet's registry.
+func (f *sshFleet) setDevice(t *testing.T, name string, fields map[string]any) {
+	t.Helper()
+	var reg map[string]any
+	if err := json.Unmarshal([]byte(read(t, f.registry())), &reg); err != nil {
+		t.Fatal(err)
+	}
+	reg["devices"].(map[string]any)[name] = fields
+	b, _ := json.MarshalIndent(reg, "", "  ")
+	if err := os.WriteFile(f.registry(), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deviceFor is the registry entry reaching s as its login user.
+func (f *sshFleet) deviceFor(s *sshtest.Server) map[string]any {
+	host, port, _ := strings.Cut(s.Addr, ":")
+	p, _ := strconv.Atoi(port)
+	return map[string]any{"host": s.User + "@" + host, "port": p, "ssh_key": f.key.Path}
+}
+
+// addHost starts one more sshd for the fleet, trusted in known_hosts.
+func (f *sshFleet) addHost(t *testing.T, opts sshtest.Options) *sshtest.Server {
+	t.Helper()
+	opts.Authorized = append(opts.Authorized, f.key)
+	s := sshtest.Start(t, opts)
+	known := filepath.Join(f.home, ".ssh", "known_hosts")
+	kh, _ := os.OpenFile(known, os.O_APPEND|os.O_WRONLY, 0o600)
+	kh.WriteString(strings.Join(s.KnownHostsLines(false), "\n") + "\n")
+	kh.Close()
+	return s
+}
+
 // TestPushPullAcrossAFleet: a 5,000-file tree to 8 hosts; an unchanged
-// re-push sends no file and asks one question; a one-file change sends
-// one file per host; pull merges a remote change with a local one, and a
-// conflicting change is reported and kept with markers.
+// re-push sends nothing and asks one question; a one-file change sends
+// one file per host; a pull lists what it applied, merging a remote change
+// with a local one; a conflict is reported and kept with markers, and a
+// push refuses to send it until it is resolved.
 func TestPushPullAcrossAFleet(t *testing.T) {
 	f := newSSHFleet(t, 8, false)
 	src := filepath.Join(f.home, "work", "site")
@@ -73,13 +159,13 @@ func TestPushPullAcrossAFleet(t *testing.T) {
 	first := parsePush(t, out)
 	for _, h := range f.healthy {
 		r := first[h]
-		if !strings.HasPrefix(r.what, "sent 5001 file(s)") || r.path != filepath.Join(f.hostHome(h), "site") {
+		if r == nil || !strings.HasPrefix(r.what, "created with ") || r.files != 5001 || r.path != filepath.Join(f.hostHome(h), "site") {
 			t.Errorf("%s first push: %+v", h, r)
 		}
 	}
 	// The tree is really there, with its executable bit and its link.
 	dest := filepath.Join(f.hostHome("h3"), "site")
-	if b, _ := os.ReadFile(filepath.Join(dest, "d07/s00/f0007.txt")); string(b) != "file 7\nline two\n" {
+	if b := read(t, filepath.Join(dest, "d07/s00/f0007.txt")); b != "file 7\nline two\n" {
 		t.Errorf("pushed file content %q", b)
 	}
 	if fi, err := os.Stat(filepath.Join(dest, "run.sh")); err != nil || fi.Mode()&0o111 == 0 {
@@ -95,7 +181,7 @@ func TestPushPullAcrossAFleet(t *testing.T) {
 		t.Fatalf("re-push: %d %s", code, out)
 	}
 	for h, r := range parsePush(t, out) {
-		if r.what != "up to date" || r.queries != 1 || bytesOf(r.out) > 2048 {
+		if r.what != "up to date" || r.queries != 1 || r.files != 0 || bytesOf(r.out) > 2048 {
 			t.Errorf("%s unchanged re-push: %+v", h, r)
 		}
 	}
@@ -107,22 +193,24 @@ func TestPushPullAcrossAFleet(t *testing.T) {
 		t.Fatalf("push of one change: %d %s", code, out)
 	}
 	for h, r := range parsePush(t, out) {
-		if !strings.HasPrefix(r.what, "sent 1 file(s)") {
+		if r.what != "updated 1" || r.files != 1 {
 			t.Errorf("%s one-file push: %+v", h, r)
 		}
 	}
-	if b, _ := os.ReadFile(filepath.Join(f.hostHome("h8"), "site/d10/s03/f0010.txt")); string(b) != "changed\n" {
+	if b := read(t, filepath.Join(f.hostHome("h8"), "site/d10/s03/f0010.txt")); b != "changed\n" {
 		t.Errorf("the change did not land: %q", b)
 	}
 
-	// Pull: a remote change and a local change to different files merge.
+	// Pull: a remote change and a local change to different files merge;
+	// the pull lists what it applied here.
 	remote := filepath.Join(f.hostHome("h2"), "site")
 	os.WriteFile(filepath.Join(remote, "d01/s01/f0001.txt"), []byte("file 1\nline two\nremote line\n"), 0o644)
 	os.WriteFile(filepath.Join(remote, "new-remote.txt"), []byte("from h2\n"), 0o644)
 	os.WriteFile(filepath.Join(src, "d02/s02/f0002.txt"), []byte("local edit\n"), 0o644)
 	out, errOut, code = f.run("pull", "site", src, "h2")
-	if code != 0 || !strings.Contains(out, "merged cleanly") {
-		t.Fatalf("clean pull: %d %q %q", code, out, errOut)
+	wantOut := "h2:" + remote + " → " + src + ": created 1, updated 1\nh2: + new-remote.txt\nh2: ~ d01/s01/f0001.txt\n"
+	if code != 0 || out != wantOut {
+		t.Fatalf("clean pull: %d %q %q, want %q", code, out, errOut, wantOut)
 	}
 	for name, want := range map[string]string{
 		"d01/s01/f0001.txt": "file 1\nline two\nremote line\n",
@@ -130,35 +218,347 @@ func TestPushPullAcrossAFleet(t *testing.T) {
 		"d02/s02/f0002.txt": "local edit\n",
 		"d10/s03/f0010.txt": "changed\n",
 	} {
-		if b, _ := os.ReadFile(filepath.Join(src, name)); string(b) != want {
+		if b := read(t, filepath.Join(src, name)); b != want {
 			t.Errorf("after pull %s = %q, want %q", name, b, want)
 		}
 	}
 
-	// A conflicting change is reported, exit 1, markers in the file.
+	// Both sides edit the same file, one of them in the line the other
+	// changed: merged where they do not touch, a conflict where they do.
+	os.WriteFile(filepath.Join(remote, "d04/s04/f0004.txt"), []byte("REMOTE 4\nline two\n"), 0o644)
+	os.WriteFile(filepath.Join(src, "d04/s04/f0004.txt"), []byte("file 4\nline two\nlocal 4\n"), 0o644)
 	os.WriteFile(filepath.Join(remote, "d03/s03/f0003.txt"), []byte("file 3\nREMOTE\n"), 0o644)
 	os.WriteFile(filepath.Join(src, "d03/s03/f0003.txt"), []byte("file 3\nLOCAL\n"), 0o644)
 	out, errOut, code = f.run("pull", "site", src, "h2")
-	if code != 1 || !strings.Contains(out, "conflict (content): d03/s03/f0003.txt") || !strings.Contains(errOut, "1 conflict") {
+	if code != 1 || !strings.Contains(out, "merged 1, 1 conflict") || !strings.Contains(out, "h2: M d04/s04/f0004.txt") ||
+		!strings.Contains(out, "conflict (content): d03/s03/f0003.txt") || !strings.Contains(errOut, "1 conflict") {
 		t.Fatalf("conflicting pull: %d %q %q", code, out, errOut)
 	}
-	b, _ := os.ReadFile(filepath.Join(src, "d03/s03/f0003.txt"))
-	if !strings.Contains(string(b), "<<<<<<< local\nLOCAL\n=======\nREMOTE\n>>>>>>> h2\n") {
+	if b := read(t, filepath.Join(src, "d04/s04/f0004.txt")); b != "REMOTE 4\nline two\nlocal 4\n" {
+		t.Errorf("merged file %q", b)
+	}
+	b := read(t, filepath.Join(src, "d03/s03/f0003.txt"))
+	if !strings.Contains(b, "<<<<<<< local\nLOCAL\n=======\nREMOTE\n>>>>>>> h2\n") {
 		t.Errorf("conflict markers: %q", b)
+	}
+
+	// A push from there refuses to send the markers, naming the file.
+	out, errOut, code = f.run("push", src, "site", "h1")
+	if code != 1 || !strings.Contains(errOut, "d03/s03/f0003.txt (conflict markers)") || !strings.Contains(errOut, "--force") {
+		t.Fatalf("push after a conflicted pull: %d %q %q", code, out, errOut)
+	}
+	if strings.Contains(read(t, filepath.Join(f.hostHome("h1"), "site/d03/s03/f0003.txt")), "<<<<<<<") {
+		t.Fatal("the conflict markers reached h1")
+	}
+	// Resolved: the push goes.
+	os.WriteFile(filepath.Join(src, "d03/s03/f0003.txt"), []byte("file 3\nRESOLVED\n"), 0o644)
+	if out, errOut, code = f.run("push", src, "site", "h1"); code != 0 {
+		t.Fatalf("push after resolving: %d %q %q", code, out, errOut)
 	}
 }
 
-func TestPushRefusesOutsideTheRoots(t *testing.T) {
-	f := newSSHFleet(t, 1, false)
+// TestPushAddsAndUpdates: a push keeps what the destination holds that the
+// source lacks; --delete removes it and lists it; --dry-run changes
+// nothing and prints the plan; a stand-in .ssh keeps authorized_keys;
+// --atomic swaps the directory; files go where pdcp puts them; modes
+// travel; a path outside the home works; a device's roots are enforced.
+func TestPushAddsAndUpdates(t *testing.T) {
+	f := newSSHFleet(t, 2, false)
+	home := f.hostHome("h1")
 	src := filepath.Join(f.home, "src")
-	os.MkdirAll(src, 0o755)
-	os.WriteFile(filepath.Join(src, "a"), []byte("a"), 0o644)
-	out, errOut, code := f.run("push", src, "/etc/rex-push-test", "h1")
+	writeFiles(t, src, map[string]string{"index.html": "<h1>v1</h1>\n", "css/a.css": "a{}\n"})
+	os.WriteFile(filepath.Join(src, "secret.key"), []byte("k\n"), 0o600)
+	os.Chmod(filepath.Join(src, "secret.key"), 0o600)
+	dst := filepath.Join(home, "www")
+	writeFiles(t, dst, map[string]string{"precious": "mine\n", "index.html": "old\n"})
+	ino := inodeOf(t, dst)
+
+	out, errOut, code := f.run("push", src, "www", "h1")
+	r := parsePush(t, out)["h1"]
+	if code != 0 || r == nil || r.what != "added 3, updated 1" || len(r.lines) != 0 {
+		t.Fatalf("push onto a directory: %d %q %q", code, out, errOut)
+	}
+	if read(t, filepath.Join(dst, "precious")) != "mine\n" || read(t, filepath.Join(dst, "index.html")) != "<h1>v1</h1>\n" {
+		t.Error("the push did not add and update, keeping the rest")
+	}
+	if inodeOf(t, dst) != ino {
+		t.Error("the destination directory was replaced")
+	}
+	if fi, _ := os.Stat(filepath.Join(dst, "secret.key")); fi.Mode().Perm() != 0o600 {
+		t.Errorf("secret.key landed %v", fi.Mode().Perm())
+	}
+
+	// --dry-run with --delete: the plan, nothing changed.
+	out, _, code = f.run("push", "--dry-run", "--delete", src, "www", "h1")
+	r = parsePush(t, out)["h1"]
+	if code != 0 || r.what != "would delete 1 (dry run: nothing changed)" || strings.Join(r.lines, "|") != "- precious" {
+		t.Fatalf("dry run: %d %q", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(dst, "precious")); err != nil {
+		t.Fatal("a dry run deleted")
+	}
+	// --delete: removed and listed.
+	out, _, code = f.run("push", src, "www", "h1", "--delete")
+	r = parsePush(t, out)["h1"]
+	if code != 0 || r.what != "deleted 1" || strings.Join(r.lines, "|") != "- precious" {
+		t.Fatalf("--delete: %d %q", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(dst, "precious")); err == nil {
+		t.Fatal("--delete kept precious")
+	}
+	// --json says the same per target.
+	out, _, _ = f.run("push", "--json", "--delete", src, "www", "h1,h2")
+	var lines []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("--json line %q: %v", sc.Text(), err)
+		}
+		lines = append(lines, m)
+	}
+	if len(lines) != 2 {
+		t.Fatalf("--json: %q", out)
+	}
+	for _, m := range lines {
+		switch m["target"] {
+		case "h1":
+			if m["unchanged"] != true {
+				t.Errorf("--json h1 %v", m)
+			}
+		case "h2":
+			if m["created"] != true || len(m["added"].([]any)) != 4 {
+				t.Errorf("--json h2 %v", m)
+			}
+		}
+	}
+
+	// A stand-in for ~/.ssh: a push of a directory holding only config.
+	ssh := filepath.Join(home, "ssh-standin")
+	writeFiles(t, ssh, map[string]string{"authorized_keys": "ssh-ed25519 AAAA op\n", "known_hosts": "x\n"})
+	os.Chmod(ssh, 0o700)
+	cfg := filepath.Join(f.home, "sshcfg")
+	writeFiles(t, cfg, map[string]string{"config": "Host *\n"})
+	if out, errOut, code = f.run("push", cfg, "ssh-standin", "h1"); code != 0 {
+		t.Fatalf("push into .ssh: %d %q %q", code, out, errOut)
+	}
+	if read(t, filepath.Join(ssh, "authorized_keys")) != "ssh-ed25519 AAAA op\n" || read(t, filepath.Join(ssh, "known_hosts")) != "x\n" {
+		t.Fatal("a push into .ssh lost authorized_keys or known_hosts")
+	}
+	if fi, _ := os.Stat(ssh); fi.Mode().Perm() != 0o700 {
+		t.Errorf(".ssh became %v", fi.Mode().Perm())
+	}
+
+	// --atomic: the directory is replaced as a whole.
+	writeFiles(t, dst, map[string]string{"extra": "x\n"})
+	out, _, code = f.run("push", "--atomic", src, "www", "h1")
+	r = parsePush(t, out)["h1"]
+	if code != 0 || r.what != "deleted 1" || strings.Join(r.lines, "|") != "- extra" || inodeOf(t, dst) == ino {
+		t.Fatalf("--atomic: %d %q", code, out)
+	}
+	if left := rexLeftovers(home); len(left) != 0 {
+		t.Errorf("left behind: %v", left)
+	}
+
+	// Files: several into a directory, one to a path of its own.
+	writeFiles(t, f.home, map[string]string{"a.conf": "a\n", "b.conf": "b\n"})
+	if out, errOut, code = f.run("push", filepath.Join(f.home, "a.conf"), filepath.Join(f.home, "b.conf"), "conf.d/", "h1"); code != 0 {
+		t.Fatalf("push of files: %d %q %q", code, out, errOut)
+	}
+	if read(t, filepath.Join(home, "conf.d/a.conf")) != "a\n" || read(t, filepath.Join(home, "conf.d/b.conf")) != "b\n" {
+		t.Error("files did not land in conf.d/")
+	}
+	if out, errOut, code = f.run("push", filepath.Join(f.home, "a.conf"), "conf.d/renamed.conf", "h1"); code != 0 {
+		t.Fatalf("push of a file to a name: %d %q %q", code, out, errOut)
+	}
+	if read(t, filepath.Join(home, "conf.d/renamed.conf")) != "a\n" {
+		t.Error("the file did not land under its new name")
+	}
+	if out, errOut, code = f.run("push", filepath.Join(f.home, "b.conf"), "conf.d", "h1"); code != 0 || read(t, filepath.Join(home, "conf.d/b.conf")) != "b\n" {
+		t.Fatalf("push of a file to an existing directory: %d %q %q", code, out, errOut)
+	}
+
+	// Outside the home: /tmp works as it does over ssh.
+	tmp := sshtest.TempDir(t)
+	if out, errOut, code = f.run("push", src, filepath.Join(tmp, "x"), "h1"); code != 0 {
+		t.Fatalf("push to %s: %d %q %q", tmp, code, out, errOut)
+	}
+	if read(t, filepath.Join(tmp, "x/css/a.css")) != "a{}\n" {
+		t.Error("the push to /tmp did not land")
+	}
+
+	// A device with roots cannot be written outside them.
+	dev := f.deviceFor(f.hosts[1])
+	dev["roots"] = []string{"~/allowed"}
+	os.MkdirAll(filepath.Join(f.hostHome("h2"), "allowed"), 0o755)
+	f.setDevice(t, "h2", dev)
+	out, errOut, code = f.run("push", src, filepath.Join(tmp, "y"), "h2")
 	if code != 1 || !strings.Contains(errOut, "outside allowed roots") {
 		t.Fatalf("push outside the roots: %d %q %q", code, out, errOut)
 	}
-	if _, err := os.Stat("/etc/rex-push-test"); err == nil {
-		os.RemoveAll("/etc/rex-push-test")
+	if _, err := os.Stat(filepath.Join(tmp, "y")); err == nil {
 		t.Fatal("something was written outside the allowed roots")
+	}
+	if out, errOut, code = f.run("push", src, "~/allowed/site", "h2"); code != 0 {
+		t.Fatalf("push inside the roots: %d %q %q", code, out, errOut)
+	}
+}
+
+func inodeOf(t *testing.T, p string) uint64 {
+	t.Helper()
+	fi, err := os.Lstat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino
+}
+
+// TestAtomicPushNeverMissing: a reader polling the destination during
+// repeated --atomic pushes never finds it missing.
+func TestAtomicPushNeverMissing(t *testing.T) {
+	e := newRexEnv(t, rexBin)
+	srcs := []string{filepath.Join(e.home, "v1"), filepath.Join(e.home, "v2")}
+	writeFiles(t, srcs[0], map[string]string{"index.html": "v1\n", "a/b": "b1\n"})
+	writeFiles(t, srcs[1], map[string]string{"index.html": "v2\n", "a/c": "c2\n"})
+	dest := filepath.Join(sshtest.TempDir(t), "site")
+	if _, errOut, code := e.run("push", srcs[0], dest, "local"); code != 0 {
+		t.Fatal(errOut)
+	}
+	var stop atomic.Bool
+	var missing, polls atomic.Int64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for !stop.Load() {
+			polls.Add(1)
+			if _, err := os.Lstat(filepath.Join(dest, "index.html")); err != nil {
+				missing.Add(1)
+			}
+		}
+	})
+	for i := range 20 {
+		if _, errOut, code := e.run("push", "--atomic", srcs[i%2], dest, "local"); code != 0 {
+			t.Fatal(errOut)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	if missing.Load() != 0 {
+		t.Fatalf("the destination was missing in %d of %d polls", missing.Load(), polls.Load())
+	}
+	if left := rexLeftovers(filepath.Dir(dest)); len(left) != 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}
+
+// TestPullIntoNewDirAndFromMany: a pull into a directory that does not
+// exist brings the files (though the tree was pushed from elsewhere); a
+// pull from three hosts writes LOCAL/<host>, each merged against its own
+// base.
+func TestPullIntoNewDirAndFromMany(t *testing.T) {
+	f := newSSHFleet(t, 3, false)
+	src := filepath.Join(f.home, "site2")
+	writeFiles(t, src, map[string]string{"a.txt": "a\n", "sub/b.txt": "b\n"})
+	if out, errOut, code := f.run("push", src, "site2", "good"); code != 0 {
+		t.Fatalf("push: %q %q", out, errOut)
+	}
+	fresh := filepath.Join(f.home, "new")
+	out, errOut, code := f.run("pull", "site2", fresh, "h1")
+	if code != 0 || !strings.Contains(out, "created 2") || read(t, filepath.Join(fresh, "sub/b.txt")) != "b\n" {
+		t.Fatalf("pull into a new directory: %d %q %q", code, out, errOut)
+	}
+
+	for i, h := range f.healthy {
+		writeFiles(t, filepath.Join(f.hostHome(h), "site2"), map[string]string{"host.txt": h + "\n", "a.txt": fmt.Sprintf("a%d\n", i)})
+	}
+	many := filepath.Join(f.home, "many")
+	out, errOut, code = f.run("pull", "site2", many, "good")
+	if code != 0 {
+		t.Fatalf("pull from 3: %d %q %q", code, out, errOut)
+	}
+	for i, h := range f.healthy {
+		if read(t, filepath.Join(many, h, "host.txt")) != h+"\n" || read(t, filepath.Join(many, h, "a.txt")) != fmt.Sprintf("a%d\n", i) {
+			t.Errorf("%s/%s does not hold %s's tree", many, h, h)
+		}
+		if !strings.Contains(out, h+":"+filepath.Join(f.hostHome(h), "site2")+" → "+filepath.Join(many, h)+": created 3") {
+			t.Errorf("pull output for %s: %q", h, out)
+		}
+	}
+	// Each host's base is its own: a local edit in many/h2 and a remote
+	// one on h2 merge, the others are up to date.
+	writeFiles(t, filepath.Join(many, "h2"), map[string]string{"sub/b.txt": "b local\n"})
+	writeFiles(t, filepath.Join(f.hostHome("h2"), "site2"), map[string]string{"host.txt": "h2 again\n"})
+	out, errOut, code = f.run("pull", "site2", many, "good")
+	if code != 0 || strings.Count(out, ": up to date") != 2 || !strings.Contains(out, "h2: ~ host.txt") {
+		t.Fatalf("second pull from 3: %d %q %q", code, out, errOut)
+	}
+	if read(t, filepath.Join(many, "h2/sub/b.txt")) != "b local\n" {
+		t.Error("the local edit was lost")
+	}
+}
+
+// TestPushAfterKilledRexd: rexd killed in the middle of a push leaves
+// temporary files; the next push removes them, leaves no .rex-* name and
+// no temporary file in the target's store, and the tree is whole.
+func TestPushAfterKilledRexd(t *testing.T) {
+	f := newSSHFleet(t, 1, false)
+	src := filepath.Join(f.home, "big")
+	for i := range 40 {
+		data := make([]byte, 1<<20)
+		for j := range data {
+			data[j] = byte(i*7 + j)
+		}
+		p := filepath.Join(src, fmt.Sprintf("d%d/f%02d.bin", i%4, i))
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, data, 0o644)
+	}
+	home := f.hostHome("h1")
+	dest := filepath.Join(home, "big")
+	os.MkdirAll(dest, 0o755)
+	for _, atomicPush := range []bool{false, true} {
+		os.RemoveAll(dest)
+		os.MkdirAll(dest, 0o755)
+		args := []string{"push", src, "big", "h1"}
+		if atomicPush {
+			args = append(args, "--atomic")
+		}
+		cmd := f.cmd(args...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Kill the target's rexd as soon as it writes into the destination.
+		killed := false
+		for range 20000 {
+			if len(rexLeftovers(home)) > 0 {
+				for _, p := range f.hosts[0].Descendants() {
+					if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p)); strings.TrimSpace(string(comm)) == "rexd" {
+						syscall.Kill(p, syscall.SIGKILL)
+						killed = true
+					}
+				}
+				break
+			}
+			time.Sleep(time.Millisecond) // polling for the moment to kill, bounded
+		}
+		cmd.Wait()
+		if !killed {
+			t.Fatalf("atomic=%v: the push ended before rexd could be killed in it", atomicPush)
+		}
+		if len(rexLeftovers(home)) == 0 {
+			t.Fatalf("atomic=%v: the killed push left nothing to sweep; the test shows nothing", atomicPush)
+		}
+		out, errOut, code := f.run(args...)
+		if code != 0 {
+			t.Fatalf("atomic=%v: push after the kill: %d %q %q", atomicPush, code, out, errOut)
+		}
+		if left := rexLeftovers(home); len(left) != 0 {
+			t.Errorf("atomic=%v: left behind after the next push: %v", atomicPush, left)
+		}
+		tmps, _ := os.ReadDir(filepath.Join(home, ".cache/rexd/cas/tmp"))
+		if len(tmps) != 0 {
+			t.Errorf("atomic=%v: store temp files left: %v", atomicPush, tmps)
+		}
+		if read(t, filepath.Join(dest, "d3/f39.bin")) != read(t, filepath.Join(src, "d3/f39.bin")) {
+			t.Errorf("atomic=%v: the tree is not whole", atomicPush)
+		}
 	}
 }

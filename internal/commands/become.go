@@ -133,7 +133,15 @@ func startLocalSudo(ctx context.Context, rexdPath string, args []string, user st
 	closer := &sudoCloser{stdin: stdin, exited: exited}
 	r := bufio.NewReader(stdout)
 	next := func() (string, error) { return r.ReadString('\n') }
-	if err := sudo.Wait(ctx, next, watch, stdin, password); err != nil {
+	err = sudo.Wait(ctx, next, watch, stdin, password)
+	if errors.Is(err, sudo.ErrEnded) {
+		select { // all of stderr is read once sudo has ended
+		case <-exited:
+		case <-time.After(localSudoCloseGrace):
+		}
+		err = watch.Failure()
+	}
+	if err != nil {
 		closer.Close()
 		if errors.Is(err, sudo.ErrNotStarted) {
 			return nil, fmt.Errorf("rexd did not start: %s", strings.TrimSpace(watch.Said()))

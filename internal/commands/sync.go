@@ -833,7 +833,7 @@ func PushTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 		return stats(total), res, nil
 	}
 	// The target needs blobs: send them, then commit.
-	sent, err := sendNeeded(ctx, st, remote, res, last, report)
+	sent, err := sendNeeded(ctx, st, remote, res, &last, report)
 	total.Batches += sent.Batches
 	total.Streams += sent.Streams
 	total.Blobs += sent.Blobs
@@ -853,13 +853,13 @@ func PushTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 }
 
 // sendNeeded sends the blobs an update asked for, page after page.
-func sendNeeded(ctx context.Context, st *cas.Store, remote *rexclient.CASRemote, res PushResult, last cas.Progress, report func(SyncProgress)) (cas.Stats, error) {
+func sendNeeded(ctx context.Context, st *cas.Store, remote *rexclient.CASRemote, res PushResult, last *cas.Progress, report func(SyncProgress)) (cas.Stats, error) {
 	var sent cas.Stats
 	need, err := rexclient.ParseDigests(res.Needed)
 	if err != nil {
 		return sent, err
 	}
-	base := last
+	base := *last
 	base.TotalObjects = last.Trees + res.NeededTotal
 	base.TotalBytes = last.Bytes
 	for _, d := range need {
@@ -873,6 +873,7 @@ func sendNeeded(ctx context.Context, st *cas.Store, remote *rexclient.CASRemote,
 			q.Walking = false
 			q.Blobs = done.Blobs + p.Blobs
 			q.Bytes = base.Bytes + done.Bytes + p.Bytes
+			*last = q
 			report(SyncProgress{Phase: SyncMoving, Progress: q})
 		}})
 		sent.Batches += s.Batches

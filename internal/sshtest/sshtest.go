@@ -72,6 +72,9 @@ type Options struct {
 	Noexec []string
 	// Extra are more sshd_config lines.
 	Extra []string
+	// User is the login user when not whoever runs the test: an account
+	// made with NewUser (root only). Home then belongs to that user.
+	User string
 }
 
 // Server is one running sshd.
@@ -154,6 +157,27 @@ func start(t testing.TB, opts Options) (*Server, error) {
 		if err := os.MkdirAll(s.Home, 0o755); err != nil {
 			return nil, fmt.Errorf("sshtest: %w", err)
 		}
+	}
+	if opts.User != "" && opts.User != u.Username {
+		// sshd reads authorized_keys as the login user, who must reach it.
+		other, err := user.Lookup(opts.User)
+		if err != nil {
+			return nil, fmt.Errorf("sshtest: login user %q: %w", opts.User, err)
+		}
+		uid, _ := strconv.Atoi(other.Uid)
+		gid, _ := strconv.Atoi(other.Gid)
+		if err := os.Chmod(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("sshtest: %w", err)
+		}
+		if err := filepath.Walk(s.Home, func(p string, _ os.FileInfo, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Lchown(p, uid, gid)
+		}); err != nil {
+			return nil, fmt.Errorf("sshtest: give %s to %s: %w", s.Home, opts.User, err)
+		}
+		s.User = opts.User
 	}
 	types := opts.HostKeyTypes
 	if len(types) == 0 {

@@ -323,6 +323,13 @@ func (d *Dialer) launchOnce(ctx context.Context, client *ssh.Client, name, mode 
 		// Nothing goes to rexd before sudo has let it run: sudo -S would
 		// take the first line for a password.
 		err := sudo.Wait(ctx, hr.headerLine, watch, stdin, lo.as.password)
+		if errors.Is(err, sudo.ErrEnded) {
+			select { // all of stderr is read once the session ends
+			case <-closer.done:
+			case <-time.After(closeGrace):
+			}
+			err = watch.Failure()
+		}
 		switch {
 		case err == nil:
 		case errors.Is(err, sudo.ErrNotStarted) && hr.header().exec == "":

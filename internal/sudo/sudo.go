@@ -54,6 +54,10 @@ var (
 	// ErrNotStarted: the output ended before sudo ran anything (the
 	// program was not there, or the shell failed before sudo).
 	ErrNotStarted = errors.New("the program did not start")
+	// ErrEnded: the output ended before Ready. Wait for the process to
+	// end (so all it wrote on stderr is seen), then ask Watcher.Failure
+	// why.
+	ErrEnded = errors.New("the output ended before the program ran")
 )
 
 // RefusedError is sudo saying no for another reason than the password
@@ -132,7 +136,7 @@ func Wait(ctx context.Context, next func() (string, error), w *Watcher, in io.Wr
 			if err == nil {
 				return nil
 			}
-			return w.failure()
+			return ErrEnded
 		case <-w.prompts:
 			asked++
 			if asked > 1 || password == nil {
@@ -150,8 +154,9 @@ func Wait(ctx context.Context, next func() (string, error), w *Watcher, in io.Wr
 	}
 }
 
-// failure reads why the output ended before the program ran.
-func (w *Watcher) failure() error {
+// Failure says why the output ended before the program ran, from what
+// sudo (or the shell) wrote on stderr: call it once the process has ended.
+func (w *Watcher) Failure() error {
 	said := w.Said()
 	switch {
 	case said == "":

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/rexconsole/rex/internal/sshtest"
+)
+
+// TestPushWithSudo: --sudo pushes into a root-owned directory on a host
+// whose sudo wants a password (asked once on the terminal, given to sudo
+// only) and on one with NOPASSWD; without --sudo the same push is refused
+// in one sentence; a wrong password ends in one sentence with nothing
+// written; a device with "become" needs no flag.
+func TestPushWithSudo(t *testing.T) {
+	f := newSSHFleet(t, 0, false)
+	const password = "s3cret-pw"
+	withPw := sshtest.NewUser(t, sshtest.UserOptions{Password: password, Sudo: sshtest.SudoPassword})
+	noPw := sshtest.NewUser(t, sshtest.UserOptions{Sudo: sshtest.SudoNoPasswd})
+	hp := f.addHost(t, sshtest.Options{User: withPw.Name, Home: withPw.Home})
+	hn := f.addHost(t, sshtest.Options{User: noPw.Name, Home: noPw.Home})
+	f.setDevice(t, "hp", f.deviceFor(hp))
+	f.setDevice(t, "hn", f.deviceFor(hn))
+
+	// A root-owned directory the login users cannot write.
+	etc := filepath.Join(sshtest.TempDir(t), "etc")
+	os.MkdirAll(etc, 0o755)
+	os.Chmod(filepath.Dir(etc), 0o755)
+	conf := filepath.Join(f.home, "app.conf")
+	os.WriteFile(conf, []byte("setting = 1\n"), 0o644)
+
+	out, errOut, code := f.run("push", conf, etc+"/", "hn")
+	if code != 1 || !strings.Contains(errOut, "permission denied") || !strings.Contains(errOut, "--sudo") {
+		t.Fatalf("push without --sudo: %d %q %q", code, out, errOut)
+	}
+
+	// NOPASSWD: no question asked.
+	out, errOut, code = f.run("push", "--sudo", conf, etc+"/nopw/", "hn")
+	if code != 0 {
+		t.Fatalf("push --sudo to the NOPASSWD host: %d %q %q", code, out, errOut)
+	}
+	assertRootFile(t, filepath.Join(etc, "nopw/app.conf"), "setting = 1\n")
+
+	// A password host, from a terminal: asked once, the push goes.
+	s := newTmux(t, 160, 40)
+	s.line("export HOME=" + f.home + " XDG_CONFIG_HOME= XDG_CACHE_HOME= XDG_STATE_HOME=")
+	s.line("rex push --sudo " + conf + " " + etc + "/pw/ hp; echo status=$?")
+	s.waitText("sudo password on hp")
+	s.line(password)
+	scr := waitStatus(s)
+	if !strings.Contains(scr, "status=0") || !strings.Contains(scr, "hp: "+filepath.Join(etc, "pw")+": created") {
+		t.Fatalf("push --sudo with the password:\n%s", scr)
+	}
+	if strings.Contains(scr, password) {
+		t.Fatal("the password was echoed")
+	}
+	assertRootFile(t, filepath.Join(etc, "pw/app.conf"), "setting = 1\n")
+
+	// A wrong password: one sentence, nothing written.
+	s.line("clear")
+	s.line("rex push --sudo " + conf + " " + etc + "/wrong/ hp; echo status=$?")
+	s.waitText("sudo password on hp")
+	s.line("not-the-password")
+	scr = waitStatus(s)
+	if !strings.Contains(scr, "status=255") || !strings.Contains(scr, "sudo on hp refused the password for root; nothing was done there") {
+		t.Fatalf("a wrong password:\n%s", scr)
+	}
+	if _, err := os.Stat(filepath.Join(etc, "wrong")); err == nil {
+		t.Fatal("something was written with a wrong password")
+	}
+
+	// The password never reaches the target's rexd audit log.
+	for _, h := range []string{"/root/.local/state/rexd/audit.log", filepath.Join(withPw.Home, ".local/state/rexd/audit.log")} {
+		if b, err := os.ReadFile(h); err == nil && strings.Contains(string(b), password) {
+			t.Fatalf("%s holds the password", h)
+		}
+	}
+
+	// "become": true on the device: no flag needed.
+	dev := f.deviceFor(hn)
+	dev["become"] = true
+	f.setDevice(t, "hn", dev)
+	if out, errOut, code = f.run("push", conf, etc+"/become/", "hn"); code != 0 {
+		t.Fatalf("push to a become device: %d %q %q", code, out, errOut)
+	}
+	assertRootFile(t, filepath.Join(etc, "become/app.conf"), "setting = 1\n")
+}
+
+func assertRootFile(t *testing.T, p, want string) {
+	t.Helper()
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatalf("%s: %v", p, err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 {
+		t.Errorf("%s is owned by uid %d, want root", p, st.Uid)
+	}
+	if got := read(t, p); got != want {
+		t.Errorf("%s = %q", p, got)
+	}
+}
+
+// waitStatus waits for the "status=N" line the test's commands end with.
+func waitStatus(s *tmuxSession) string {
+	s.t.Helper()
+	return s.waitFor("the exit status", func(scr string) bool {
+		for _, l := range strings.Split(scr, "\n") {
+			if strings.HasPrefix(l, "status=") {
+				return true
+			}
+		}
+		return false
+	})
+}
