@@ -171,6 +171,7 @@ type Model struct {
 	helpOpen bool
 	helpTop  int
 	search   *searchState
+	secret   *secretPrompt // a masked question (a sudo password) holds the command line
 	verb     *verbRun
 	ticking  bool
 	quitting bool
@@ -200,6 +201,9 @@ func newModel(ctx context.Context, opts Options, run runFunc, now func() time.Ti
 	}
 	m.setRegistry(devices.New())
 	m.states = engine.NewContacts(now, m.signal.mark)
+	if opts.Secrets != nil {
+		opts.Secrets.attach(m.signal.mark)
+	}
 	var startup []string
 
 	m.workDir = opts.WorkDir
@@ -349,6 +353,10 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 			m.onWheel(msg)
 		}
 	case tea.PasteMsg:
+		if m.secret != nil {
+			m.secretPaste(msg.Content)
+			return nil
+		}
 		if m.dialogs.Len() > 0 {
 			return nil
 		}
@@ -386,6 +394,7 @@ func tickCmd() tea.Cmd {
 // and keep ticking while anything changes or runs.
 func (m *Model) onFrame(time.Time) tea.Cmd {
 	now := m.now()
+	m.pollSecret()
 	ended := false
 	for _, t := range m.tasks.List() {
 		if t.Done() && !m.reported[t] {
@@ -493,6 +502,9 @@ func errorText(err error) string {
 // typed, then pane keys, then the command line.
 func (m *Model) onKey(msg tea.KeyPressMsg) tea.Cmd {
 	k := &m.keys
+	if m.secret != nil {
+		return m.secretKey(msg)
+	}
 	if m.dialogs.Len() > 0 {
 		return m.dialogKey(msg)
 	}

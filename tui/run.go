@@ -76,6 +76,9 @@ type Options struct {
 	// knows (sshx's "bootstrapping") to the sidebar; give its Report
 	// method to the connector.
 	States *ConnStates
+	// Secrets, when set, is how the connector asks the operator for a
+	// secret (a sudo password): a masked prompt on the command line.
+	Secrets *SecretAsker
 }
 
 // shutdownWait bounds how long Run waits, after the console closed, for
@@ -127,6 +130,9 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	_, err := p.Run()
 	m.signal.send.Store(nil)
+	if opts.Secrets != nil {
+		opts.Secrets.close()
+	}
 
 	// Stop whatever still runs and give remote processes a moment to end.
 	for _, t := range m.tasks.List() {

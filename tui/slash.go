@@ -225,6 +225,9 @@ func (m *Model) cmdRun(args []string) tea.Cmd {
 		m.fail(fmt.Errorf("/run %s: %w", spec.Targets, err))
 		return nil
 	}
+	if spec.Sudo {
+		targets = commands.WithSudo(targets)
+	}
 	display := spec.Task.Command
 	if display == "" {
 		display = strings.Join(spec.Task.Argv, " ")

@@ -276,3 +276,60 @@ func TestLocalPath(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretPrompt: a connection that wants the sudo password turns the
+// command line into a masked prompt; what is typed shows as dots only and
+// goes to the asker alone; esc declines.
+func TestSecretPrompt(t *testing.T) {
+	e := newEnv(t, 100, 24, false)
+	asker := NewSecretAsker()
+	e.m.opts.Secrets = asker
+	asker.attach(e.m.signal.mark)
+	type answer struct {
+		b   []byte
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		b, err := asker.Ask("sudo password on web1 (for root; asked once for this run): ")
+		got <- answer{b, err}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.m.secret == nil && time.Now().Before(deadline) {
+		e.m.Update(frameMsg{})
+	}
+	if e.m.secret == nil {
+		t.Fatal("the question never reached the command line")
+	}
+	e.typeText("hunter2")
+	e.m.Update(frameMsg{})
+	scr := e.screen()
+	if !strings.Contains(scr, "sudo password on web1 (for root; asked once for this run) ❯ •••••••") || strings.Contains(scr, "hunter2") {
+		t.Fatalf("the masked prompt:\n%s", scr)
+	}
+	e.press("backspace")
+	e.typeText("3")
+	e.press("enter")
+	if a := <-got; a.err != nil || string(a.b) != "hunter3" {
+		t.Fatalf("answer %q %v", a.b, a.err)
+	}
+	if e.m.secret != nil || strings.Contains(e.screen(), "•••") {
+		t.Fatal("the prompt stayed after the answer")
+	}
+	if e.m.input.Value() != "" {
+		t.Errorf("the secret leaked into the command line: %q", e.m.input.Value())
+	}
+	// Esc declines.
+	go func() {
+		b, err := asker.Ask("sudo password on web2: ")
+		got <- answer{b, err}
+	}()
+	for e.m.secret == nil && time.Now().Before(deadline) {
+		e.m.Update(frameMsg{})
+	}
+	e.typeText("x")
+	e.press("esc")
+	if a := <-got; a.err == nil {
+		t.Fatal("esc did not decline")
+	}
+}

@@ -7,39 +7,45 @@ import (
 	"strings"
 
 	tea "charm.land/bubbletea/v2"
+
+	"github.com/rexconsole/rex/internal/commands"
 )
 
 // maxTerminals bounds the panes one /attach opens: past that, a group is
 // better served by /run.
 const maxTerminals = 64
 
-// parseAttach reads /attach's arguments: an optional TARGETS list, then
-// optionally -- and the command.
-func parseAttach(args []string) (spec string, cmd []string, err error) {
+// parseAttach reads /attach's arguments: an optional TARGETS list and
+// --sudo, then optionally -- and the command.
+func parseAttach(args []string) (spec string, cmd []string, sudo bool, err error) {
 	var before []string
 	for i, a := range args {
+		if a == "--sudo" {
+			sudo = true
+			continue
+		}
 		if a == "--" {
 			cmd = args[i+1:]
 			if len(cmd) == 0 {
-				return "", nil, errors.New("/attach: nothing follows --; give a command, or leave -- out for the login shell")
+				return "", nil, false, errors.New("/attach: nothing follows --; give a command, or leave -- out for the login shell")
 			}
 			break
 		}
 		before = append(before, a)
 	}
 	if len(before) > 1 {
-		return "", nil, fmt.Errorf("/attach takes one TARGETS list, then -- and a command: /attach %s -- %s", before[0], strings.Join(before[1:], " "))
+		return "", nil, false, fmt.Errorf("/attach takes one TARGETS list, then -- and a command: /attach %s -- %s", before[0], strings.Join(before[1:], " "))
 	}
 	if len(before) == 1 {
 		spec = before[0]
 	}
-	return spec, cmd, nil
+	return spec, cmd, sudo, nil
 }
 
 // cmdAttach is /attach [TARGETS] [-- CMD]: a terminal pane per target
 // running CMD or the login shell, the first of them taking the keys.
 func (m *Model) cmdAttach(args []string) tea.Cmd {
-	spec, cmd, err := parseAttach(args)
+	spec, cmd, sudo, err := parseAttach(args)
 	if err != nil {
 		m.fail(err)
 		return nil
@@ -55,6 +61,9 @@ func (m *Model) cmdAttach(args []string) tea.Cmd {
 	if err != nil {
 		m.fail(fmt.Errorf("/attach %s: %w", spec, err))
 		return nil
+	}
+	if sudo {
+		targets = commands.WithSudo(targets)
 	}
 	switch {
 	case len(targets) == 0:

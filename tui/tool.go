@@ -87,6 +87,9 @@ func (m *Model) toolRun(args []string) tea.Cmd {
 		m.fail(fmt.Errorf("/tool run --target %s: %w", spec.Targets, err))
 		return nil
 	}
+	if spec.Sudo {
+		targets = commands.WithSudo(targets)
+	}
 	for _, t := range targets {
 		if _, local := t.Spec.(commands.LocalSpec); !local {
 			if err := m.needPool("/tool run on " + t.Name); err != nil {

@@ -171,6 +171,10 @@ func (m *Model) render() (string, *tea.Cursor) {
 	if m.input.Value() == "" && m.search == nil {
 		text, cx = m.st.Placeholder.Render(fit("a shell command to run on "+m.target+", or /help", fw)), 0
 	}
+	if m.secret != nil {
+		_, dots := m.secretView()
+		text, cx = m.st.Input.Render(fit(dots, fw)), min(fw, ansi.StringWidth(dots))
+	}
 	lines = append(lines, prompt+text)
 	lines = append(lines, m.statusView(g, w))
 
@@ -259,7 +263,12 @@ func (m *Model) promptView() (string, int) {
 	if m.search != nil {
 		label = "find in " + m.search.pane.Title()
 	}
-	label = cut(label, max(8, m.width/3))
+	width := max(8, m.width/3)
+	if m.secret != nil {
+		label, _ = m.secretView()
+		label, width = strings.TrimSuffix(label, ":"), max(8, m.width*2/3)
+	}
+	label = cut(label, width)
 	arrow := " ❯ "
 	return st.PromptTarget.Render(label) + st.Prompt.Render(arrow), ansi.StringWidth(label) + ansi.StringWidth(arrow)
 }

@@ -296,7 +296,8 @@ func helpOr(cmd *cobra.Command, err error) error {
 // console opens the full-screen console.
 func console(ctx context.Context, e *env) error {
 	states := &tui.ConnStates{}
-	setup, err := commands.NewSetup(e.paths, commands.SetupOptions{Console: true, OnState: states.Report})
+	secrets := tui.NewSecretAsker() // the sudo password: a masked prompt
+	setup, err := commands.NewSetup(e.paths, commands.SetupOptions{Console: true, OnState: states.Report, AskSecret: secrets.Ask})
 	if err != nil {
 		return err
 	}
@@ -310,6 +311,7 @@ func console(ctx context.Context, e *env) error {
 		DeviceVerb: func(ctx context.Context, o commands.IO, args []string) error {
 			return commands.DeviceWith(ctx, setup.Store, setup.DeviceRemote(), o, args)
 		},
-		States: states,
+		States:  states,
+		Secrets: secrets,
 	})
 }

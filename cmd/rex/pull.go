@@ -9,13 +9,21 @@ import (
 func newPullCmd(e *env) *cobra.Command {
 	var spec commands.PullSpec
 	cmd := &cobra.Command{
-		Use:   "pull REMOTE_DIR LOCAL_DIR TARGET",
-		Short: "Bring a tree back from a target, merged with local changes",
-		Long: `Bring REMOTE_DIR on TARGET into LOCAL_DIR, three-way merged against what
-was last synced: local edits are kept, and a file changed on both sides is
-reported as a conflict with the target's version written beside it.`,
-		Example:           `  rex pull /srv/www ./site web1`,
-		ValidArgsFunction: completeTargets(e, 3),
+		Use:   "pull REMOTE LOCAL TARGETS",
+		Short: "Bring a directory back from targets, merged with local changes",
+		Long: `Bring REMOTE on each target into LOCAL, three-way merged against what was
+last synced between that target's REMOTE and this LOCAL: local edits are
+kept, remote ones applied, and a file changed on both sides is merged line
+by line or reported as a conflict (markers in the file, or the target's
+version saved beside it as FILE.theirs). Every path the pull wrote is
+listed: created (+), updated (~), merged (M), deleted (-). With several
+targets each goes into LOCAL/<target>.
+
+A push from LOCAL refuses to send unresolved conflicts until they are
+resolved (or --force). --dry-run prints what the merge would write.`,
+		Example: `  rex pull /srv/www ./site web1
+  rex pull /etc/nginx ./configs web`,
+		ValidArgsFunction: completeAfterPaths(e, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := spec.Args(args); err != nil {
 				return err

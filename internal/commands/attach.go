@@ -25,19 +25,21 @@ import (
 const DetachKey = 0x1d
 
 // AttachUsage is the synopsis of `rex attach`.
-const AttachUsage = "rex attach TARGET [--connect-timeout D] [-- CMD [ARG...]]"
+const AttachUsage = "rex attach TARGET [--connect-timeout D] [--sudo] [-- CMD [ARG...]]"
 
 // AttachSpec is a parsed `rex attach`.
 type AttachSpec struct {
 	Target         string
 	Cmd            []string
 	ConnectTimeout time.Duration
+	Sudo           bool
 }
 
 // Bind declares the flags of `rex attach`; like run's, they stop at the
 // first word that is not one.
 func (s *AttachSpec) Bind(fs *pflag.FlagSet) {
 	BindConnectTimeout(fs, &s.ConnectTimeout)
+	BindSudo(fs, &s.Sudo)
 	fs.SetInterspersed(false)
 }
 
@@ -68,6 +70,9 @@ func Attach(ctx context.Context, app *App, o IO, spec AttachSpec) error {
 	targets, err := app.Resolve(name)
 	if err != nil {
 		return err
+	}
+	if spec.Sudo {
+		targets = WithSudo(targets)
 	}
 	if len(targets) != 1 {
 		return Usagef("attach takes one target; %q names %d", name, len(targets))

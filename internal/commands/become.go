@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/rexconsole/rex/internal/fanout"
@@ -21,6 +22,12 @@ import (
 	"github.com/rexconsole/rex/internal/sudo"
 	"github.com/rexconsole/rex/internal/version"
 )
+
+// BindSudo declares --sudo: the targets' rexd runs through sudo, as root
+// (or a device's become_user), pooled apart from the plain connection.
+func BindSudo(fs *pflag.FlagSet, b *bool) {
+	fs.BoolVar(b, "sudo", false, "run as root (or the device's become_user) through sudo; a password is asked once if wanted")
+}
 
 // SudoPasswords asks for the sudo password once per run and gives the
 // same one to every target that wants it (as Ansible's become password).

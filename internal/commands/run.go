@@ -39,6 +39,7 @@ type RunSpec struct {
 	OutDir  string
 	NoStdin bool
 	Timeout time.Duration
+	Sudo    bool
 	Task    fanout.Task
 }
 
@@ -58,6 +59,7 @@ func (s *RunSpec) Bind(fs *pflag.FlagSet) {
 	BindQuiet(fs, &s.Quiet)
 	fs.StringVar(&s.OutDir, "outdir", "", "write each target's output to DIR/<target>.out and .err instead of the terminal")
 	fs.BoolVar(&s.NoStdin, "no-stdin", false, "do not forward stdin to the targets (it is forwarded when it is not a terminal)")
+	BindSudo(fs, &s.Sudo)
 	fs.SetInterspersed(false)
 }
 
@@ -145,6 +147,9 @@ func Run(ctx context.Context, app *App, o IO, spec RunSpec) error {
 	targets, err := app.Resolve(spec.Targets)
 	if err != nil {
 		return err
+	}
+	if spec.Sudo {
+		targets = WithSudo(targets)
 	}
 	var out outputSink
 	switch {

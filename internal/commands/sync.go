@@ -74,7 +74,7 @@ func (s *PushSpec) Bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&s.Delete, "delete", false, "also remove, on each target, what the source lacks (every path removed is listed)")
 	fs.BoolVar(&s.Atomic, "atomic", false, "build the tree beside DEST and swap it in whole: DEST is replaced, with no moment it is missing")
 	fs.BoolVarP(&s.DryRun, "dry-run", "n", false, "print what would be added, updated and deleted on each target; change nothing")
-	fs.BoolVar(&s.Sudo, "sudo", false, "write as root (or the device's become_user) through sudo; a password is asked once")
+	BindSudo(fs, &s.Sudo)
 	fs.StringVar(&s.Chmod, "chmod", "", "set modes of what is sent, as rsync's --chmod (D755,F644 or u+x,go-w)")
 	fs.StringVar(&s.Chown, "chown", "", "give what is written to USER[:GROUP] (needs --sudo)")
 	fs.Var(sizeValue{&s.MaxBytes}, "max-bytes", "refuse to write more than N bytes on a target (500M, 2G; default: its free space less 5%)")
@@ -127,7 +127,7 @@ type PullSpec struct {
 // Bind declares the flags of `rex pull` (and /pull).
 func (s *PullSpec) Bind(fs *pflag.FlagSet) {
 	fs.BoolVarP(&s.DryRun, "dry-run", "n", false, "print what the merge would write here; change nothing")
-	fs.BoolVar(&s.Sudo, "sudo", false, "read as root (or the device's become_user) through sudo; a password is asked once")
+	BindSudo(fs, &s.Sudo)
 	fs.Var(sizeValue{&s.MaxBytes}, "max-bytes", "refuse to write more than N bytes here (500M, 2G; default: the free space less 5%)")
 	BindJSON(fs, &s.JSON)
 	BindConnectTimeout(fs, &s.ConnectTimeout)

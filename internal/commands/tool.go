@@ -304,6 +304,7 @@ type ToolRunSpec struct {
 	// JSON asks the tool for JSON (REX_OUTPUT=json in its environment)
 	// and prints one JSON object per target.
 	JSON bool
+	Sudo bool
 
 	params []string
 }
@@ -315,6 +316,7 @@ func (r *ToolRunSpec) Bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&r.Trace, "trace", false, "print how the executor chain resolved the tool on each target")
 	fs.BoolVar(&r.JSON, "json", false, "ask the tool for JSON and print one JSON object per target")
 	BindConnectTimeout(fs, &r.ConnectTimeout)
+	BindSudo(fs, &r.Sudo)
 }
 
 // Args reads the tool id from the positionals and checks the flags.
@@ -370,6 +372,9 @@ func ToolRun(ctx context.Context, app *App, o IO, spec ToolRunSpec) error {
 	targets, err := app.Resolve(spec.Targets)
 	if err != nil {
 		return err
+	}
+	if spec.Sudo {
+		targets = WithSudo(targets)
 	}
 	var traceMu sync.Mutex
 	onTrace := func(target, text string) {
