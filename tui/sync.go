@@ -446,9 +446,3 @@ func (m *Model) cmdPull(args []string) tea.Cmd {
 	return m.ensureTick()
 }
 
-func firstName(targets []fanout.Target, none string) string {
-	if len(targets) == 0 {
-		return none
-	}
-	return targets[0].Name
-}
