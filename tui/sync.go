@@ -445,4 +445,3 @@ func (m *Model) cmdPull(args []string) tea.Cmd {
 	})
 	return m.ensureTick()
 }
-
