@@ -47,11 +47,11 @@ func TestPushWithSudo(t *testing.T) {
 	// A password host, from a terminal: asked once, the push goes.
 	s := newTmux(t, 160, 40)
 	s.line("export HOME=" + f.home + " XDG_CONFIG_HOME= XDG_CACHE_HOME= XDG_STATE_HOME=")
-	s.line("rex push --sudo " + conf + " " + etc + "/pw/ hp; echo status=$?")
+	s.line("rex push --sudo " + conf + " " + etc + "/pw/ hp; echo status1=$?")
 	s.waitText("sudo password on hp")
 	s.line(password)
-	scr := waitStatus(s)
-	if !strings.Contains(scr, "status=0") || !strings.Contains(scr, "hp: "+filepath.Join(etc, "pw")+": created") {
+	scr := waitStatus(s, "status1=")
+	if !strings.Contains(scr, "status1=0") || !strings.Contains(scr, "hp: "+filepath.Join(etc, "pw")+": created") {
 		t.Fatalf("push --sudo with the password:\n%s", scr)
 	}
 	if strings.Contains(scr, password) {
@@ -61,11 +61,11 @@ func TestPushWithSudo(t *testing.T) {
 
 	// A wrong password: one sentence, nothing written.
 	s.line("clear")
-	s.line("rex push --sudo " + conf + " " + etc + "/wrong/ hp; echo status=$?")
+	s.line("rex push --sudo " + conf + " " + etc + "/wrong/ hp; echo status2=$?")
 	s.waitText("sudo password on hp")
 	s.line("not-the-password")
-	scr = waitStatus(s)
-	if !strings.Contains(scr, "status=255") || !strings.Contains(scr, "sudo on hp refused the password for root; nothing was done there") {
+	scr = waitStatus(s, "status2=")
+	if !strings.Contains(scr, "status2=255") || !strings.Contains(scr, "sudo on hp refused the password for root; nothing was done there") {
 		t.Fatalf("a wrong password:\n%s", scr)
 	}
 	if _, err := os.Stat(filepath.Join(etc, "wrong")); err == nil {
@@ -103,12 +103,12 @@ func assertRootFile(t *testing.T, p, want string) {
 	}
 }
 
-// waitStatus waits for the "status=N" line the test's commands end with.
-func waitStatus(s *tmuxSession) string {
+// waitStatus waits for the "<tag>N" line a test's command ends with.
+func waitStatus(s *tmuxSession, tag string) string {
 	s.t.Helper()
 	return s.waitFor("the exit status", func(scr string) bool {
 		for _, l := range strings.Split(scr, "\n") {
-			if strings.HasPrefix(l, "status=") {
+			if strings.HasPrefix(l, tag) {
 				return true
 			}
 		}

@@ -322,6 +322,12 @@ func (d *Dialer) launchOnce(ctx context.Context, client *ssh.Client, name, mode 
 	if watch != nil {
 		// Nothing goes to rexd before sudo has let it run: sudo -S would
 		// take the first line for a password.
+		// With a password, sudo takes its time to check it (pam's delay
+		// after a wrong one): that is not a slow host.
+		resume := func() {}
+		if lo.as.password != nil {
+			resume = pauseBudget(ctx)
+		}
 		err := sudo.Wait(ctx, hr.headerLine, watch, stdin, lo.as.password)
 		if errors.Is(err, sudo.ErrEnded) {
 			select { // all of stderr is read once the session ends
@@ -330,6 +336,7 @@ func (d *Dialer) launchOnce(ctx context.Context, client *ssh.Client, name, mode 
 			}
 			err = watch.Failure()
 		}
+		resume()
 		switch {
 		case err == nil:
 		case errors.Is(err, sudo.ErrNotStarted) && hr.header().exec == "":
