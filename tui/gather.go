@@ -19,6 +19,9 @@ type gatherView struct {
 	pane *outputPane
 	at   time.Time // when it was last rebuilt
 	v    uint64    // the task's version it was built from
+	// table, when set, shows a tool run's JSON results as a table
+	// (tooltable.go) instead of grouping outputs.
+	table *commands.ToolCollector
 }
 
 var errStillRunning = errors.New("still running")
@@ -31,6 +34,11 @@ func (g *gatherView) refresh(now time.Time, keys *KeyMap, m *Model) {
 	t := g.task
 	v := t.Version()
 	if g.pane != nil && (v == g.v || now.Sub(g.at) < gatherRefresh && !t.Done()) {
+		return
+	}
+	if g.table != nil {
+		g.refreshTable(keys, m)
+		g.v, g.at = v, now
 		return
 	}
 	results := make([]*fanout.Result, len(t.Runs))

@@ -100,11 +100,27 @@ func (m *Model) toolRun(args []string) tea.Cmd {
 	}
 	display := "tool " + spec.ID
 	app, now := m.app, m.now
+	// A state graph shows a pane per node and node target (node@target);
+	// a JSON run on several targets shows a table of the results.
+	shown, err := commands.GraphTargets(app, spec, targets)
+	if err != nil {
+		m.fail(fmt.Errorf("/tool run %s: %w", spec.ID, err))
+		return nil
+	}
+	var table *commands.ToolCollector
+	if spec.JSON && len(shown) > 1 {
+		table = commands.NewToolCollector(shown, nil)
+	}
 	var t *engine.Task
 	job := func(ctx context.Context, onEvent func(fanout.Event)) *fanout.Summary {
 		log := newResultLog(onEvent)
 		_, err := commands.RunTool(ctx, app, spec, targets, commands.ToolRunOptions{
-			OnEvent: log.event,
+			OnEvent: func(ev fanout.Event) {
+				if table != nil {
+					table.Event(ev)
+				}
+				log.event(ev)
+			},
 			OnTrace: func(target, text string) {
 				if r := t.Run(target); r != nil {
 					r.Buf.Note(engine.Note, "trace:\n"+strings.TrimRight(text, "\n"))
@@ -112,18 +128,22 @@ func (m *Model) toolRun(args []string) tea.Cmd {
 			},
 		})
 		if err != nil {
-			for _, tg := range targets {
-				log.event(fanout.Event{Target: tg.Name, Kind: fanout.EventResult,
-					Result: &fanout.Result{Target: tg.Name, Err: err, Duration: now().Sub(t.Started)}})
+			for _, tg := range shown {
+				ev := fanout.Event{Target: tg.Name, Kind: fanout.EventResult,
+					Result: &fanout.Result{Target: tg.Name, Err: err, Duration: now().Sub(t.Started)}}
+				if table != nil {
+					table.Event(ev)
+				}
+				log.event(ev)
 			}
 		}
-		return log.summary(targets, now().Sub(t.Started))
+		return log.summary(shown, now().Sub(t.Started))
 	}
-	if len(targets) == 0 {
-		m.fail(fmt.Errorf("/tool run: %s names no targets; add devices to it first", spec.Targets))
-		return nil
+	t = m.newTask(spec.Targets, display, shown, false)
+	if table != nil {
+		m.gather = &gatherView{task: t, table: table}
+		m.gather.refresh(m.now(), &m.keys, m)
 	}
-	t = m.newTask(spec.Targets, display, targets, false)
 	m.runJob(t, job)
 	return m.ensureTick()
 }
