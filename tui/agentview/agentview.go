@@ -240,7 +240,7 @@ func (v *View) Lines(width int) []string {
 func (v *View) render(e *entry, width int) []string {
 	prefix := ""
 	if e.host != "" {
-		prefix = v.st.Muted.Render("["+e.host+"] ")
+		prefix = v.st.Muted.Render("[" + e.host + "] ")
 	}
 	pw := ansi.StringWidth(prefix)
 	switch e.kind {
