@@ -25,8 +25,12 @@ func (m *Model) dialogKey(msg tea.KeyPressMsg) tea.Cmd {
 	switch a := d.Update(msg).(type) {
 	case dialog.Close:
 		m.dialogs.Close(a.ID)
+		m.agentAnswer(a.ID, dialog.ConsentDeny)
 	case dialog.Choose:
 		m.dialogs.Close(a.ID)
+		if m.agentAnswer(a.ID, a.Choice) {
+			return m.ensureTick()
+		}
 		if a.ID == quitDialog && a.Choice == 0 {
 			return m.quit()
 		}
@@ -83,6 +87,9 @@ func (m *Model) runningWork() []string {
 	}
 	if m.verb != nil {
 		text = append(text, m.verb.line+" is running.")
+	}
+	if m.ag != nil && m.ag.turn != nil {
+		text = append(text, "The agent is working on: "+cut(m.ag.turn.prompt, 60)+".")
 	}
 	if text == nil {
 		return nil

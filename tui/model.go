@@ -178,6 +178,9 @@ type Model struct {
 
 	lastIdleCtrlC time.Time
 	lastCancel    time.Time
+
+	// ag is the agent of `?` lines and /agent (agent.go), nil until used.
+	ag *agentConsole
 }
 
 // newModel builds the console's model. run is how tasks run; now is the
@@ -267,6 +270,9 @@ func (m *Model) setTheme(th themes.Theme) {
 	m.styleGen++
 	m.st = NewStyles(th, m.styleGen, m.opts.NoColor)
 	m.help.Styles = m.st.Help
+	if m.ag != nil {
+		m.ag.view.SetStyles(m.agentStyles())
+	}
 }
 
 // reloadRegistry reads devices.json again for the sidebar and completion.
@@ -393,6 +399,7 @@ func tickCmd() tea.Cmd {
 // onFrame is one frame: note finished tasks, refresh a gathered view,
 // and keep ticking while anything changes or runs.
 func (m *Model) onFrame(time.Time) tea.Cmd {
+	m.agentFrame()
 	now := m.now()
 	m.pollSecret()
 	ended := false
@@ -467,7 +474,7 @@ func (m *Model) busy() bool {
 	if m.verb != nil {
 		return true
 	}
-	if m.runningTasks() > 0 {
+	if m.runningTasks() > 0 || m.agentBusy() {
 		return true
 	}
 	for _, p := range m.panes {
@@ -597,6 +604,10 @@ func (m *Model) onKey(msg tea.KeyPressMsg) tea.Cmd {
 // the line; on an idle, empty line, twice in a row, it quits.
 func (m *Model) interrupt() tea.Cmd {
 	now := m.now()
+	if m.agentInterrupt() {
+		m.lastCancel, m.lastIdleCtrlC = now, time.Time{}
+		return m.ensureTick()
+	}
 	if t := m.focusedTask(); t != nil && t.Stop() {
 		m.lastCancel, m.lastIdleCtrlC = now, time.Time{}
 		m.info("cancelling %s on %s", cut(t.Command, 40), plural(len(t.Runs), "target", "targets"))
@@ -636,6 +647,7 @@ func plural(n int, one, many string) string {
 // quit stops every task and ends the program; Run waits for the tasks.
 func (m *Model) quit() tea.Cmd {
 	m.quitting = true
+	m.agentShutdown()
 	for _, t := range m.tasks.List() {
 		t.Stop()
 	}
@@ -698,6 +710,15 @@ func (m *Model) submit() tea.Cmd {
 	}
 	if isSlashCommand(line) {
 		return m.slash(line)
+	}
+	if q, ok := strings.CutPrefix(line, "?"); ok {
+		return m.askAgent(q)
+	}
+	if m.ag != nil && m.ag.on {
+		if cmd, ok := strings.CutPrefix(line, "!"); ok {
+			return m.runOnTarget(strings.TrimSpace(cmd))
+		}
+		return m.askAgent(line)
 	}
 	return m.runOnTarget(line)
 }
@@ -1067,6 +1088,7 @@ func (m *Model) setTarget(spec string) error {
 		return fmt.Errorf("%s names no targets; add devices to it first (/device group add)", spec)
 	}
 	m.target, m.targetCount = spec, len(targets)
+	m.agentTargetChanged()
 	return nil
 }
 

@@ -72,6 +72,9 @@ type Options struct {
 	// NoColor draws task output without the colours programs print (the
 	// NO_COLOR convention); rex sets it from the environment.
 	NoColor bool
+	// Agent is what the command line says about the agent (--yolo,
+	// --model...).
+	Agent AgentOptions
 	// States, when set, carries connection progress only the connector
 	// knows (sshx's "bootstrapping") to the sidebar; give its Report
 	// method to the connector.

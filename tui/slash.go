@@ -47,6 +47,7 @@ func slashCommands() []slashCmd {
 		{"gather", "", "toggle the gathered view of a task on several targets (ctrl+g)", (*Model).cmdGather},
 		{"zoom", "", "show the focused pane alone, or all panes again (ctrl+o)", (*Model).cmdZoom},
 		{"find", "TEXT", "search the focused pane; lower case ignores case (ctrl+f)", (*Model).cmdFind},
+		{"agent", "on|off|new|resume|each", "the agent: ? asks once; on sends every line; each G -- TASK", (*Model).cmdAgent},
 		{"help", "", "show the commands and keys (f1)", (*Model).cmdHelp},
 		{"tasks", "[N]", "every command run this session with its status; N opens one again (f3)", (*Model).cmdTasks},
 		{"quit", "", "leave the console; asks first while tasks run or terminals are open (ctrl+q)", (*Model).cmdQuit},

@@ -270,6 +270,9 @@ func (m *Model) promptView() (string, int) {
 	}
 	label = cut(label, width)
 	arrow := " ❯ "
+	if m.ag != nil && m.ag.on && m.search == nil {
+		arrow = " ? "
+	}
 	return st.PromptTarget.Render(label) + st.Prompt.Render(arrow), ansi.StringWidth(label) + ansi.StringWidth(arrow)
 }
 
@@ -326,6 +329,7 @@ func (m *Model) statusView(g geometry, w int) string {
 		parts = append(parts, "zoomed")
 	}
 	parts = append(parts, m.layout)
+	parts = append(parts, m.agentStatus()...)
 	right := " " + strings.Join(parts, " · ") + " "
 	cast := ""
 	if m.broadcast != nil {
@@ -613,7 +617,7 @@ func (m *Model) helpLines(w int) []string {
 		}
 		lines = append(lines, entry(head, c.summary, col, w)...)
 	}
-	para(st.Overlay, "A line without a slash runs as a shell command on the target in the prompt (on every member of a group at once), in that target's panes: one per machine, each reading like that machine's terminal history. A leading space keeps a line out of history.")
+	para(st.Overlay, "A line without a slash runs as a shell command on the target in the prompt (on every member of a group at once), in that target's panes: one per machine, each reading like that machine's terminal history. A line starting with ? asks the agent, whose commands go to the same target after you allow them. A leading space keeps a line out of history.")
 	add(spaces(w))
 
 	// Keys, in as many columns of at least keyColumn cells as fit.

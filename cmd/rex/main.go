@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/rexconsole/rex/internal/agent"
 	"github.com/rexconsole/rex/internal/commands"
 	"github.com/rexconsole/rex/internal/fanout"
 	"github.com/rexconsole/rex/internal/version"
@@ -209,6 +210,7 @@ func isTerminal(w io.Writer) bool {
 
 // newRoot builds the whole command tree.
 func newRoot(e *env) *cobra.Command {
+	var ag tui.AgentOptions
 	root := &cobra.Command{
 		Use:   "rex",
 		Short: "A console and command line for many machines at once",
@@ -230,9 +232,11 @@ globs (web-*), ranges (node[1-16], n[01-08]), hosts that are not registered
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			e.holdsTerminal.Store(true)
-			return console(cmd.Context(), e)
+			return console(cmd.Context(), e, ag)
 		},
 	}
+	root.Flags().BoolVar(&ag.Yolo, "yolo", false, "the console's agent runs every call without asking (deny patterns still ask); the status bar says YOLO")
+	agent.BindModelFlags(root.Flags(), &ag.Overrides)
 	root.SetIn(e.io.In)
 	root.SetOut(e.io.Out)
 	root.SetErr(e.io.Err)
@@ -294,7 +298,7 @@ func helpOr(cmd *cobra.Command, err error) error {
 }
 
 // console opens the full-screen console.
-func console(ctx context.Context, e *env) error {
+func console(ctx context.Context, e *env, ag tui.AgentOptions) error {
 	states := &tui.ConnStates{}
 	secrets := tui.NewSecretAsker() // the sudo password: a masked prompt
 	setup, err := commands.NewSetup(e.paths, commands.SetupOptions{Console: true, OnState: states.Report, AskSecret: secrets.Ask})
@@ -313,5 +317,6 @@ func console(ctx context.Context, e *env) error {
 		},
 		States:  states,
 		Secrets: secrets,
+		Agent:   ag,
 	})
 }

@@ -61,6 +61,24 @@ type Options struct {
 	Each bool
 	// Host names the loop's host in its events (/agent each).
 	Host string
+	// OnTool, when set, receives every tool call's progress as the
+	// toolset reports it (the hosts at the start, output, each host's end
+	// with its result, the end of the call or of its background job), for
+	// front ends that show it in panes. It is called from the call's
+	// goroutines, and for a call that moved to the background after its
+	// turn ended.
+	OnTool func(c ToolCall, ev toolset.Event)
+}
+
+// ToolCall says which call an OnTool event belongs to.
+type ToolCall struct {
+	ID      string
+	Tool    string
+	Command string
+	Target  string
+	Hosts   []string
+	// Loop is the /agent each loop's host, "" otherwise.
+	Loop string
 }
 
 // Session is a conversation with the model. Turns run one at a time.
@@ -456,7 +474,11 @@ func (t *turn) call(ctx context.Context, tool toolset.Tool, call fantasy.ToolCal
 	t.targets[act.Target] = true
 	t.mu.Unlock()
 	t.send(Event{Type: EventToolStart, Tool: tool.Name, CallID: call.ID, Command: act.Command, Detail: act.Detail, Target: act.Target, Hosts: act.Hosts})
+	tc := ToolCall{ID: call.ID, Tool: tool.Name, Command: act.Command, Target: act.Target, Hosts: act.Hosts, Loop: s.opts.Host}
 	res := s.opts.Toolset.Run(ctx, act, func(ev toolset.Event) {
+		if s.opts.OnTool != nil {
+			s.opts.OnTool(tc, ev)
+		}
 		switch ev.Kind {
 		case toolset.EventOutput:
 			stream := "stdout"

@@ -42,7 +42,7 @@ func (ts *Toolset) runFS(ctx context.Context, a *Action, progress func(Event)) *
 			if body != "" {
 				progress(Event{Kind: EventOutput, Tool: a.Tool.Name, Host: t.Name, Data: []byte(body + "\n")})
 			}
-			progress(Event{Kind: EventHostDone, Tool: a.Tool.Name, Host: t.Name, Status: o.status, OK: o.ok})
+			progress(Event{Kind: EventHostDone, Tool: a.Tool.Name, Host: t.Name, Status: o.status, OK: o.ok, Result: fsResult(t.Name, err)})
 			return err
 		})
 	list := make([]outcome, 0, len(a.Hosts))
@@ -53,7 +53,8 @@ func (ts *Toolset) runFS(ctx context.Context, a *Action, progress func(Event)) *
 			if !r.Unreachable {
 				o.status = "failed"
 			}
-			progress(Event{Kind: EventHostDone, Tool: a.Tool.Name, Host: r.Target, Status: o.status})
+			progress(Event{Kind: EventHostDone, Tool: a.Tool.Name, Host: r.Target, Status: o.status,
+				Result: &fanout.Result{Target: r.Target, Err: r.Err, Unreachable: r.Unreachable}})
 		}
 		list = append(list, o)
 	}
@@ -64,6 +65,15 @@ func (ts *Toolset) runFS(ctx context.Context, a *Action, progress func(Event)) *
 		r.Text += "\n" + errCancelled.Error()
 	}
 	return r
+}
+
+// fsResult is a file tool's end on a host as a fan-out result: exit 0 when
+// it worked, its error otherwise.
+func fsResult(host string, err error) *fanout.Result {
+	if err != nil {
+		return &fanout.Result{Target: host, Err: err}
+	}
+	return &fanout.Result{Target: host, ExitCode: new(int)}
 }
 
 func errText(err error) string {

@@ -84,7 +84,7 @@ func (j *job) event(ev fanout.Event) {
 		j.results[ev.Target] = ev.Result
 		j.mu.Unlock()
 		ok, status := j.classify(ev.Result)
-		j.progress(Event{Kind: EventHostDone, Tool: j.action.Tool.Name, JobID: j.jobID(), Host: ev.Target, Status: status, OK: ok})
+		j.progress(Event{Kind: EventHostDone, Tool: j.action.Tool.Name, JobID: j.jobID(), Host: ev.Target, Status: status, OK: ok, Result: ev.Result})
 	}
 }
 
@@ -239,6 +239,20 @@ func (ts *Toolset) lookupJob(id string) (*job, error) {
 		return nil, fmt.Errorf("there is no job %q; running: %s", id, strings.Join(ids, ", "))
 	}
 	return j, nil
+}
+
+// Kill stops a background job, as job_kill does, and waits for it to end.
+func (ts *Toolset) Kill(id string) error {
+	j, err := ts.lookupJob(id)
+	if err != nil {
+		return err
+	}
+	j.mu.Lock()
+	j.killed = true
+	j.mu.Unlock()
+	j.cancel()
+	<-j.done
+	return nil
 }
 
 // Jobs lists the ids of the jobs still running.

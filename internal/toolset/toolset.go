@@ -154,7 +154,8 @@ const (
 	// EventOutput: Host wrote Data (Stderr says which stream).
 	EventOutput
 	// EventHostDone: Host is done; Status says how ("exit 0", "ok",
-	// "unreachable"), OK whether that counts as success.
+	// "unreachable"), OK whether that counts as success, and Result is
+	// its end as a fan-out result (for panes that show /run's).
 	EventHostDone
 	// EventBackground: the command outlived its timeout and goes on as
 	// JobID; its events keep coming until it ends.
@@ -176,6 +177,7 @@ type Event struct {
 	Stderr bool
 	Status string
 	OK     bool
+	Result *fanout.Result
 }
 
 // Result is how a call ended.
