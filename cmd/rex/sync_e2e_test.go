@@ -562,3 +562,37 @@ func TestPushAfterKilledRexd(t *testing.T) {
 		}
 	}
 }
+
+// TestPushNoSpace: a push that does not fit is refused before anything is
+// written, in one sentence with the sizes; --max-bytes sets a lower bound
+// of its own.
+func TestPushNoSpace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a small tmpfs needs root to mount (CI runs as root)")
+	}
+	f := newSSHFleet(t, 0, false)
+	small := filepath.Join(sshtest.TempDir(t), "small")
+	h := f.addHost(t, sshtest.Options{Tmpfs: map[string]string{small: "1m"}})
+	f.setDevice(t, "h1", f.deviceFor(h))
+	src := filepath.Join(f.home, "big")
+	data := make([]byte, 3<<20)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	os.MkdirAll(src, 0o755)
+	os.WriteFile(filepath.Join(src, "a.bin"), data, 0o644)
+	out, errOut, code := f.run("push", src, filepath.Join(small, "site"), "h1")
+	// 1 MiB less the 5% margin is free.
+	want := "h1! no space left on h1 in " + filepath.Join(small, "site") + ": 3 MB needed, 996 kB free; free some space or choose another place\n"
+	if code != 1 || errOut != want {
+		t.Fatalf("push that does not fit: %d %q %q, want %q", code, out, errOut, want)
+	}
+	// The tmpfs is only in sshd's mount namespace: look through its pid.
+	if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/root%s", h.Pid(), small)); err != nil || len(ents) != 0 {
+		t.Fatalf("a refused push wrote %v (%v)", ents, err)
+	}
+	out, errOut, code = f.run("push", "--max-bytes", "1M", src, "elsewhere", "h1")
+	if code != 1 || !strings.HasSuffix(errOut, "/elsewhere: writing it would take 3 MB, more than the limit of 1 MB; raise --max-bytes if that is meant\n") {
+		t.Fatalf("push over --max-bytes: %d %q %q", code, out, errOut)
+	}
+}

@@ -533,3 +533,23 @@ func TestUpdatePrune(t *testing.T) {
 		t.Errorf("after prune: %v", got)
 	}
 }
+
+// Removed lists what a change deletes, directories with all they held.
+func TestRemoved(t *testing.T) {
+	st := newStore(t)
+	from := ingestSpec(t, st, fileSpec{"keep": "k", "gone": "g", "d/x": "x", "d/y": "y", "e/z": "z", "f": "file"})
+	to := ingestSpec(t, st, fileSpec{"keep": "k", "d/x": "x2", "f/now-a-dir": "n"})
+	got, err := st.Removed(t.Context(), from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"d/y", "e", "e/z", "gone"}
+	var keys []string
+	for k := range got {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	if !slices.Equal(keys, want) {
+		t.Errorf("removed %v, want %v", keys, want)
+	}
+}

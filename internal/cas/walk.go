@@ -72,3 +72,53 @@ func (s *Store) MapEntries(ctx context.Context, tree Digest, fn func(rel string,
 	}
 	return walk(tree, "", 0)
 }
+
+// Removed lists the paths of from that to lacks, with their entries in
+// from (directories too), walking only the subtrees that differ: what a
+// change from one tree to the other deletes, without listing what stays.
+func (s *Store) Removed(ctx context.Context, from, to Digest) (map[string]Entry, error) {
+	out := map[string]Entry{}
+	var walk func(a, b Digest, rel string, depth int) error
+	walk = func(a, b Digest, rel string, depth int) error {
+		if a == b {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if depth > MaxTreeDepth || len(out) > MaxMaterializeEntries {
+			return fmt.Errorf("%w: more than %d entries or %d levels", ErrInvalidTree, MaxMaterializeEntries, MaxTreeDepth)
+		}
+		ta, err := s.ReadTree(a)
+		if err != nil {
+			return err
+		}
+		tb, err := s.ReadTree(b)
+		if err != nil {
+			return err
+		}
+		for _, e := range ta.Entries {
+			p := path.Join(rel, e.Name)
+			o, ok := tb.Lookup(e.Name)
+			switch {
+			case !ok || o.Type != e.Type && e.Type == EntryDir:
+				out[p] = e
+				if e.Type == EntryDir {
+					sub, err := s.Flatten(ctx, e.Digest)
+					if err != nil {
+						return err
+					}
+					for q, se := range sub {
+						out[path.Join(p, q)] = se
+					}
+				}
+			case e.Type == EntryDir && o.Type == EntryDir:
+				if err := walk(e.Digest, o.Digest, p, depth+1); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return out, walk(from, to, "", 0)
+}

@@ -826,7 +826,7 @@ func PushTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 		Atomic: opts.Atomic, Delete: opts.Delete, DryRun: opts.DryRun, Owner: opts.Chown, MaxBytes: opts.MaxBytes, List: opts.List || opts.DryRun,
 	})
 	if err != nil {
-		return stats(total), res, fmt.Errorf("write %s: %w", remoteDir, err)
+		return stats(total), res, writeError(target, remoteDir, err)
 	}
 	if res.Txn == "" {
 		report(SyncProgress{Phase: SyncWriting, Progress: last})
@@ -847,9 +847,26 @@ func PushTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 	report(SyncProgress{Phase: SyncWriting, Progress: last})
 	done, err := remote.Commit(ctx, res.Txn)
 	if err != nil {
-		return stats(total), PushResult{Path: res.Path}, fmt.Errorf("write %s: %w", res.Path, err)
+		return stats(total), PushResult{Path: res.Path}, writeError(target, res.Path, err)
 	}
 	return stats(total), done, nil
+}
+
+// writeError says why a target did not write: a full disk in the words
+// operators know ("no space left on h1 in /srv/site: 18 MB needed, 3 MB
+// free"), anything else as rexd said it.
+func writeError(target, dest string, err error) error {
+	var pe *protocol.Error
+	if errors.As(err, &pe) && pe.Code == protocol.CodeNoSpace {
+		if msg, ok := strings.CutPrefix(pe.Message, "no space left in "); ok {
+			return errors.New("no space left on " + target + " in " + msg)
+		}
+		return errors.New(target + ": " + pe.Message)
+	}
+	if errors.As(err, &pe) && pe.Code == protocol.CodeResourceLimit && strings.Contains(pe.Message, "--max-bytes") {
+		return errors.New(strings.TrimPrefix(pe.Message, "cas.materialize: "))
+	}
+	return fmt.Errorf("write %s: %w", dest, err)
 }
 
 // sendNeeded sends the blobs an update asked for, page after page.
@@ -1365,14 +1382,16 @@ func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 		}
 		result = merge.Tree
 	}
-	if err := res.describe(ctx, st, base, ours, result, merge); err != nil {
-		return res, err
-	}
+	// Written (or, dry, planned) first: a tree that does not fit is
+	// refused before anything, its paths never listed.
 	if result != ours || !dirExists(abs) {
 		report(SyncProgress{Phase: SyncWriting, Progress: last})
 		if err := applyLocal(ctx, st, abs, ours, result, opts); err != nil {
 			return res, fmt.Errorf("write %s: %w", localDir, err)
 		}
+	}
+	if err := res.describe(ctx, st, base, ours, result, merge); err != nil {
+		return res, err
 	}
 	if opts.DryRun {
 		for _, c := range merge.Conflicts {
@@ -1469,19 +1488,9 @@ func sameEntry(a, b map[string]cas.Entry, p string) bool {
 // the result is added or replaced (each atomically), and what the merge
 // deleted goes, each only while it is still what was read.
 func applyLocal(ctx context.Context, st *cas.Store, dir string, ours, result cas.Digest, opts PullOptions) error {
-	o, err := st.Flatten(ctx, ours)
+	prune, err := st.Removed(ctx, ours, result)
 	if err != nil {
 		return err
-	}
-	n, err := st.Flatten(ctx, result)
-	if err != nil {
-		return err
-	}
-	prune := map[string]cas.Entry{}
-	for p, e := range o {
-		if _, ok := n[p]; !ok {
-			prune[p] = e
-		}
 	}
 	parent, name := filepath.Dir(dir), filepath.Base(dir)
 	if !opts.DryRun {

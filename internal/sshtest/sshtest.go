@@ -70,6 +70,10 @@ type Options struct {
 	// tmpfs is mounted in a private mount namespace of this sshd only.
 	// It needs root with CAP_SYS_ADMIN (unshare --mount).
 	Noexec []string
+	// Tmpfs maps directories (created if missing) to the size of a tmpfs
+	// mounted over each ("1m"), in the same private mount namespace: a
+	// small file system to fill. Root only, like Noexec.
+	Tmpfs map[string]string
 	// Extra are more sshd_config lines.
 	Extra []string
 	// User is the login user when not whoever runs the test: an account
@@ -206,6 +210,11 @@ func start(t testing.TB, opts Options) (*Server, error) {
 	if err := os.WriteFile(s.authorizedKeys(), auth.Bytes(), 0o644); err != nil {
 		return nil, fmt.Errorf("sshtest: %w", err)
 	}
+	for d := range opts.Tmpfs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("sshtest: %w", err)
+		}
+	}
 	for _, d := range opts.Noexec {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("sshtest: %w", err)
@@ -329,16 +338,30 @@ func (s *Server) writeConfig(hostKeyLines []string) error {
 	return nil
 }
 
-// noexecScript mounts a noexec tmpfs over each of its first $1 arguments
-// and then execs the rest (sshd), all inside unshare's mount namespace.
-const noexecScript = `n=$1; shift; while [ "$n" -gt 0 ]; do mount -t tmpfs -o noexec,mode=0755 tmpfs "$1" || exit 1; shift; n=$((n-1)); done; exec "$@"`
+// mountScript mounts a tmpfs with the options of each of its first $1
+// pairs of arguments (directory, options), then execs the rest (sshd), all
+// inside unshare's mount namespace.
+const mountScript = `n=$1; shift; while [ "$n" -gt 0 ]; do mount -t tmpfs -o "$2" tmpfs "$1" || exit 1; shift 2; n=$((n-1)); done; exec "$@"`
+
 
 func (s *Server) run() error {
 	cfg := filepath.Join(s.Dir, "sshd_config")
 	argv := []string{SSHD, "-D", "-e", "-f", cfg}
-	if len(s.opts.Noexec) > 0 {
-		pre := []string{"unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", noexecScript, "sh", strconv.Itoa(len(s.opts.Noexec))}
-		pre = append(pre, s.opts.Noexec...)
+	if len(s.opts.Noexec) > 0 || len(s.opts.Tmpfs) > 0 {
+		var pairs []string
+		for _, d := range s.opts.Noexec {
+			pairs = append(pairs, d, "noexec,mode=0755")
+		}
+		dirs := make([]string, 0, len(s.opts.Tmpfs))
+		for d := range s.opts.Tmpfs {
+			dirs = append(dirs, d)
+		}
+		sort.Strings(dirs)
+		for _, d := range dirs {
+			pairs = append(pairs, d, "mode=0777,size="+s.opts.Tmpfs[d])
+		}
+		pre := []string{"unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", mountScript, "sh", strconv.Itoa(len(pairs) / 2)}
+		pre = append(pre, pairs...)
 		argv = append(pre, argv...)
 	}
 	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
