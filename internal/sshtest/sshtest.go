@@ -343,7 +343,6 @@ func (s *Server) writeConfig(hostKeyLines []string) error {
 // inside unshare's mount namespace.
 const mountScript = `n=$1; shift; while [ "$n" -gt 0 ]; do mount -t tmpfs -o "$2" tmpfs "$1" || exit 1; shift 2; n=$((n-1)); done; exec "$@"`
 
-
 func (s *Server) run() error {
 	cfg := filepath.Join(s.Dir, "sshd_config")
 	argv := []string{SSHD, "-D", "-e", "-f", cfg}
