@@ -114,14 +114,17 @@ func (m *Model) agentInit() error {
 	if m.ag != nil && m.ag.sess != nil {
 		return nil
 	}
-	if m.app == nil || m.app.Pool == nil {
-		return errors.New("the agent needs connections to targets, which this console was started without")
-	}
 	cfg, err := agent.LoadConfig(m.opts.ConfigDir)
 	if err != nil {
 		return err
 	}
 	cfg = cfg.With(m.opts.Agent.Overrides)
+	if err := cfg.Ready(os.Getenv); err != nil {
+		return err
+	}
+	if m.app == nil || m.app.Pool == nil {
+		return errors.New("the agent needs connections to targets, which this console was started without")
+	}
 	model, err := agent.NewModel(m.ctx, cfg, os.Getenv, nil)
 	if err != nil {
 		return err
@@ -346,11 +349,11 @@ func (m *Model) agentShowAsk(q *agentAsk) {
 		return
 	}
 	r := q.req
-	m.ag.view.Asking(r, "")
 	loop := ""
 	if r.Each {
-		loop = r.Target
+		loop = r.Target // an /agent each loop works on its host alone
 	}
+	m.ag.view.Asking(r, loop)
 	m.dialogs.Push(dialog.NewConsent(q.id, dialog.ConsentInfo{
 		Tool: r.Tool, Command: r.Command, Detail: r.Detail, Target: r.Target,
 		Hosts: devices.Fold(r.Hosts), NHosts: len(r.Hosts), Reason: r.Reason, Each: r.Each, Loop: loop,
@@ -379,16 +382,13 @@ func (m *Model) agentAnswer(id string, choice int) bool {
 	return true
 }
 
-// agentShowTask shows a tool call's task in its target's panes (the
-// current target's, which plain lines share) or panes of its own; the
-// focus stays on the agent.
+// agentShowTask shows a tool call's task in its target's host panes:
+// the current target's, which plain lines share, or (an /agent each
+// loop's host, another target) panes of that target, reused by its next
+// calls. The focus stays on the agent.
 func (m *Model) agentShowTask(t *engine.Task) {
 	focus := m.focus
-	if t.Spec == m.target {
-		m.showInTarget(t)
-	} else {
-		m.showTask(t)
-	}
+	m.showInTarget(t)
 	if p := m.ag.pane; p != nil {
 		for i, pp := range m.panes {
 			if pp == Pane(p) {
@@ -709,7 +709,7 @@ func (m *Model) agentEach(args []string) tea.Cmd {
 func (m *Model) agentStatus() []string {
 	a := m.ag
 	if a == nil || a.sess == nil {
-		if a != nil && a.yolo {
+		if m.opts.Agent.Yolo {
 			return []string{"YOLO"}
 		}
 		return nil

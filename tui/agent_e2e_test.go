@@ -40,7 +40,20 @@ func TestConsoleAgentE2E(t *testing.T) {
 		&llmtest.Reply{When: llmtest.AfterTool("k1"), Text: []string{"All three run **Linux** ", release, "."}},
 		&llmtest.Reply{When: llmtest.Mentions("wait for me"), Calls: []llmtest.Call{llmtest.Bash("w1", "echo pid $$; exec sleep 300")}},
 		&llmtest.Reply{When: llmtest.Mentions("clean up"), Calls: []llmtest.Call{llmtest.Bash("r1", "rm -rf ~/precious")}},
+		&llmtest.Reply{When: llmtest.Mentions("how many hosts"), Text: []string{"Three hosts."}},
+		&llmtest.Reply{When: func(r *llmtest.Request) bool {
+			// The resumed conversation carries the first one's tool result.
+			return llmtest.Mentions("and the kernel again?")(r) && llmtest.Mentions("3/3 ok")(r)
+		}, Text: []string{"Still ", release, "."}},
 	)
+	for _, h := range []string{"h1", "h2", "h3"} {
+		srv.Add(
+			&llmtest.Reply{When: func(r *llmtest.Request) bool {
+				return strings.Contains(r.Messages[0].Text(), "works on host "+h+" only") && r.Last().Role == "user"
+			}, Calls: []llmtest.Call{llmtest.Bash("e-"+h, "cat precious")}},
+			&llmtest.Reply{When: llmtest.AfterTool("e-" + h), Text: []string{h + " keeps its file."}},
+		)
+	}
 
 	c := startConsole(t, bin, 160, 50)
 	cfg := fmt.Sprintf("[agent]\nmodel = \"e2e-model\"\nbase_url = %q\n", srv.URL)
@@ -127,6 +140,41 @@ func TestConsoleAgentE2E(t *testing.T) {
 		t.Errorf("%d requests after the refusal, want %d", got, n+1)
 	}
 	c.run("/agent", "agent e2e-model on openai-compatible · conversation ")
+
+	// /agent on: lines go to the agent, ! runs one on the target.
+	c.run("/agent on", "every line now goes to the agent")
+	c.waitFor("web (3) ? ")
+	c.run("how many hosts do I have", "Three hosts.")
+	c.run("!echo direct-$((6*7))", "direct-42")
+	c.run("/agent off", "lines run on the target again")
+
+	// /agent resume lists the conversations and continues one.
+	s = c.run("/agent resume", "what kernel runs on these hosts")
+	id := ""
+	for _, f := range strings.Fields(s) {
+		if len(f) == 22 && f[8] == '-' && f[15] == '-' {
+			if _, err := strconv.Atoi(f[:8]); err == nil {
+				id = f
+			}
+		}
+	}
+	if id == "" {
+		t.Fatalf("no conversation id listed:\n%s", s)
+	}
+	c.run("/agent resume "+id, "resumed conversation "+id)
+	c.run("? and the kernel again?", "Still "+release+".")
+
+	// /agent each: a loop per host; one "allow on all" answers the three.
+	c.run("/agent new", "a new conversation")
+	c.run("/agent each web -- does this host keep its precious file", "The agent asks to run bash", "cat precious", "Allow on all hosts (a)")
+	c.keys("a")
+	s = c.waitFor("3/3 finished", "HOST", "h1 keeps its file.", "h3 keeps its file.")
+	if os.Getenv("REX_SHOW") != "" {
+		t.Logf("%s", s)
+	}
+	if strings.Contains(s, "The agent asks") || strings.Contains(s, "waiting for your answer") {
+		t.Errorf("asked again after allow on all:\n%s", s)
+	}
 	c.quit()
 }
 
