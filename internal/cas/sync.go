@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync"
 )
 
 // Remote is the other side of a sync. The client implements it over rexd's
@@ -69,6 +70,32 @@ type SyncOptions struct {
 	// walk has found the totals. It must not block for long: the sync
 	// waits for it.
 	Progress func(Progress)
+	// Verified, when set, is shared by the sends of one push to many
+	// targets: a blob read (and checked against its digest) for one
+	// target is not hashed again for the next. The receiver checks
+	// every blob anyway.
+	Verified *VerifiedSet
+}
+
+// VerifiedSet remembers the blobs whose bytes were checked against their
+// digest in this process. It is safe for concurrent use.
+type VerifiedSet struct{ m sync.Map }
+
+// read returns d's bytes from local, hashing them unless the set says
+// they were checked already.
+func (v *VerifiedSet) read(local *Store, d Digest) ([]byte, error) {
+	if v != nil {
+		if _, ok := v.m.Load(d); ok {
+			if data, err := local.readUnchecked(d); err == nil {
+				return data, nil
+			}
+		}
+	}
+	data, err := local.Read(d)
+	if err == nil && v != nil {
+		v.m.Store(d, struct{}{})
+	}
+	return data, err
 }
 
 // progressStep is how many streamed bytes pass between two reports.
@@ -77,6 +104,7 @@ const progressStep = 1 << 20
 // tracker counts a sync and reports its progress.
 type tracker struct {
 	Stats
+	verified   *VerifiedSet
 	fn         func(Progress)
 	walking    bool
 	total      int
@@ -447,6 +475,7 @@ func treeLayers(root Digest, set map[Digest]Tree, data map[Digest][]byte) [][]Ob
 func SendBlobs(ctx context.Context, local *Store, sink Sink, ds []Digest, opts SyncOptions) (Stats, error) {
 	st := newTracker(opts)
 	st.walked(ds)
+	st.verified = opts.Verified
 	err := sendObjects(ctx, local, sink, ds, st, false)
 	return st.Stats, err
 }
@@ -500,7 +529,7 @@ func sendObjects(ctx context.Context, local *Store, remote Sink, ds []Digest, st
 				return err
 			}
 		}
-		data, err := local.Read(d)
+		data, err := st.verified.read(local, d)
 		if err != nil {
 			return err
 		}

@@ -56,6 +56,10 @@ type PushOptions struct {
 	// List asks each target for the paths it adds and updates, not only
 	// the counts (--json does).
 	List bool
+
+	// verified is shared by the targets of one push: a blob is hashed
+	// once here, whatever the number of targets it goes to.
+	verified *cas.VerifiedSet
 }
 
 // PushSpec is a parsed `rex push`.
@@ -721,6 +725,7 @@ func PushTargets(ctx context.Context, app *App, req PushRequest, targets []fanou
 	if err != nil {
 		return nil, err
 	}
+	req.Options.verified = &cas.VerifiedSet{}
 	tell(SyncConnecting)
 	outcomes := make([]PushOutcome, len(targets))
 	index := make(map[string]int, len(targets))
@@ -833,7 +838,7 @@ func PushTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 		return stats(total), res, nil
 	}
 	// The target needs blobs: send them, then commit.
-	sent, err := sendNeeded(ctx, st, remote, res, &last, report)
+	sent, err := sendNeeded(ctx, st, remote, res, &last, opts.verified, report)
 	total.Batches += sent.Batches
 	total.Streams += sent.Streams
 	total.Blobs += sent.Blobs
@@ -870,7 +875,7 @@ func writeError(target, dest string, err error) error {
 }
 
 // sendNeeded sends the blobs an update asked for, page after page.
-func sendNeeded(ctx context.Context, st *cas.Store, remote *rexclient.CASRemote, res PushResult, last *cas.Progress, report func(SyncProgress)) (cas.Stats, error) {
+func sendNeeded(ctx context.Context, st *cas.Store, remote *rexclient.CASRemote, res PushResult, last *cas.Progress, verified *cas.VerifiedSet, report func(SyncProgress)) (cas.Stats, error) {
 	var sent cas.Stats
 	need, err := rexclient.ParseDigests(res.Needed)
 	if err != nil {
@@ -885,7 +890,7 @@ func sendNeeded(ctx context.Context, st *cas.Store, remote *rexclient.CASRemote,
 	sink := remote.ForTxn(res.Txn)
 	for len(need) > 0 {
 		done := sent
-		s, err := cas.SendBlobs(ctx, st, sink, need, cas.SyncOptions{Progress: func(p cas.Progress) {
+		s, err := cas.SendBlobs(ctx, st, sink, need, cas.SyncOptions{Verified: verified, Progress: func(p cas.Progress) {
 			q := base
 			q.Walking = false
 			q.Blobs = done.Blobs + p.Blobs
