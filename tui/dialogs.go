@@ -18,28 +18,51 @@ const (
 	tasksDialog = "tasks"
 )
 
-// dialogKey routes a key press to the front dialog and acts on what it
-// answers.
+// dialogDone is what the console does once a dialog has answered (a
+// choice, a selection, or esc).
+type dialogDone func(a dialog.Action) tea.Cmd
+
+// openDialog puts d in front of the main view; it takes the keys until
+// it answers, and done (may be nil) acts on the answer. A dialog with the
+// same ID already open stays as it is.
+func (m *Model) openDialog(d dialog.Dialog, done dialogDone) {
+	if m.dialogs.Get(d.ID()) != nil {
+		return
+	}
+	m.dialogs.Push(d)
+	if m.dialogDone == nil {
+		m.dialogDone = map[string]dialogDone{}
+	}
+	m.dialogDone[d.ID()] = done
+}
+
+// closeDialog closes dialog id without an answer.
+func (m *Model) closeDialog(id string) {
+	m.dialogs.Close(id)
+	delete(m.dialogDone, id)
+}
+
+// dialogKey routes a key press to the front dialog; once it answers, the
+// dialog closes and its done function acts on the answer.
 func (m *Model) dialogKey(msg tea.KeyPressMsg) tea.Cmd {
 	d := m.dialogs.Front()
-	switch a := d.Update(msg).(type) {
+	a := d.Update(msg)
+	if a == nil {
+		return nil
+	}
+	id := d.ID()
+	done := m.dialogDone[id]
+	m.closeDialog(id)
+	if done != nil {
+		return done(a)
+	}
+	// A dialog pushed without openDialog: the agent's consent question.
+	switch a := a.(type) {
 	case dialog.Close:
-		m.dialogs.Close(a.ID)
 		m.agentAnswer(a.ID, dialog.ConsentDeny)
 	case dialog.Choose:
-		m.dialogs.Close(a.ID)
 		if m.agentAnswer(a.ID, a.Choice) {
 			return m.ensureTick()
-		}
-		if a.ID == quitDialog && a.Choice == 0 {
-			return m.quit()
-		}
-	case dialog.Select:
-		m.dialogs.Close(a.ID)
-		if a.ID == tasksDialog {
-			if tasks := m.tasks.List(); a.Index < len(tasks) {
-				m.openTask(tasks[len(tasks)-1-a.Index])
-			}
 		}
 	}
 	return nil
@@ -52,14 +75,16 @@ func (m *Model) requestQuit() tea.Cmd {
 	if text == nil {
 		return m.quit()
 	}
-	if m.dialogs.Get(quitDialog) != nil {
-		return nil
-	}
 	quitKeys := append([]string{"y"}, m.keys.Quit.Keys()...)
-	m.dialogs.Push(dialog.NewConfirm(quitDialog, "Quit rex?", text, []dialog.Choice{
+	m.openDialog(dialog.NewConfirm(quitDialog, "Quit rex?", text, []dialog.Choice{
 		{Label: "Quit and stop them", Keys: key.NewBinding(key.WithKeys(quitKeys...), key.WithHelp("y", "quit"))},
 		{Label: "Keep working", Keys: key.NewBinding(key.WithKeys("n"), key.WithHelp("n", "stay"))},
-	}, 1))
+	}, 1), func(a dialog.Action) tea.Cmd {
+		if c, ok := a.(dialog.Choose); ok && c.Choice == 0 {
+			return m.quit()
+		}
+		return nil
+	})
 	return nil
 }
 
@@ -115,11 +140,16 @@ func listWords(items []string, n int) string {
 
 // openTasks opens the task list.
 func (m *Model) openTasks() {
-	if m.dialogs.Get(tasksDialog) != nil {
-		return
-	}
 	l := dialog.NewList(tasksDialog, "", "no command has run yet; type one on the command line", "↑/↓ select · enter opens its output · esc closes")
-	m.dialogs.Push(l)
+	m.openDialog(l, func(a dialog.Action) tea.Cmd {
+		if s, ok := a.(dialog.Select); ok {
+			// The list is newest first.
+			if tasks := m.tasks.List(); s.Index < len(tasks) {
+				m.openTask(tasks[len(tasks)-1-s.Index])
+			}
+		}
+		return nil
+	})
 	m.refreshTasks()
 }
 

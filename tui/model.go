@@ -166,15 +166,16 @@ type Model struct {
 	broadcast *termTask   // the terminals every keystroke goes to, or nil
 	attaching *termTask   // the newest /attach, until one of its terminals is live
 
-	msg      message
-	dialogs  dialog.Stack // the dialogs over the main view, the front one last
-	helpOpen bool
-	helpTop  int
-	search   *searchState
-	secret   *secretPrompt // a masked question (a sudo password) holds the command line
-	verb     *verbRun
-	ticking  bool
-	quitting bool
+	msg        message
+	dialogs    dialog.Stack // the dialogs over the main view, the front one last
+	dialogDone map[string]dialogDone
+	helpOpen   bool
+	helpTop    int
+	search     *searchState
+	secret     *secretPrompt // a masked question (a sudo password) holds the command line
+	verb       *verbRun
+	ticking    bool
+	quitting   bool
 
 	lastIdleCtrlC time.Time
 	lastCancel    time.Time
