@@ -175,3 +175,33 @@ graph:
 		t.Errorf("report's pane %q %q", h, text)
 	}
 }
+
+// TestSecretMaskedInPanes: a tool that echoes a secret shows *** in its
+// pane; the value is in no pane, title or message of the console.
+func TestSecretMaskedInPanes(t *testing.T) {
+	t.Setenv("REX_SECRETS_BACKEND", "file")
+	t.Setenv("REX_SECRETS_PASSPHRASE", "console test")
+	e, _ := toolEnv(t)
+	const value = "console-s3cret-value"
+	st, err := e.m.app.SecretStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Set("API_TOKEN", value); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(e.m.opts.ConfigDir, ".ai", "tools", "ops", "leaky.sh"), []byte("#!/bin/sh\n# rex: executor_id: rex/core/runtimes/sh/sh\n# rex: secrets: [API_TOKEN]\necho \"the token is $API_TOKEN\"\necho \"$API_TOKEN\" >&2\n"), 0o755)
+	e.submit("/tool run ops/leaky --target web1,web2")
+	if len(e.m.panes) != 2 {
+		t.Fatalf("%d panes", len(e.m.panes))
+	}
+	for i := range e.m.panes {
+		text, head := e.paneText(i), e.paneHeader(i)
+		if !strings.Contains(text, "the token is ***") || strings.Contains(text+head+e.m.panes[i].Title(), value) {
+			t.Errorf("pane %d: %q %q", i, head, text)
+		}
+	}
+	if strings.Contains(strings.Join(e.m.msg.lines, "\n"), value) {
+		t.Error("the message area shows the value")
+	}
+}

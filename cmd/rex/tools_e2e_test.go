@@ -94,16 +94,25 @@ func TestToolNewCheckRun(t *testing.T) {
 			}
 		}
 	}
+	// --user writes into the user space, which every project sees.
+	out, errOut, code := f.runIn(project, "", nil, "tool", "new", "my/mine", "--user")
+	userFile := filepath.Join(f.home, ".config", "rex", ".ai", "tools", "my", "mine.sh")
+	if _, err := os.Stat(userFile); code != 0 || err != nil || !strings.Contains(out, "created "+userFile+" (user space)") {
+		t.Errorf("tool new --user: %d %q %q", code, out, errOut)
+	}
+	if out, _, _ := f.runIn(f.home, "", nil, "tool", "run", "my/mine", "--param", "name=me"); !strings.Contains(out, "local: hello me from ") {
+		t.Errorf("the user tool from another directory: %q", out)
+	}
 	// A second tool new for the same id writes nothing.
 	before, _ := os.ReadFile(filepath.Join(project, ".ai/tools/my/hello-sh.sh"))
-	_, errOut, code := f.runIn(project, "", nil, "tool", "new", "my/hello-sh", "--runtime", "python")
+	_, errOut, code = f.runIn(project, "", nil, "tool", "new", "my/hello-sh", "--runtime", "python")
 	after, _ := os.ReadFile(filepath.Join(project, ".ai/tools/my/hello-sh.sh"))
 	if code == 0 || !strings.Contains(errOut, "already exists; nothing was written") || !bytes.Equal(before, after) {
 		t.Errorf("tool new over an existing tool: %d %q", code, errOut)
 	}
 	// A broken tool fails its check with the reason.
 	os.WriteFile(filepath.Join(project, ".ai/tools/my/broken.sh"), []byte("#!/bin/sh\n# rex: executor_id: rex/core/runtimes/sh/sh\nif then fi\n"), 0o755)
-	out, _, code := f.runIn(project, "", nil, "tool", "check", "my/broken")
+	out, _, code = f.runIn(project, "", nil, "tool", "check", "my/broken")
 	if code != 1 || !strings.Contains(out, "FAIL syntax (sh): ") {
 		t.Errorf("check of a broken tool: %d %q", code, out)
 	}
