@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	uv "github.com/charmbracelet/ultraviolet"
+	"github.com/zalando/go-keyring"
 
 	"github.com/rexconsole/rex/internal/commands"
 	"github.com/rexconsole/rex/tui/engine"
@@ -179,8 +180,10 @@ graph:
 // TestSecretMaskedInPanes: a tool that echoes a secret shows *** in its
 // pane; the value is in no pane, title or message of the console.
 func TestSecretMaskedInPanes(t *testing.T) {
-	t.Setenv("REX_SECRETS_BACKEND", "file")
-	t.Setenv("REX_SECRETS_PASSPHRASE", "console test")
+	// The store is go-keyring's in-memory keyring: this test is about the
+	// panes (the encrypted file is tested in cmd/rex and internal/secrets).
+	keyring.MockInit()
+	t.Setenv("REX_SECRETS_BACKEND", "keyring")
 	e, _ := toolEnv(t)
 	const value = "console-s3cret-value"
 	st, err := e.m.app.SecretStore()

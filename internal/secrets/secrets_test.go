@@ -17,7 +17,9 @@ func TestFileStore(t *testing.T) {
 	dir := t.TempDir()
 	var asked []bool
 	ask := func(confirm bool) (string, error) { asked = append(asked, confirm); return "correct horse", nil }
-	st, err := Open(Options{Dir: dir, Backend: BackendFile, Passphrase: ask})
+	// A low scrypt work factor keeps the test fast (under -race too); the
+	// file says which it was written with.
+	st, err := Open(Options{Dir: dir, Backend: BackendFile, Passphrase: ask, workFactor: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +60,7 @@ func TestFileStore(t *testing.T) {
 	// A new process (a new Store) opens the same file, with the file
 	// chosen even when a keyring would answer.
 	keyring.MockInit()
-	again, err := Open(Options{Dir: dir, Passphrase: func(bool) (string, error) { return "correct horse", nil }})
+	again, err := Open(Options{Dir: dir, Passphrase: func(bool) (string, error) { return "correct horse", nil }, workFactor: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +84,7 @@ func TestFileStore(t *testing.T) {
 	}
 
 	// A wrong passphrase reads nothing and changes nothing.
-	wrong, _ := Open(Options{Dir: dir, Backend: BackendFile, Passphrase: func(bool) (string, error) { return "wrong", nil }})
+	wrong, _ := Open(Options{Dir: dir, Backend: BackendFile, Passphrase: func(bool) (string, error) { return "wrong", nil }, workFactor: 10})
 	_, err = wrong.Get("GITHUB_TOKEN")
 	if err == nil || !strings.Contains(err.Error(), "the passphrase does not open "+file) {
 		t.Errorf("wrong passphrase: %v", err)

@@ -74,6 +74,9 @@ type Options struct {
 	Passphrase func(confirm bool) (string, error)
 	// Keyring is the keyring to use; nil means the OS keyring.
 	Keyring Keyring
+	// workFactor is the scrypt work factor (log2) of files this store
+	// writes; 0 is age's default (18). Only this package's tests lower it.
+	workFactor int
 }
 
 // Keyring is the part of go-keyring rex uses.
@@ -111,18 +114,18 @@ func Open(opts Options) (Store, error) {
 		}
 		return &keyringStore{kr: kr}, nil
 	case BackendFile:
-		return newFileStore(file, opts.Passphrase), nil
+		return newFileStore(file, opts.Passphrase, opts.workFactor), nil
 	case "":
 	default:
 		return nil, fmt.Errorf("REX_SECRETS_BACKEND=%s is not a backend; use keyring or file", opts.Backend)
 	}
 	if _, err := os.Lstat(file); err == nil {
-		return newFileStore(file, opts.Passphrase), nil
+		return newFileStore(file, opts.Passphrase, opts.workFactor), nil
 	}
 	if probe(kr) == nil {
 		return &keyringStore{kr: kr}, nil
 	}
-	return newFileStore(file, opts.Passphrase), nil
+	return newFileStore(file, opts.Passphrase, opts.workFactor), nil
 }
 
 // probe reports whether the keyring answers.
@@ -263,6 +266,7 @@ func CheckValue(name, value string) error {
 type fileStore struct {
 	path string
 	ask  func(confirm bool) (string, error)
+	work int // scrypt work factor; 0 is age's default
 
 	mu   sync.Mutex
 	pass string // once asked
@@ -272,8 +276,8 @@ type fileStore struct {
 	stamp string
 }
 
-func newFileStore(path string, ask func(bool) (string, error)) *fileStore {
-	return &fileStore{path: path, ask: ask}
+func newFileStore(path string, ask func(bool) (string, error), work int) *fileStore {
+	return &fileStore{path: path, ask: ask, work: work}
 }
 
 func (s *fileStore) Where() string { return "the encrypted file " + s.path }
@@ -362,6 +366,9 @@ func (s *fileStore) save(m map[string]string, existed bool) error {
 	rcpt, err := age.NewScryptRecipient(pass)
 	if err != nil {
 		return err
+	}
+	if s.work > 0 {
+		rcpt.SetWorkFactor(s.work)
 	}
 	plain, err := json.Marshal(m)
 	if err != nil {
