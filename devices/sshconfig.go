@@ -125,7 +125,8 @@ func splitSSHLine(line string) (string, []string) {
 	if have {
 		words = append(words, cur.String())
 	}
-	if len(words) == 0 {
+	if len(words) == 0 || words[0] == "" {
+		// An empty keyword ("" x) names no setting; the line says nothing.
 		return "", nil
 	}
 	return words[0], words[1:]
