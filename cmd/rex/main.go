@@ -248,7 +248,7 @@ globs (web-*), ranges (node[1-16], n[01-08]), hosts that are not registered
 		&cobra.Group{ID: "fleet", Title: "Reaching machines"},
 		&cobra.Group{ID: "setup", Title: "Devices, tools and rex itself"},
 	)
-	for _, c := range []*cobra.Command{newRunCmd(e), newAttachCmd(e), newPushCmd(e), newPullCmd(e), newAskCmd(e)} {
+	for _, c := range []*cobra.Command{newRunCmd(e), newAttachCmd(e), newPushCmd(e), newPullCmd(e), newAskCmd(e), newMCPCmd(e)} {
 		c.GroupID = "fleet"
 		root.AddCommand(c)
 	}

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -296,6 +297,36 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// groupJSON is the stable --json form of a group.
+type groupJSON struct {
+	Name    string   `json:"name"`
+	Members []string `json:"members"`
+}
+
+func groupsJSON(r *devices.Registry) []groupJSON {
+	out := []groupJSON{}
+	for _, g := range r.Groups() {
+		out = append(out, groupJSON{g.Name, g.Members})
+	}
+	return out
+}
+
+// RegistryJSON is the whole registry in the shapes of `rex device list
+// --json` and `rex device group list --json`, in one object: what `rex
+// mcp` serves as rex://devices.
+func RegistryJSON(r *devices.Registry) ([]byte, error) {
+	out := struct {
+		Devices []deviceJSON `json:"devices"`
+		Groups  []groupJSON  `json:"groups"`
+	}{Devices: []deviceJSON{}, Groups: groupsJSON(r)}
+	for _, d := range r.Devices() {
+		out.Devices = append(out.Devices, toJSON(r, d))
+	}
+	var b bytes.Buffer
+	err := writeJSON(&b, out)
+	return b.Bytes(), err
+}
+
 // DeviceList is `rex device list`.
 func DeviceList(store *devices.Store, stdio IO, asJSON bool) error {
 	r, err := store.Load()
@@ -490,16 +521,9 @@ func GroupList(store *devices.Store, stdio IO, asJSON bool) error {
 	}
 	groups := r.Groups()
 	if asJSON {
-		type groupJSON struct {
-			Name    string   `json:"name"`
-			Members []string `json:"members"`
-		}
 		out := struct {
 			Groups []groupJSON `json:"groups"`
-		}{Groups: []groupJSON{}}
-		for _, g := range groups {
-			out.Groups = append(out.Groups, groupJSON{g.Name, g.Members})
-		}
+		}{Groups: groupsJSON(r)}
 		return writeJSON(stdio.Out, out)
 	}
 	if len(groups) == 0 {

@@ -1,0 +1,123 @@
+package mcpserver
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/rexconsole/rex/devices"
+	"github.com/rexconsole/rex/internal/commands"
+)
+
+// The resources' addresses.
+const (
+	DevicesURI = "rex://devices"
+	// FileTemplate reads a file of one host. {+path} is RFC 6570's
+	// reserved expansion: the path keeps its slashes
+	// (rex://target/web1/file//etc/hosts), and a client that encodes them
+	// (rex://target/web1/file/%2Fetc%2Fhosts) is understood too. The path
+	// is as the file tools take it: absolute, or under the remote home
+	// (relative or ~/).
+	FileTemplate = "rex://target/{name}/file/{+path}"
+	filePrefix   = "rex://target/"
+)
+
+func (s *Server) addResources() {
+	s.srv.AddResource(&mcp.Resource{
+		URI:         DevicesURI,
+		Name:        "devices",
+		Title:       "rex devices and groups",
+		Description: "The device registry (devices.json): every device with its address, groups and description, and every group with its members, as rex device list --json prints them.",
+		MIMEType:    "application/json",
+	}, s.readDevices)
+	s.srv.AddResourceTemplate(&mcp.ResourceTemplate{
+		URITemplate: FileTemplate,
+		Name:        "file",
+		Title:       "A file on a host",
+		Description: "A file of one host of the current target (up to 1 MiB), read through rexd within its roots: " +
+			"rex://target/web1/file//etc/hosts, rex://target/local/file/notes.txt (under the home directory).",
+	}, s.readFile)
+}
+
+func (s *Server) readDevices(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	reg, err := s.opts.Store.Load()
+	if err != nil {
+		return nil, resourceError(err)
+	}
+	b, err := commands.RegistryJSON(reg)
+	if err != nil {
+		return nil, resourceError(err)
+	}
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: DevicesURI, MIMEType: "application/json", Text: string(b)}}}, nil
+}
+
+// parseFileURI splits rex://target/NAME/file/PATH.
+func parseFileURI(uri string) (name, path string, err error) {
+	rest, ok := strings.CutPrefix(uri, filePrefix)
+	if !ok {
+		return "", "", fmt.Errorf("%s is not a rex file address (%s)", uri, FileTemplate)
+	}
+	name, path, ok = strings.Cut(rest, "/file/")
+	if !ok || name == "" || path == "" {
+		return "", "", fmt.Errorf("%s names no host or no path; write %s", uri, FileTemplate)
+	}
+	if name, err = url.PathUnescape(name); err == nil {
+		path, err = url.PathUnescape(path)
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("%s: %v", uri, err)
+	}
+	return name, path, nil
+}
+
+func (s *Server) readFile(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	uri := req.Params.URI
+	name, path, err := parseFileURI(uri)
+	if err != nil {
+		return nil, resourceError(err)
+	}
+	se, err := s.session(req.Session, req.ClientInfo())
+	if err != nil {
+		return nil, resourceError(err)
+	}
+	// Files are read where the tools run: on the hosts of the current
+	// target, unless the client may change the target anyway.
+	if !s.opts.AllowRetarget {
+		target, _, err := se.route(ctx)
+		if err != nil {
+			return nil, resourceError(err)
+		}
+		hosts, err := s.hostsOf(target)
+		if err != nil {
+			return nil, resourceError(err)
+		}
+		if !slices.Contains(hosts, name) {
+			return nil, resourceError(fmt.Errorf("%s is not a host of the target %s (%s); files are read only where the tools run", name, target, devices.Fold(hosts)))
+		}
+	}
+	f, err := se.ts.ReadFile(ctx, name, path)
+	if err != nil {
+		return nil, resourceError(err)
+	}
+	if f.Truncated {
+		return nil, resourceError(fmt.Errorf("%s:%s is %s, more than the 1 MiB a resource holds; use the read tool with offset and limit, or grep",
+			name, f.Path, commands.HumanBytes(f.Size)))
+	}
+	c := &mcp.ResourceContents{URI: uri, MIMEType: "text/plain", Text: f.Text}
+	if f.Binary {
+		c.MIMEType, c.Text, c.Blob = "application/octet-stream", "", f.Data
+	}
+	c.Meta = mcp.Meta{"rex/host": f.Host, "rex/path": f.Path}
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{c}}, nil
+}
+
+// resourceError is a failed read as the protocol has it (resources have
+// no error results): one sentence.
+func resourceError(err error) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+}
