@@ -62,7 +62,9 @@ func mcpSession(t *testing.T, f *sshFleet, version string, args ...string) (*mcp
 	notes := &mcpNotes{progress: map[any][]string{}, signal: make(chan struct{}, 1)}
 	client := mcp.NewClient(&mcp.Implementation{Name: "e2e-client", Version: "1.0"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
-			notes.add(func() { notes.progress[r.Params.ProgressToken] = append(notes.progress[r.Params.ProgressToken], r.Params.Message) })
+			notes.add(func() {
+				notes.progress[r.Params.ProgressToken] = append(notes.progress[r.Params.ProgressToken], r.Params.Message)
+			})
 		},
 		LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) {
 			s, _ := r.Params.Data.(string)
