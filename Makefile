@@ -8,7 +8,7 @@ FUZZTIME ?= 5000x
 PAYLOAD_PLATFORMS := linux/amd64 linux/arm64
 PAYLOAD_DIR := internal/payload/rexd
 
-.PHONY: all build rexd payload run test fuzz bench lint clean
+.PHONY: all build rexd payload run test fuzz bench lint clean inspector
 
 all: build
 
@@ -31,9 +31,17 @@ build: rexd payload
 run: build
 	$(BIN)/rex
 
-test: lint payload
+test: lint payload inspector
 	$(GO) test -count=1 -timeout 20m ./...
 	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
+
+# inspector installs the MCP Inspector CLI pinned by .ci/inspector's lock
+# file, which rex mcp's end-to-end test drives (npm ci, once per lock file).
+INSPECTOR_STAMP := .ci/inspector/node_modules/.rex-installed
+inspector: $(INSPECTOR_STAMP)
+$(INSPECTOR_STAMP): .ci/inspector/package-lock.json
+	npm ci --prefix .ci/inspector --no-audit --no-fund --ignore-scripts --loglevel=error
+	@touch $@
 
 # fuzz runs every fuzz target for FUZZTIME each.
 fuzz:
