@@ -83,6 +83,9 @@ type message struct {
 	// transient marks a message about a task (cancelling, its summary)
 	// that the task's next news replaces.
 	transient bool
+	// notices marks lines from connections (a host key recorded): a
+	// task's summary is added below them rather than replacing them.
+	notices bool
 }
 
 // compState remembers a completion so that tab again cycles through the
@@ -176,6 +179,8 @@ type Model struct {
 	verb       *verbRun
 	ticking    bool
 	quitting   bool
+
+	hostKeyAsks int // host key questions asked, for dialog ids
 
 	lastIdleCtrlC time.Time
 	lastCancel    time.Time
@@ -343,6 +348,10 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 		return m.verbDone(msg)
 	case registryChangedMsg:
 		m.reloadRegistry()
+	case noticeMsg:
+		m.notice(msg.text)
+	case hostKeyAskMsg:
+		m.askHostKey(msg)
 	case tea.KeyPressMsg:
 		return m.onKey(msg)
 	case fullscreenDoneMsg:
@@ -407,8 +416,11 @@ func (m *Model) onFrame(time.Time) tea.Cmd {
 	for _, t := range m.tasks.List() {
 		if t.Done() && !m.reported[t] {
 			m.reported[t], ended = true, true
-			if m.msg.kind == msgNone || m.msg.transient {
+			switch {
+			case m.msg.kind == msgNone || m.msg.transient:
 				m.msg = message{kind: msgInfo, lines: []string{t.SummaryLine()}, transient: true}
+			case m.msg.notices:
+				m.msg = message{kind: msgInfo, lines: append(m.msg.lines, t.SummaryLine()), transient: true}
 			}
 		}
 	}

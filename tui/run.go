@@ -82,6 +82,9 @@ type Options struct {
 	// Secrets, when set, is how the connector asks the operator for a
 	// secret (a sudo password): a masked prompt on the command line.
 	Secrets *SecretAsker
+	// Prompts, when set, carries the dialer's notices and host key
+	// questions into the console; give its methods to the dialer.
+	Prompts *Prompts
 }
 
 // shutdownWait bounds how long Run waits, after the console closed, for
@@ -122,6 +125,8 @@ func Run(ctx context.Context, opts Options) error {
 	defer opts.States.attach(func(string, string, error) {})
 
 	p := tea.NewProgram(m, tea.WithContext(ctx))
+	opts.Prompts.attach(p.Send)
+	defer opts.Prompts.detach()
 	send := p.Send
 	m.signal.send.Store(&send)
 	if opts.Store != nil {

@@ -299,9 +299,10 @@ func helpOr(cmd *cobra.Command, err error) error {
 
 // console opens the full-screen console.
 func console(ctx context.Context, e *env, ag tui.AgentOptions) error {
-	states := &tui.ConnStates{}
+	states, prompts := &tui.ConnStates{}, &tui.Prompts{}
 	secrets := tui.NewSecretAsker() // the sudo password: a masked prompt
-	setup, err := commands.NewSetup(e.paths, commands.SetupOptions{Console: true, OnState: states.Report, AskSecret: secrets.Ask})
+	setup, err := commands.NewSetup(e.paths, commands.SetupOptions{Console: true, OnState: states.Report, AskSecret: secrets.Ask,
+		Notice: prompts.Notice, AskHostKey: prompts.AskHostKey})
 	if err != nil {
 		return err
 	}
@@ -318,5 +319,6 @@ func console(ctx context.Context, e *env, ag tui.AgentOptions) error {
 		States:  states,
 		Secrets: secrets,
 		Agent:   ag,
+		Prompts: prompts,
 	})
 }

@@ -1,12 +1,15 @@
 package commands
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 
 	"golang.org/x/term"
@@ -37,6 +40,7 @@ type Setup struct {
 	Passwords *SudoPasswords
 
 	console bool
+	lock    *sync.Mutex
 }
 
 // SetupOptions change how targets are reached for one front end.
@@ -51,8 +55,13 @@ type SetupOptions struct {
 	// that a prompt never lands inside output written under it (IO.Lock).
 	Lock *sync.Mutex
 	// Notices, when set, receives one line per notice (a host key just
-	// recorded), written under Lock.
+	// recorded), written under Lock; Notice, when set, is told instead
+	// (the console shows them in its message area).
 	Notices io.Writer
+	Notice  func(target, msg string)
+	// AskHostKey asks whether to trust a new host key (StrictHostKeyChecking
+	// ask). Outside the console it defaults to a question on the terminal.
+	AskHostKey func(ctx context.Context, q sshx.HostKeyQuestion) (bool, error)
 	// AskSecret asks the operator for a secret (the sudo password) with
 	// the prompt given: the console's masked prompt. Outside the console
 	// the terminal is asked, with echo off.
@@ -68,16 +77,13 @@ func NewSetup(p Paths, opts SetupOptions) (*Setup, error) {
 	ask := opts.AskSecret
 	if ask == nil && !opts.Console {
 		ask = func(prompt string) ([]byte, error) {
-			if opts.Lock != nil { // not in the middle of another target's output
-				opts.Lock.Lock()
-				defer opts.Lock.Unlock()
-			}
+			defer locked(opts.Lock)() // not in the middle of another target's output
 			return AskTTY(prompt)
 		}
 	}
 	passwords := &SudoPasswords{Ask: ask}
 	dialer := NewDialer(opts, passwords)
-	s := &Setup{Store: store, Dialer: dialer, Paths: p, Passwords: passwords, console: opts.Console}
+	s := &Setup{Store: store, Dialer: dialer, Paths: p, Passwords: passwords, console: opts.Console, lock: opts.Lock}
 	s.Connectors = Connectors{
 		Local: fanout.ConnectorFunc(s.connectLocal),
 		SSH:   SSHConnector{Dialer: dialer},
@@ -109,7 +115,10 @@ func (s *Setup) App(opts fanout.PoolOptions) *App {
 		CacheDir:  s.Paths.Cache,
 	}
 	if !s.console {
-		app.AskSecretPassphrase = AskSecretPassphrase
+		app.AskSecretPassphrase = func(confirm bool) (string, error) {
+			defer locked(s.lock)()
+			return AskSecretPassphrase(confirm)
+		}
 	}
 	return app
 }
@@ -127,23 +136,74 @@ func NewDialer(opts SetupOptions, passwords *SudoPasswords) *sshx.Dialer {
 		sources = append(sources, payload.File(runtime.GOOS, runtime.GOARCH, filepath.Join(filepath.Dir(exe), "rexd")))
 	}
 	o := sshx.Options{
-		Payload:  payload.Chain(sources...),
-		RexdArgs: fanout.OperatorLimits(),
-		OnState:  opts.OnState,
+		Payload:    payload.Chain(sources...),
+		RexdArgs:   fanout.OperatorLimits(),
+		OnState:    opts.OnState,
+		Notice:     opts.Notice,
+		AskHostKey: opts.AskHostKey,
+	}
+	if o.Notice == nil && opts.Notices != nil {
+		o.Notice = func(_, msg string) {
+			defer locked(opts.Lock)()
+			fmt.Fprintln(opts.Notices, msg)
+		}
 	}
 	if !opts.Console {
 		o.Passphrase = func(keyPath string) ([]byte, error) {
-			if opts.Lock != nil {
-				opts.Lock.Lock()
-				defer opts.Lock.Unlock()
-			}
+			defer locked(opts.Lock)()
 			return AskPassphrase(keyPath)
+		}
+		if o.AskHostKey == nil {
+			o.AskHostKey = func(ctx context.Context, q sshx.HostKeyQuestion) (bool, error) {
+				defer locked(opts.Lock)()
+				return AskHostKey(q)
+			}
 		}
 	}
 	if passwords != nil {
 		o.SudoPassword = passwords.Get
 	}
 	return sshx.NewDialer(o)
+}
+
+// HostKeyQuestion is what the operator is asked about a host key seen for
+// the first time (StrictHostKeyChecking ask).
+type HostKeyQuestion = sshx.HostKeyQuestion
+
+// locked locks l (when set) and returns its unlock.
+func locked(l *sync.Mutex) func() {
+	if l == nil {
+		return func() {}
+	}
+	l.Lock()
+	return l.Unlock
+}
+
+// AskHostKey asks on the controlling terminal, as OpenSSH does, whether to
+// trust a host key seen for the first time.
+func AskHostKey(q sshx.HostKeyQuestion) (bool, error) {
+	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
+	if err != nil {
+		return false, errors.New("there is no terminal to ask on")
+	}
+	defer tty.Close()
+	fmt.Fprintf(tty, "The authenticity of host '%s (%s)' can't be established.\n%s key fingerprint is %s.\n", q.Target, q.Addr, q.KeyType, q.Fingerprint)
+	fmt.Fprint(tty, "Are you sure you want to continue connecting (yes/no)? ")
+	r := bufio.NewReader(tty)
+	for range 5 {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return false, fmt.Errorf("read the answer: %w", err)
+		}
+		switch strings.ToLower(strings.TrimSpace(line)) {
+		case "yes":
+			return true, nil
+		case "no":
+			return false, nil
+		}
+		fmt.Fprint(tty, "Please type 'yes' or 'no': ")
+	}
+	return false, nil
 }
 
 // AskPassphrase reads a key's passphrase from the controlling terminal,

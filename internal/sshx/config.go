@@ -108,7 +108,7 @@ type endpoint struct {
 
 	knownHosts       []string // user files; new hosts go to the first
 	globalKnownHosts []string
-	strict           string // "yes", "accept-new" or "no"
+	strict           string // "yes", "ask", "accept-new" or "no"
 	hashKnownHosts   bool
 	hostKeyAlias     string
 
@@ -327,17 +327,19 @@ func (d *Dialer) resolve(t Target) (*endpoint, error) {
 	}
 	if strict != "" {
 		switch strings.ToLower(strict) {
-		case "yes", "ask": // rex cannot ask: an unknown host is refused
+		case "yes":
 			e.strict = "yes"
+		case "ask":
+			e.strict = "ask"
 		case "accept-new":
 			e.strict = "accept-new"
 		case "no", "off":
 			e.strict = "no"
 		default:
 			if !fromConfig {
-				return nil, newError(name, ErrConfig, nil, fmt.Sprintf("strict host key checking %q is not yes, accept-new or no; use one of those", strict))
+				return nil, newError(name, ErrConfig, nil, fmt.Sprintf("strict host key checking %q is not yes, ask, accept-new or no; use one of those", strict))
 			}
-			return nil, cfgErr("StrictHostKeyChecking", strict, "yes, accept-new or no")
+			return nil, cfgErr("StrictHostKeyChecking", strict, "yes, ask, accept-new or no")
 		}
 	}
 	if v := cfg.get(alias, "HashKnownHosts"); v != "" {

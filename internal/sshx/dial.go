@@ -181,6 +181,7 @@ func (d *Dialer) handshakeOnce(ctx context.Context, e *endpoint, b *budget, via 
 		conn.Close()
 		return nil, nil, false, err
 	}
+	hk.b = b
 	plan := d.authPlan(e, b)
 	defer plan.close()
 	cfg := &ssh.ClientConfig{

@@ -52,6 +52,8 @@ type hostKeyChecker struct {
 	db  *knownhosts.HostKeyDB
 	ctx context.Context
 
+	b *budget // paused while the operator is asked
+
 	seen bool  // the server got as far as showing its key
 	err  error // why the key was refused
 }
@@ -101,12 +103,80 @@ func (h *hostKeyChecker) judge(remote net.Addr, key ssh.PublicKey, err error) er
 		return newError(e.name, ErrHostKeyChanged, err, fmt.Sprintf(
 			"host key of %s (%s) was refused: %v; check %s", e.name, name, err, strings.Join(e.knownHosts, ", ")))
 	}
-	if e.strict == "yes" {
+	unchecked := h.d.uncheckedFiles(e)
+	switch {
+	case e.strict == "yes" || e.strict == "ask" && h.d.opts.AskHostKey == nil:
+		line := knownhosts.Line([]string{name}, plainKey(key))
+		why := "StrictHostKeyChecking is yes"
+		if e.strict == "ask" {
+			why = "StrictHostKeyChecking is ask and there is no terminal to ask on"
+		}
 		return newError(e.name, ErrHostKeyUnknown, err, fmt.Sprintf(
-			"%s (%s) is not in %s and StrictHostKeyChecking is yes; check that its host key %s is right, then add it (or connect once with StrictHostKeyChecking accept-new)",
-			e.name, name, e.knownHosts[0], ssh.FingerprintSHA256(plainKey(key))))
+			"%s (%s) is not in %s and %s; if its host key %s %s is right, add this line to %s: %s",
+			e.name, name, e.knownHosts[0], why, keyTypeName(key), ssh.FingerprintSHA256(plainKey(key)), e.knownHosts[0], line))
+	case e.strict == "ask":
+		ok, aerr := h.ask(remote, key)
+		if aerr != nil {
+			return newError(e.name, ErrHostKeyUnknown, aerr, fmt.Sprintf("cannot ask whether to trust the host key of %s (%s): %v; add it to %s first", e.name, name, aerr, e.knownHosts[0]))
+		}
+		if !ok {
+			return newError(e.name, ErrHostKeyUnknown, err, fmt.Sprintf("the host key %s of %s (%s) was not accepted; nothing was sent to it", ssh.FingerprintSHA256(plainKey(key)), e.name, name))
+		}
+	}
+	if unchecked {
+		return nil // nothing to record it in
 	}
 	return h.learn(remote, key)
+}
+
+// ask puts the question of an unknown host to the operator; the connect
+// timeout does not run meanwhile.
+func (h *hostKeyChecker) ask(remote net.Addr, key ssh.PublicKey) (bool, error) {
+	if h.b != nil {
+		h.b.pause()
+		defer h.b.resume()
+	}
+	e := h.e
+	return h.d.opts.AskHostKey(h.ctx, HostKeyQuestion{
+		Target: e.name, Host: knownhosts.Normalize(e.hostKeyName()), Addr: e.addr(),
+		KeyType: keyTypeName(key), Fingerprint: ssh.FingerprintSHA256(plainKey(key)), File: e.knownHosts[0],
+	})
+}
+
+// uncheckedFiles reports whether e records host keys nowhere
+// (UserKnownHostsFile /dev/null), and warns once per file per Dialer.
+func (d *Dialer) uncheckedFiles(e *endpoint) bool {
+	for _, f := range e.knownHosts {
+		if f != os.DevNull {
+			return false
+		}
+	}
+	if _, warned := d.unchecked.LoadOrStore(os.DevNull, true); !warned {
+		d.notice(e.name, fmt.Sprintf("warning: UserKnownHostsFile is %s for %s, so host keys are neither recorded nor checked and any key is accepted; set a real file to be safe from impostors", os.DevNull, e.name))
+	}
+	return true
+}
+
+func (d *Dialer) notice(target, msg string) {
+	if d.opts.Notice != nil {
+		d.opts.Notice(target, msg)
+	}
+}
+
+// keyTypeName is a key's type as OpenSSH prints it: ED25519, ECDSA, RSA.
+func keyTypeName(key ssh.PublicKey) string {
+	t := plainKey(key).Type()
+	switch {
+	case strings.Contains(t, "ed25519"):
+		return "ED25519"
+	case strings.HasPrefix(t, "ecdsa"), strings.Contains(t, "ecdsa"):
+		return "ECDSA"
+	case strings.Contains(t, "rsa"):
+		return "RSA"
+	case strings.Contains(t, "dss"):
+		return "DSA"
+	}
+	return strings.ToUpper(strings.TrimPrefix(t, "ssh-"))
 }
 
 func changedKeyError(e *endpoint, key ssh.PublicKey, err error) error {
@@ -212,5 +282,16 @@ func (h *hostKeyChecker) learn(remote net.Addr, key ssh.PublicKey) error {
 	if err := f.Close(); err != nil && !errors.Is(err, fs.ErrClosed) {
 		return fail(err)
 	}
+	d.notice(e.name, fmt.Sprintf("added %s (%s) %s %s to %s", e.name, e.addr(), keyTypeName(key), ssh.FingerprintSHA256(plainKey(key)), d.tildePath(file)))
 	return nil
+}
+
+// tildePath writes a path under the home directory as ~/…, as OpenSSH does.
+func (d *Dialer) tildePath(p string) string {
+	if home, err := d.home(); err == nil && home != "" {
+		if rest, ok := strings.CutPrefix(p, home+string(filepath.Separator)); ok {
+			return "~/" + rest
+		}
+	}
+	return p
 }

@@ -5,6 +5,7 @@
 package sshx
 
 import (
+	"context"
 	"errors"
 	"io"
 	"sync"
@@ -79,6 +80,15 @@ type Options struct {
 	// Session are the session.open params; ClientName defaults to "rex" and
 	// ClientVersion to this version.
 	Session protocol.SessionOpenParams
+	// Notice is told what the operator should know that is not an error,
+	// one sentence each: a host key recorded for the first time ("added
+	// h1 (127.0.0.1:22) ED25519 SHA256:… to ~/.ssh/known_hosts"), host
+	// keys that are not checked at all. May be nil.
+	Notice func(target, msg string)
+	// AskHostKey asks the operator whether to trust a host key seen for
+	// the first time, for StrictHostKeyChecking ask. Without it such a
+	// host is refused, as with yes.
+	AskHostKey func(ctx context.Context, q HostKeyQuestion) (bool, error)
 	// OnState is told how a target progresses: "connecting" when a dial
 	// starts, "bootstrapping" while rexd is checked and uploaded, and how
 	// every dial ends: "ready" (reached and logged in; for Connect, rexd
@@ -94,6 +104,16 @@ type Options struct {
 	AgentSocket string
 	// LocalUser is the default remote user name; default the current user.
 	LocalUser string
+}
+
+// HostKeyQuestion is what the operator is asked about an unknown host.
+type HostKeyQuestion struct {
+	Target      string // the target's name
+	Host        string // the name known_hosts will record (host or [host]:port)
+	Addr        string // host:port dialled
+	KeyType     string // "ED25519", "ECDSA", "RSA", as OpenSSH shows them
+	Fingerprint string // SHA256:…
+	File        string // the known_hosts file it will be added to
 }
 
 // The states passed to Options.OnState.
@@ -124,6 +144,7 @@ type Dialer struct {
 	cfgErr  error
 
 	knownHostsMu sync.Mutex // with a file lock for other processes
+	unchecked    sync.Map   // known_hosts paths warned about (/dev/null)
 
 	keysMu   sync.Mutex
 	keys     map[string]*keyFile // by path

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// withSSHConfig puts lines before the fleet's ssh_config (OpenSSH takes
+// the first value of each key).
+func (f *sshFleet) withSSHConfig(t *testing.T, lines string) {
+	t.Helper()
+	p := filepath.Join(f.home, ".ssh", "config")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, append([]byte(lines), b...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHostKeysAsOpenSSHUsersExpect: a key recorded for the first time is
+// announced on one line; StrictHostKeyChecking yes refuses an unknown host
+// with the line to add; UserKnownHostsFile /dev/null warns once.
+func TestHostKeysAsOpenSSHUsersExpect(t *testing.T) {
+	f := newSSHFleet(t, 2, false)
+	known := filepath.Join(f.home, ".ssh", "known_hosts")
+	os.Remove(known)
+	ed25519 := func(i int) ssh.PublicKey {
+		for _, k := range f.hosts[i].HostKeys {
+			if k.Type() == ssh.KeyAlgoED25519 {
+				return k
+			}
+		}
+		t.Fatal("no ed25519 host key")
+		return nil
+	}
+
+	t.Run("yes refuses", func(t *testing.T) {
+		f.withSSHConfig(t, "Host *\n    StrictHostKeyChecking yes\n")
+		defer f.withoutFirstLines(t, 2)
+		out, errOut, code := f.run("run", "h1", "--", "touch", "ran")
+		if code != 255 || out != "" {
+			t.Errorf("exit %d, stdout %q", code, out)
+		}
+		wantLine := fmt.Sprintf("[127.0.0.1]:%d ssh-ed25519 ", f.hosts[0].Port)
+		if !strings.Contains(errOut, "StrictHostKeyChecking is yes") || !strings.Contains(errOut, "add this line to "+known+": "+wantLine) {
+			t.Errorf("stderr:\n%s\nwant the known_hosts line %q…", errOut, wantLine)
+		}
+		if _, err := os.Stat(filepath.Join(f.hostHome("h1"), "ran")); err == nil {
+			t.Error("the command ran on a host refused for its key")
+		}
+		if _, err := os.Stat(known); err == nil {
+			t.Error("known_hosts was written")
+		}
+	})
+
+	t.Run("new key announced", func(t *testing.T) {
+		_, errOut, code := f.run("run", "h1,h2", "--", "true")
+		if code != 0 {
+			t.Fatalf("exit %d\n%s", code, errOut)
+		}
+		for i, h := range []string{"h1", "h2"} {
+			want := fmt.Sprintf("added %s (127.0.0.1:%d) ED25519 %s to ~/.ssh/known_hosts\n", h, f.hosts[i].Port, ssh.FingerprintSHA256(ed25519(i)))
+			if strings.Count(errOut, want) != 1 {
+				t.Errorf("stderr lacks %q once:\n%s", want, errOut)
+			}
+		}
+		_, errOut, _ = f.run("run", "h1,h2", "--", "true")
+		if strings.Contains(errOut, "added") {
+			t.Errorf("a known key announced again:\n%s", errOut)
+		}
+	})
+
+	t.Run("dev null warns once", func(t *testing.T) {
+		f.withSSHConfig(t, "Host *\n    UserKnownHostsFile /dev/null\n")
+		defer f.withoutFirstLines(t, 2)
+		_, errOut, code := f.run("run", "h1,h2", "--", "true")
+		if code != 0 || strings.Count(errOut, "UserKnownHostsFile is /dev/null") != 1 || strings.Contains(errOut, "added") {
+			t.Errorf("exit %d, stderr:\n%s", code, errOut)
+		}
+	})
+}
+
+// withoutFirstLines drops the first n lines of the fleet's ssh_config.
+func (f *sshFleet) withoutFirstLines(t *testing.T, n int) {
+	p := filepath.Join(f.home, ".ssh", "config")
+	b, _ := os.ReadFile(p)
+	lines := strings.SplitAfterN(string(b), "\n", n+1)
+	os.WriteFile(p, []byte(lines[len(lines)-1]), 0o600)
+}
+
+// TestHostKeyAsk: StrictHostKeyChecking ask asks on the terminal, as
+// OpenSSH does; yes records the key and runs, no refuses.
+func TestHostKeyAsk(t *testing.T) {
+	f := newSSHFleet(t, 2, false)
+	known := filepath.Join(f.home, ".ssh", "known_hosts")
+	os.Remove(known)
+	f.withSSHConfig(t, "Host *\n    StrictHostKeyChecking ask\n")
+	s := newTmux(t, 200, 40)
+	s.line("export HOME=" + f.home + " XDG_CONFIG_HOME= XDG_CACHE_HOME= XDG_STATE_HOME=")
+	s.line("clear; rex run h1 -- echo answered; echo status=$?")
+	waitScreen(s, "the question", func(scr string) bool {
+		return strings.Contains(scr, "Are you sure you want to continue connecting (yes/no)?")
+	})
+	scr := s.screen()
+	if !strings.Contains(scr, fmt.Sprintf("The authenticity of host 'h1 (127.0.0.1:%d)' can't be established.", f.hosts[0].Port)) ||
+		!strings.Contains(scr, "ED25519 key fingerprint is SHA256:") {
+		t.Errorf("the question:\n%s", scr)
+	}
+	s.line("yes")
+	waitScreen(s, "the run", func(scr string) bool { return hasLine(scr, "status=0") })
+	scr = s.screen()
+	if !strings.Contains(scr, "h1: answered") || !strings.Contains(scr, "added h1 (127.0.0.1:") {
+		t.Errorf("after yes:\n%s", scr)
+	}
+	if b, _ := os.ReadFile(known); !strings.Contains(string(b), fmt.Sprintf("[127.0.0.1]:%d", f.hosts[0].Port)) {
+		t.Errorf("known_hosts after yes: %q", b)
+	}
+
+	s.line("clear; rex run h2 -- touch ran; echo status=$?")
+	waitScreen(s, "the question", func(scr string) bool { return strings.Contains(scr, "(yes/no)?") })
+	s.line("no")
+	waitScreen(s, "the refusal", func(scr string) bool { return hasLine(scr, "status=255") })
+	if scr := s.screen(); !strings.Contains(scr, "was not accepted") {
+		t.Errorf("after no:\n%s", scr)
+	}
+	if _, err := os.Stat(filepath.Join(f.hostHome("h2"), "ran")); err == nil {
+		t.Error("the command ran after the key was refused")
+	}
+}
+
+// waitScreen is tmuxSession.waitFor with room for a loaded machine: a
+// first connection bootstraps rexd.
+func waitScreen(s *tmuxSession, what string, cond func(string) bool) {
+	s.t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	var scr string
+	for time.Now().Before(deadline) {
+		if scr = s.screen(); cond(scr) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.t.Fatalf("timed out waiting for %s; screen:\n%s", what, scr)
+}

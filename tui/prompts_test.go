@@ -1,0 +1,50 @@
+package tui
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/rexconsole/rex/internal/commands"
+)
+
+// TestHostKeyQuestion: a host key question opens a yes/no dialog with the
+// fingerprint; the answer goes back to the dialer, and esc is no.
+func TestHostKeyQuestion(t *testing.T) {
+	e := newEnv(t, 120, 30, false)
+	q := commands.HostKeyQuestion{Target: "web1", Addr: "10.0.0.5:22", KeyType: "ED25519", Fingerprint: "SHA256:abcdef", File: "~/.ssh/known_hosts"}
+	for _, tt := range []struct {
+		keys []string
+		want bool
+	}{{[]string{"y"}, true}, {[]string{"n"}, false}, {[]string{"esc"}, false}, {[]string{"left", "enter"}, true}} {
+		reply := make(chan bool, 1)
+		e.m.Update(hostKeyAskMsg{q: q, reply: reply})
+		scr := e.screen()
+		for _, want := range []string{"New host key", "The authenticity of host", "'web1 (10.0.0.5:22)'", "ED25519 key fingerprint is SHA256:abcdef."} {
+			if !strings.Contains(scr, want) {
+				t.Fatalf("the dialog lacks %q:\n%s", want, scr)
+			}
+		}
+		e.press(tt.keys...)
+		select {
+		case got := <-reply:
+			if got != tt.want {
+				t.Errorf("%v answered %v, want %v", tt.keys, got, tt.want)
+			}
+		default:
+			t.Fatalf("%v gave no answer", tt.keys)
+		}
+		if e.m.dialogs.Len() != 0 {
+			t.Errorf("%v left a dialog open", tt.keys)
+		}
+	}
+	// Notices show in the message area.
+	e.m.Update(noticeMsg{"added web1 (10.0.0.5:22) ED25519 SHA256:abcdef to ~/.ssh/known_hosts"})
+	e.wantMessage("added web1 (10.0.0.5:22) ED25519")
+
+	// Before the console runs, a question is refused, not left hanging.
+	var p Prompts
+	if ok, err := p.AskHostKey(context.Background(), q); ok || err == nil {
+		t.Errorf("AskHostKey without a console = %v, %v", ok, err)
+	}
+}
