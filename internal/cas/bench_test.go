@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // smallFilesDir writes n files of about 1 KiB over n/100 directories.
@@ -76,6 +77,72 @@ func BenchmarkPushUnchanged(b *testing.B) {
 	for b.Loop() {
 		if st, err := Push(b.Context(), local, remote, root); err != nil || st.Queries != 1 {
 			b.Fatal(st, err)
+		}
+	}
+}
+
+// BenchmarkUpdateReceive: the target side of a first push of 2,000 small
+// files: plan, receive every blob straight into the destination, commit.
+func BenchmarkUpdateReceive(b *testing.B) {
+	dir, total := smallFilesDir(b, 2000)
+	sender, _ := Open(b.TempDir())
+	tree, _, err := sender.Ingest(b.Context(), dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var objs []Object
+	files, _ := sender.Flatten(b.Context(), tree)
+	for _, e := range files {
+		if e.Type == EntryFile {
+			data, _ := sender.Read(e.Digest)
+			objs = append(objs, Object{Digest: e.Digest, Data: data})
+		}
+	}
+	b.SetBytes(total)
+	for b.Loop() {
+		b.StopTimer()
+		recv, _ := Open(b.TempDir())
+		if _, err := PushTrees(b.Context(), sender, LocalRemote{recv}, tree, SyncOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		root, _ := os.OpenRoot(b.TempDir())
+		b.StartTimer()
+		u, err := recv.PrepareUpdate(b.Context(), root, "dest", tree, UpdateOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := u.Put(objs); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := u.Commit(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		root.Close()
+		b.StartTimer()
+	}
+}
+
+// BenchmarkUpdateUnchanged: the target side of an unchanged re-push of
+// 2,000 files: a stat per file through the stat cache, nothing written.
+func BenchmarkUpdateUnchanged(b *testing.B) {
+	dir, total := smallFilesDir(b, 2000)
+	st, _ := Open(b.TempDir())
+	later(st, time.Second)
+	tree, _, err := st.Ingest(b.Context(), dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	root, _ := os.OpenRoot(b.TempDir())
+	defer root.Close()
+	if _, err := st.Update(b.Context(), root, "dest", tree, UpdateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(total)
+	for b.Loop() {
+		res, err := st.Update(b.Context(), root, "dest", tree, UpdateOptions{})
+		if err != nil || !res.Unchanged() {
+			b.Fatal(res, err)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package cas
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -16,6 +17,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 )
 
 // IngestProblem is one file or directory Ingest could not take in. The
@@ -30,12 +32,27 @@ func (p IngestProblem) Error() string { return p.Path + ": " + p.Err.Error() }
 
 // IngestOptions tune IngestWith and IngestIn.
 type IngestOptions struct {
-	// NoBlobs stores the trees only. Files are hashed (through the stat
-	// cache) and left where they are: the store finds them there when a
-	// blob is asked for (see Store.Read), so a daemon serving a pull
-	// writes nothing but a few trees.
-	NoBlobs bool
+	// Blobs says which files' contents are copied into the store. The
+	// others are hashed (through the stat cache) and left where they are:
+	// the store finds them there when a blob is asked for (see
+	// Store.Read), verifying what it reads.
+	Blobs BlobPolicy
 }
+
+// BlobPolicy is which blobs an ingest copies into the store.
+type BlobPolicy int
+
+const (
+	// BlobsAll copies every file the store lacks.
+	BlobsAll BlobPolicy = iota
+	// BlobsText copies only what a three-way merge may need later: text
+	// files (valid UTF-8 without NUL) of at most MaxTextMergeSize. rex
+	// ingests so: a push reads the rest from the files themselves.
+	BlobsText
+	// BlobsNone copies nothing: the trees only. A daemon serving a pull
+	// ingests so, and writes nothing but a few trees.
+	BlobsNone
+)
 
 // smallFile is the size up to which Ingest reads a file in one go; larger
 // files are hashed first and copied only if the store lacks them.
@@ -116,7 +133,7 @@ func (s *Store) IngestIn(ctx context.Context, root *os.Root, name string, opts I
 }
 
 func (s *Store) ingest(ctx context.Context, r *os.Root, dir string, cache *statCache, opts IngestOptions) (root Digest, problems []IngestProblem, err error) {
-	w, err := s.walkDir(ctx, r, cache, !opts.NoBlobs, &problems)
+	w, err := s.walkDir(ctx, r, cache, opts.Blobs, &problems)
 	if err != nil {
 		return Digest{}, nil, fmt.Errorf("ingest %s: %w", dir, err)
 	}
@@ -142,7 +159,7 @@ func (s *Store) ingest(ctx context.Context, r *os.Root, dir string, cache *statC
 	if err != nil {
 		return Digest{}, nil, fmt.Errorf("ingest %s: %w", dir, err)
 	}
-	if opts.NoBlobs && cache != nil {
+	if opts.Blobs != BlobsAll && cache != nil {
 		s.locator().note(cache.dir, w.jobs)
 	}
 	cache.save()
@@ -150,10 +167,50 @@ func (s *Store) ingest(ctx context.Context, r *os.Root, dir string, cache *statC
 	return root, problems, nil
 }
 
+// IngestFile takes in the one file path: its content goes into the store
+// as the policy says; otherwise the store notes where it is (for this
+// process), to read it from there.
+func (s *Store) IngestFile(p string, policy BlobPolicy) (Digest, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return Digest{}, err
+	}
+	if abs, err = filepath.EvalSymlinks(abs); err != nil { // named by the caller: followed
+		return Digest{}, err
+	}
+	dir, name := filepath.Split(abs)
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return Digest{}, err
+	}
+	defer r.Close()
+	info, err := r.Lstat(name)
+	if err != nil {
+		return Digest{}, err
+	}
+	d, staged, err := s.ingestFile(context.Background(), r, name, policy)
+	if err != nil {
+		return Digest{}, err
+	}
+	if staged != "" {
+		if err := s.commit([]stagedObject{{d: d, tmp: staged}}); err != nil {
+			os.Remove(staged)
+			return Digest{}, err
+		}
+		return d, nil
+	}
+	if ok, _ := s.present(d); !ok {
+		if k, ok := keyOf(info); ok {
+			s.locator().noteFile(filepath.Clean(dir), name, d, k)
+		}
+	}
+	return d, nil
+}
+
 // walkDir reads the directory tree of r and hashes its files (reading only
-// those the stat cache does not vouch for), staging the content of those
-// the store lacks when stage is set. Problems are appended to problems.
-func (s *Store) walkDir(ctx context.Context, r *os.Root, cache *statCache, stage bool, problems *[]IngestProblem) (*walk, error) {
+// those the stat cache does not vouch for), staging the content the store
+// lacks of those the policy says. Problems are appended to problems.
+func (s *Store) walkDir(ctx context.Context, r *os.Root, cache *statCache, stage BlobPolicy, problems *[]IngestProblem) (*walk, error) {
 	w := &walk{}
 	top, err := s.ingestWalk(ctx, r, ".", 0, nil, &w.jobs, problems)
 	if err != nil {
@@ -291,10 +348,10 @@ func goPerm(p fs.FileMode) fs.FileMode {
 	return m
 }
 
-// ingestFiles hashes files in parallel and, when stage is set, stages
-// those the store lacks: the work is dominated by read latency, which
+// ingestFiles hashes files in parallel and stages those the store lacks
+// that the policy says: the work is dominated by read latency, which
 // overlaps well. Files the stat cache vouches for are not read at all.
-func (s *Store) ingestFiles(ctx context.Context, r *os.Root, jobs []*ingestJob, cache *statCache, stage bool) error {
+func (s *Store) ingestFiles(ctx context.Context, r *os.Root, jobs []*ingestJob, cache *statCache, stage BlobPolicy) error {
 	var mu sync.Mutex
 	var fatal error
 	err := parallel(len(jobs), func(i int) error {
@@ -304,7 +361,7 @@ func (s *Store) ingestFiles(ctx context.Context, r *os.Root, jobs []*ingestJob, 
 		j := jobs[i]
 		j.perm = unixPerm(j.info.Mode())
 		if d, ok := cache.lookup(j.rel, j.info); ok {
-			if !stage {
+			if stage != BlobsAll {
 				j.d = d
 				cache.record(j.rel, j.info, d, j.seen)
 				return nil
@@ -336,9 +393,10 @@ type storeError struct{ err error }
 
 func (e *storeError) Error() string { return e.err.Error() }
 
-// ingestFile hashes one file and, if stage is set and the store lacks it,
-// stages its content. It returns the digest and the staged file.
-func (s *Store) ingestFile(ctx context.Context, r *os.Root, rel string, stage bool) (Digest, string, error) {
+// ingestFile hashes one file and, when the policy wants its content and
+// the store lacks it, stages it. It returns the digest and the staged
+// file.
+func (s *Store) ingestFile(ctx context.Context, r *os.Root, rel string, stage BlobPolicy) (Digest, string, error) {
 	f, err := r.Open(rel)
 	if err != nil {
 		return Digest{}, "", err
@@ -351,7 +409,7 @@ func (s *Store) ingestFile(ctx context.Context, r *os.Root, rel string, stage bo
 	if !fi.Mode().IsRegular() {
 		return Digest{}, "", errors.New("skipped: it stopped being a regular file while being read")
 	}
-	if fi.Size() <= smallFile && stage {
+	if fi.Size() <= smallFile && stage != BlobsNone {
 		data, err := io.ReadAll(io.LimitReader(f, smallFile+1))
 		if err != nil {
 			return Digest{}, "", err
@@ -360,6 +418,9 @@ func (s *Store) ingestFile(ctx context.Context, r *os.Root, rel string, stage bo
 			return Digest{}, "", errors.New("skipped: it grew while being read; ingest again")
 		}
 		d := DigestOf(data)
+		if stage == BlobsText && !mergeable(data) {
+			return d, "", nil
+		}
 		if ok, err := s.present(d); err != nil {
 			return Digest{}, "", &storeError{err}
 		} else if ok {
@@ -378,8 +439,8 @@ func (s *Store) ingestFile(ctx context.Context, r *os.Root, rel string, stage bo
 		return Digest{}, "", err
 	}
 	d := Digest{Hash: hex.EncodeToString(h.Sum(nil)), Size: n}
-	if !stage {
-		return d, "", nil
+	if stage != BlobsAll {
+		return d, "", nil // larger than smallFile: never merged as text
 	}
 	if ok, err := s.present(d); err != nil {
 		return Digest{}, "", &storeError{err}
@@ -398,6 +459,12 @@ func (s *Store) ingestFile(ctx context.Context, r *os.Root, rel string, stage bo
 		return Digest{}, "", errors.New("skipped: it changed while being read; ingest again")
 	}
 	return d, tmp, nil
+}
+
+// mergeable reports whether a three-way merge could use data as text:
+// valid UTF-8 without NUL, at most MaxTextMergeSize.
+func mergeable(data []byte) bool {
+	return len(data) <= MaxTextMergeSize && utf8.Valid(data) && bytes.IndexByte(data, 0) < 0
 }
 
 // stageReader copies r into a new temporary file, hashing on the way.

@@ -497,7 +497,7 @@ func syncDir(dir string) error {
 }
 
 // Read returns the bytes of d after checking their size and hash. A blob
-// the store holds only as a file it scanned (see IngestOptions.NoBlobs) is
+// the store holds only as a file it scanned (see IngestOptions.Blobs) is
 // read from there, and verified the same way.
 func (s *Store) Read(d Digest) ([]byte, error) {
 	if err := d.Validate(); err != nil {

@@ -173,6 +173,7 @@ type Update struct {
 	byHash   map[string][]*fileWrite // writes by content hash
 	links    []*fileWrite            // files hard-linked from the destination (staging)
 	needed   []Digest                // blobs no source here has, in plan order
+	needSet  map[Digest]bool         // needed, as a set
 	newDirs  []plannedEntry          // in place: directories to make (parents first)
 	setDirs  []plannedEntry          // existing directories whose mode or owner change
 	setMeta  []plannedEntry          // files kept whose mode or owner change
@@ -182,8 +183,9 @@ type Update struct {
 	deletes  []string                // relative paths to remove, deepest first
 
 	mu       sync.Mutex
-	received map[string]string // content hash → temp holding it (relative to root)
-	temps    []string          // every temp made, for Abort
+	dirRoots map[string]*os.Root // directories written into, opened once
+	received map[string]string   // content hash → temp holding it (relative to root)
+	temps    []string            // every temp made, for Abort
 	finished bool
 }
 
@@ -326,7 +328,7 @@ func (u *Update) scan(ctx context.Context) error {
 	}
 	defer r.Close()
 	var problems []IngestProblem
-	w, err := u.s.walkDir(ctx, r, u.cache, false, &problems)
+	w, err := u.s.walkDir(ctx, r, u.cache, BlobsNone, &problems)
 	if err != nil {
 		return fmt.Errorf("update %s: read what it holds: %w", u.res.Path, err)
 	}
@@ -568,6 +570,10 @@ func (u *Update) findSources(ctx context.Context) {
 		}
 		u.needed = append(u.needed, w.e.Digest)
 	}
+	u.needSet = make(map[Digest]bool, len(u.needed))
+	for _, d := range u.needed {
+		u.needSet[d] = true
+	}
 }
 
 // Result is what the update does (or, for a dry run, would do).
@@ -725,6 +731,7 @@ func (u *Update) setAttrs(name string, e Entry) error {
 type BlobWriter struct {
 	u    *Update
 	d    Digest
+	e    Entry  // the first entry holding it: its mode
 	name string // relative to the root
 	f    *os.File
 	h    hash.Hash
@@ -740,7 +747,7 @@ func (u *Update) Receive(d Digest) (*BlobWriter, error) {
 		return nil, fmt.Errorf("receive: %w", err)
 	}
 	ws := u.byHash[d.Hash]
-	if len(ws) == 0 || !slices.Contains(u.needed, d) {
+	if len(ws) == 0 || !u.needSet[d] {
 		return nil, fmt.Errorf("receive %s: %w: the update does not need it", d, ErrMismatch)
 	}
 	if u.opts.DryRun {
@@ -761,11 +768,49 @@ func (u *Update) Receive(d Digest) (*BlobWriter, error) {
 	}
 	u.temps = append(u.temps, name)
 	u.mu.Unlock()
-	f, err := u.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := u.create(name)
 	if err != nil {
 		return nil, fmt.Errorf("receive %s: %w", d, u.pathError(ws[0].rel, err))
 	}
-	return &BlobWriter{u: u, d: d, name: name, f: f, h: sha256.New()}, nil
+	return &BlobWriter{u: u, d: d, e: ws[0].e, name: name, f: f, h: sha256.New()}, nil
+}
+
+// create makes the new file name (relative to the root) through a handle
+// on its directory, opened once per update: one lookup per file, not one
+// per path component.
+func (u *Update) create(name string) (*os.File, error) {
+	dir, base := filepath.Split(name)
+	u.mu.Lock()
+	r := u.dirRoots[dir]
+	if r == nil {
+		var err error
+		if r, err = u.root.OpenRoot(filepath.Clean(dir)); err != nil {
+			u.mu.Unlock()
+			return nil, err
+		}
+		if u.dirRoots == nil {
+			u.dirRoots = map[string]*os.Root{}
+		}
+		u.dirRoots[dir] = r
+	}
+	u.mu.Unlock()
+	return r.OpenFile(base, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+}
+
+// finish gives a file just written its owner and mode (after the bytes:
+// a write by another than root clears setuid) and closes it.
+func (u *Update) finish(f *os.File, e Entry) error {
+	var err error
+	if o := u.opts.Owner; o != nil {
+		err = f.Chown(o.UID, o.GID)
+	}
+	if err == nil {
+		err = f.Chmod(goPerm(e.Perm()))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Offset is how many bytes have been received.
@@ -795,7 +840,7 @@ func (w *BlobWriter) Commit() error {
 		return fmt.Errorf("receive %s: already finished", w.d)
 	}
 	w.done = true
-	err := w.f.Close()
+	err := w.u.finish(w.f, w.e)
 	switch {
 	case err != nil:
 	case w.n != w.d.Size:
@@ -823,9 +868,11 @@ func (w *BlobWriter) Abort() {
 	w.u.root.Remove(w.name)
 }
 
-// Put receives whole blobs (each verified before it is kept).
+// Put receives whole blobs (each verified before it is kept), several
+// at a time: creating files is mostly waiting on the file system.
 func (u *Update) Put(objs []Object) error {
-	for _, o := range objs {
+	return parallel(len(objs), func(i int) error {
+		o := objs[i]
 		w, err := u.Receive(o.Digest)
 		if err != nil {
 			return err
@@ -834,11 +881,8 @@ func (u *Update) Put(objs []Object) error {
 			w.Abort()
 			return err
 		}
-		if err := w.Commit(); err != nil {
-			return err
-		}
-	}
-	return nil
+		return w.Commit()
+	})
 }
 
 // pathError names the destination path of rel in err.
@@ -859,12 +903,18 @@ func (u *Update) pathError(rel string, err error) error {
 func (u *Update) provision(ctx context.Context) error {
 	var todo []*fileWrite
 	u.mu.Lock()
+	claimed := map[string]bool{} // received temps that serve a write already
+	for _, w := range u.writes {
+		if w.tmp != "" {
+			claimed[w.tmp] = true
+		}
+	}
 	for _, w := range u.writes {
 		if w.tmp != "" {
 			continue
 		}
-		if t, ok := u.received[w.e.Digest.Hash]; ok && !u.claimed(t) {
-			w.tmp = t
+		if t, ok := u.received[w.e.Digest.Hash]; ok && !claimed[t] {
+			w.tmp, claimed[t] = t, true
 			continue
 		}
 		todo = append(todo, w)
@@ -888,17 +938,6 @@ func (u *Update) provision(ctx context.Context) error {
 	})
 }
 
-// claimed reports whether a received temp already serves a write (the
-// other writes of the same content copy it).
-func (u *Update) claimed(t string) bool {
-	for _, w := range u.writes {
-		if w.tmp == t {
-			return true
-		}
-	}
-	return false
-}
-
 // copyInto writes w's content to the new file name: from a received temp,
 // a file of the destination (trusted by its stat, as the scan did), or the
 // store (verified as it is read).
@@ -916,13 +955,13 @@ func (u *Update) copyInto(name string, w *fileWrite, received string, fromTemp b
 		return err
 	}
 	defer src.Close()
-	f, err := u.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := u.create(name)
 	if err != nil {
 		return err
 	}
 	n, err := io.Copy(f, src)
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if ferr := u.finish(f, w.e); err == nil {
+		err = ferr
 	}
 	if err == nil && n != w.e.Digest.Size {
 		err = fmt.Errorf("its source changed while being copied (%d bytes, not %d); push again", n, w.e.Digest.Size)
@@ -976,6 +1015,10 @@ func (u *Update) Abort() {
 	temps := u.temps
 	u.temps = nil
 	u.finished = true
+	for _, r := range u.dirRoots {
+		r.Close()
+	}
+	u.dirRoots = nil
 	u.mu.Unlock()
 	for _, t := range temps {
 		if _, err := u.root.Lstat(t); err == nil {
@@ -985,11 +1028,7 @@ func (u *Update) Abort() {
 }
 
 func (u *Update) commitStage(ctx context.Context) error {
-	for _, w := range u.writes {
-		if err := u.setAttrs(w.tmp, w.e); err != nil {
-			return fmt.Errorf("update %s: %s: %w", u.res.Path, w.rel, err)
-		}
-	}
+	// Files have their mode and owner since they were written.
 	for _, pe := range u.symlink {
 		if err := u.root.Symlink(pe.e.Target, u.at(pe.rel)); err != nil {
 			return fmt.Errorf("update %s: create symlink %s: %w", u.res.Path, pe.rel, err)
@@ -1078,9 +1117,6 @@ func (u *Update) commitInPlace(ctx context.Context) error {
 	for _, w := range u.writes {
 		if err := ctx.Err(); err != nil {
 			return err
-		}
-		if err := u.setAttrs(w.tmp, w.e); err != nil {
-			return fail(w.rel, err)
 		}
 		name := u.at(w.rel)
 		if w.replaceDir {

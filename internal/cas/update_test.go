@@ -553,3 +553,34 @@ func TestRemoved(t *testing.T) {
 		t.Errorf("removed %v, want %v", keys, want)
 	}
 }
+
+// BlobsText copies into the store only what a merge may need (text); the
+// rest is read from the files themselves, checked, and a file changed
+// since is missing rather than wrong.
+func TestIngestBlobsText(t *testing.T) {
+	st := newStore(t)
+	dir := t.TempDir()
+	bin := []byte{0, 1, 2, 3, 0xff}
+	writeSpec(t, dir, fileSpec{"notes.txt": "text\n"})
+	os.WriteFile(filepath.Join(dir, "blob.bin"), bin, 0o644)
+	tree, _, err := st.IngestWith(t.Context(), dir, IngestOptions{Blobs: BlobsText})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := st.present(DigestOf([]byte("text\n"))); !ok {
+		t.Error("a text file was not copied into the store")
+	}
+	if ok, _ := st.present(DigestOf(bin)); ok {
+		t.Error("a binary file was copied into the store")
+	}
+	if got, err := st.Read(DigestOf(bin)); err != nil || string(got) != string(bin) {
+		t.Fatalf("read from where it is: %q %v", got, err)
+	}
+	os.WriteFile(filepath.Join(dir, "blob.bin"), []byte{9, 9, 9, 9, 9}, 0o644)
+	if _, err := st.Read(DigestOf(bin)); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a changed file: %v", err)
+	}
+	if _, err := st.ReadTree(tree); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -326,7 +325,9 @@ func ingestLocal(ctx context.Context, st *cas.Store, dir string) (cas.Digest, er
 	if !fi.IsDir() {
 		return cas.Digest{}, fmt.Errorf("%s is not a directory", dir)
 	}
-	root, problems, err := st.Ingest(ctx, dir)
+	// Only what a later merge may need is copied into the store (text);
+	// a push reads the rest from the files themselves.
+	root, problems, err := st.IngestWith(ctx, dir, cas.IngestOptions{Blobs: cas.BlobsText})
 	if err != nil {
 		return cas.Digest{}, fmt.Errorf("read %s: %w", dir, err)
 	}
@@ -655,22 +656,13 @@ func readSources(ctx context.Context, st *cas.Store, sources []string, opts Push
 	return src, nil
 }
 
-// addFile stores one file's content.
+// addFile takes one file in, as ingestLocal does a directory's.
 func addFile(st *cas.Store, p string) (cas.Digest, error) {
-	f, err := os.Open(p)
+	d, err := st.IngestFile(p, cas.BlobsText)
 	if err != nil {
 		return cas.Digest{}, fmt.Errorf("read %s: %w", p, err)
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return cas.Digest{}, fmt.Errorf("read %s: %w", p, err)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, fi.Size()+1))
-	if err != nil {
-		return cas.Digest{}, fmt.Errorf("read %s: %w", p, err)
-	}
-	return st.Add(data)
+	return d, nil
 }
 
 // unixPerm is a Go file mode's permission bits in Unix's octal layout.

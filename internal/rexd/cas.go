@@ -760,7 +760,7 @@ func (c *conn) casIngest(ctx context.Context, req *request) (any, *protocol.Erro
 	}
 	// Trees only: the files themselves serve cas.get, so a pull writes
 	// nothing but trees here.
-	root, problems, err := st.IngestIn(ctx, rp.root.dir, relOrDot(rp.rel), cas.IngestOptions{NoBlobs: true})
+	root, problems, err := st.IngestIn(ctx, rp.root.dir, relOrDot(rp.rel), cas.IngestOptions{Blobs: cas.BlobsNone})
 	if err != nil {
 		if isEscape(err) {
 			return nil, s.roots.forbidden(rp.abs, "a symbolic link leads outside the allowed roots")
