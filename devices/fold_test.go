@@ -23,6 +23,10 @@ func TestFold(t *testing.T) {
 		{"rack1-node1,rack1-node2,rack2-node1", "rack1-node[1-2],rack2-node1"},
 		{"42,43", "42,43"},
 		{"user@10.0.0.1:22", "user@10.0.0.1:22"},
+		{"web01.example.com,web02.example.com,web03.example.com,bastion.example.com", "bastion.example.com,web[01-03].example.com"},
+		{"10.0.0.5,10.0.0.6,10.0.1.5", "10.0.0.[5-6],10.0.1.5"},
+		{"rack1-a,rack2-a,rack3-b", "rack[1-2]-a,rack3-b"},
+		{"1a,2a", "[1-2]a"},
 	}
 	for _, tt := range tests {
 		var in []string

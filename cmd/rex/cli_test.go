@@ -95,6 +95,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"device", "add", "x", "h", "--port", "0"}, "from 1 to 65535"},
 		{[]string{"attach"}, "which target?"},
 		{[]string{"push", "a", "b"}, "usage: rex push"},
+		{[]string{"version", "extra"}, "rex version: "},
+		{[]string{"device", "import", "ssh-config", "a", "b"}, "accepts at most 1 arg"},
+		{[]string{"run", "h1", "--max-fail", "0", "--", "true"}, `--max-fail "0"`},
+		{[]string{"run", "h1", "--outdir", "d", "--json", "--", "true"}, "--outdir writes the output to files"},
 	}
 	for _, tt := range tests {
 		out, errOut, code := e.run(tt.args...)

@@ -23,6 +23,7 @@ devices. Both live in ~/.config/rex/devices.json, which may be edited by hand.`,
 	cmd.AddCommand(
 		newDeviceAddCmd(e), newDeviceRemoveCmd(e), newDeviceListCmd(e), newDeviceShowCmd(e),
 		newGroupCmd(e),
+		newImportCmd(e),
 		newDeviceReachCmd(e, "check", "Test reachability, login and the cached rexd of TARGETS", "  rex device check web,db1"),
 		newDeviceReachCmd(e, "prepare", "Install rexd on TARGETS without running anything", "  rex device prepare all"),
 		newDeviceReachCmd(e, "clean", "Remove the cached rexd from TARGETS", "  rex device clean 'old-*'"),
@@ -175,4 +176,51 @@ func newDeviceReachCmd(e *env, verb, short, example string) *cobra.Command {
 	}, func(fs *pflag.FlagSet) { commands.BindConnectTimeout(fs, &connect) }, func(cmd *cobra.Command, s *commands.Setup, args []string) error {
 		return commands.DeviceReach(cmd.Context(), s.Store, s.DeviceRemote(), e.io, verb, args, connect)
 	})
+}
+
+func newImportCmd(e *env) *cobra.Command {
+	cmd := parentCmd(&cobra.Command{
+		Use:   "import",
+		Short: "Add the hosts (and groups) of an ssh_config, an Ansible inventory or a hosts file",
+		Long: `Add every host of an inventory to the registry at once, in one locked save,
+showing what is added. A name the registry has already (device or group)
+stops the whole import unless --force replaces it; --dry-run shows what would
+be added and changes nothing.`,
+		Example: `  rex device import ssh-config
+  rex device import ansible inventory.ini --dry-run
+  rex device import hosts /etc/hosts`,
+	})
+	kind := func(name, use, short, long, example string, args cobra.PositionalArgs) *cobra.Command {
+		var spec commands.ImportSpec
+		c := storeCmd(e, &cobra.Command{Use: use, Short: short, Long: long, Example: example}, spec.Bind,
+			func(cmd *cobra.Command, s *commands.Setup, args []string) error {
+				if err := spec.Args(append([]string{name}, args...)); err != nil {
+					return err
+				}
+				return commands.DeviceImport(cmd.Context(), s.Store, e.io, spec)
+			})
+		c.Args = args
+		return c
+	}
+	cmd.AddCommand(
+		kind("ssh-config", "ssh-config [FILE]", "Add the explicit Host entries of an ssh_config (default ~/.ssh/config)",
+			`Each explicit Host alias (no wildcard) becomes a device of that name. From
+~/.ssh/config a device reaches its alias, so ssh_config keeps applying as with
+ssh ALIAS; from another file HostName, User, Port, IdentityFile and ProxyJump
+are copied into the device.`,
+			`  rex device import ssh-config
+  rex device import ssh-config ./team/ssh_config --dry-run`, cobra.MaximumNArgs(1)),
+		kind("ansible", "ansible INVENTORY", "Add the hosts and groups of an Ansible inventory (INI or YAML)",
+			`Hosts become devices (ansible_host, ansible_user, ansible_port and
+ansible_ssh_private_key_file are read, also from group vars); groups become
+groups with every host below them ([group:children] flattened). Ansible's
+implicit all and ungrouped are not imported as groups.`,
+			`  rex device import ansible inventory.ini
+  rex device import ansible hosts.yml --force`, exactArgs(1, "one INVENTORY file")),
+		kind("hosts", "hosts FILE", "Add the entries of a hosts file (/etc/hosts format)",
+			`Each "ADDRESS NAME [ALIAS...]" line becomes a device NAME reaching ADDRESS.
+Loopback and multicast addresses and the localhost names are left out.`,
+			`  rex device import hosts /etc/hosts`, exactArgs(1, "one FILE")),
+	)
+	return cmd
 }

@@ -258,7 +258,26 @@ globs (web-*), ranges (node[1-16], n[01-08]), hosts that are not registered
 	}
 	root.SetHelpCommandGroupID("setup")
 	root.SetCompletionCommandGroupID("setup")
+	usageArgs(root)
 	return root
+}
+
+// usageArgs makes the positional-argument checks of c and its subcommands
+// (cobra.NoArgs and the like) usage errors: exit 2, as a bad flag.
+func usageArgs(c *cobra.Command) {
+	if check := c.Args; check != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			err := check(cmd, args)
+			var ue *commands.UsageError
+			if err != nil && !errors.As(err, &ue) {
+				return commands.Usagef("%s: %v; %s --help shows how to call it", cmd.CommandPath(), err, cmd.CommandPath())
+			}
+			return err
+		}
+	}
+	for _, sub := range c.Commands() {
+		usageArgs(sub)
+	}
 }
 
 // unknownCommand is the usage error for a word that names no subcommand

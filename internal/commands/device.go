@@ -92,6 +92,14 @@ func DeviceWith(ctx context.Context, store *devices.Store, remote DeviceRemote, 
 		}
 	case "group":
 		err = deviceGroup(ctx, store, stdio, rest)
+	case "import":
+		var spec ImportSpec
+		var pos []string
+		if pos, err = parse(verb, spec.Bind); err == nil {
+			if err = spec.Args(pos); err == nil {
+				return DeviceImport(ctx, store, stdio, spec)
+			}
+		}
 	case "check", "prepare", "clean":
 		var connect time.Duration
 		var pos []string
@@ -100,7 +108,7 @@ func DeviceWith(ctx context.Context, store *devices.Store, remote DeviceRemote, 
 		}
 	default:
 		return Usagef("unknown command %q for rex device%s; rex device help lists the commands",
-			verb, didYouMean(verb, "add", "remove", "list", "show", "group", "check", "prepare", "clean", "help"))
+			verb, didYouMean(verb, "add", "remove", "list", "show", "group", "import", "check", "prepare", "clean", "help"))
 	}
 	if errors.Is(err, ErrHelp) {
 		return deviceUsage(stdio, store)
@@ -120,6 +128,8 @@ const deviceUsageText = `usage: rex device COMMAND [ARGS]
   group add GROUP DEVICE...    add devices to a group
   group remove GROUP DEVICE... remove devices from a group
   group list [--json]          list the groups and their members
+  import ssh-config [FILE] | ansible INVENTORY | hosts FILE [--force] [--dry-run]
+                               add an inventory's hosts (and groups) at once
   check TARGETS                test reachability, login and the cached rexd
   prepare TARGETS              install rexd without running anything
   clean TARGETS                remove the cached rexd
