@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -205,7 +206,7 @@ func TestFanOutGatherAndJSON(t *testing.T) {
 func TestInterruptStopsRemoteProcesses(t *testing.T) {
 	f := newSSHFleet(t, 3, false)
 	cmd := f.cmd("run", "good", "--", `sleep 60 & echo $! >> "$HOME/pids"; echo $$ >> "$HOME/pids"; echo started; wait`)
-	var out bytes.Buffer
+	var out lockedBuffer // written by exec's copying goroutine while read here
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -309,4 +310,22 @@ func TestAttachOverSSH(t *testing.T) {
 	s.waitFor("the terminal size", func(scr string) bool { return hasLine(scr, "30 100") })
 	s.line("exit 5")
 	s.waitFor("status=5", func(scr string) bool { return hasLine(scr, "status=5") })
+}
+
+// lockedBuffer is a bytes.Buffer safe to read while a process writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -288,7 +288,9 @@ func (s *Server) writeConfig(hostKeyLines []string) error {
 	w("PrintLastLog no")
 	w("X11Forwarding no")
 	w("AllowTcpForwarding yes")
-	w("LoginGraceTime 30")
+	// Generous: a slow client (a -race build decrypting a key) must not
+	// be dropped mid-login.
+	w("LoginGraceTime 120")
 	maxStartups := s.opts.MaxStartups
 	if maxStartups == "" {
 		maxStartups = "1024"
