@@ -35,7 +35,13 @@ func (c SSHConnector) Connect(ctx context.Context, t fanout.Target) (*fanout.Con
 	if err != nil {
 		return nil, err
 	}
-	return &fanout.Conn{Session: conn.Session, Closer: conn}, nil
+	return &fanout.Conn{Session: conn.Session, Closer: conn, OpenLane: func(ctx context.Context) (*fanout.Conn, error) {
+		rc, s, err := conn.Lane(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return &fanout.Conn{Session: s, Closer: rc}, nil
+	}}, nil
 }
 
 // SSHTarget maps a resolved target to where sshx connects. A device's

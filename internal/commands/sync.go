@@ -724,7 +724,7 @@ func PushTargets(ctx context.Context, app *App, req PushRequest, targets []fanou
 	for i, t := range targets {
 		index[t.Name] = i
 	}
-	results := fanout.Each(ctx, app.Pool, targets, fanout.Options{ConnectTimeout: app.ConnectTimeout},
+	results := fanout.Each(ctx, app.Pool, targets, fanout.Options{ConnectTimeout: app.ConnectTimeout, Bulk: true},
 		func(ctx context.Context, t fanout.Target, s *rexclient.Session) error {
 			start := time.Now()
 			po := PushOutcome{Target: t.Name, DryRun: req.Options.DryRun}
@@ -1151,7 +1151,7 @@ func PullFrom(ctx context.Context, app *App, targets []fanout.Target, req PullRe
 		}
 	}
 	many := len(targets) > 1
-	results := fanout.Each(ctx, app.Pool, targets, fanout.Options{ConnectTimeout: app.ConnectTimeout},
+	results := fanout.Each(ctx, app.Pool, targets, fanout.Options{ConnectTimeout: app.ConnectTimeout, Bulk: true},
 		func(ctx context.Context, t fanout.Target, s *rexclient.Session) error {
 			local := LocalFor(req.Local, t.Name, many)
 			res, err := PullTreeWith(ctx, st, s, t.Name, req.Remote, local, req.Options, opts.report(t.Name))

@@ -55,7 +55,11 @@ func Each(ctx context.Context, pool *Pool, targets []Target, opts Options,
 				return
 			}
 			defer lease.Release()
-			r.Err = fn(ctx, t, lease.Session())
+			sess := lease.Session()
+			if opts.Bulk {
+				sess = lease.Bulk(ctx)
+			}
+			r.Err = fn(ctx, t, sess)
 			if errors.Is(r.Err, rexclient.ErrClosed) {
 				lease.Drop()
 			}

@@ -59,6 +59,10 @@ func (f closerFunc) Close() error { return f() }
 
 func (f *fleet) Connect(ctx context.Context, t fanout.Target) (*fanout.Conn, error) {
 	f.dials.Add(1)
+	return f.connect(ctx, t)
+}
+
+func (f *fleet) connect(ctx context.Context, t fanout.Target) (*fanout.Conn, error) {
 	switch {
 	case strings.HasPrefix(t.Name, "refused"):
 		return nil, fmt.Errorf("connect %s (127.0.0.1:1): connection refused; is sshd running there?", t.Name)

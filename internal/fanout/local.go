@@ -12,7 +12,7 @@ import (
 // LocalConnector reaches the operator's own machine by running
 // `rexdPath --stdio args...` as a subprocess.
 func LocalConnector(rexdPath string, args ...string) ConnectorFunc {
-	return func(ctx context.Context, t Target) (*Conn, error) {
+	start := func(ctx context.Context) (*Conn, error) {
 		c, err := rexclient.StartLocal(ctx, rexdPath, args...)
 		if err != nil {
 			return nil, fmt.Errorf("start local rexd: %w", err)
@@ -23,6 +23,14 @@ func LocalConnector(rexdPath string, args ...string) ConnectorFunc {
 			return nil, fmt.Errorf("local rexd: %w", err)
 		}
 		return &Conn{Session: s, Closer: c}, nil
+	}
+	return func(ctx context.Context, t Target) (*Conn, error) {
+		conn, err := start(ctx)
+		if err != nil {
+			return nil, err
+		}
+		conn.OpenLane = start // a bulk lane is another local rexd
+		return conn, nil
 	}
 }
 

@@ -38,6 +38,12 @@ type Conn struct {
 	Session *rexclient.Session
 	// Closer ends the connection (SSH client, local subprocess).
 	Closer io.Closer
+	// OpenLane, when set, starts another rexd over the same transport (a
+	// second SSH channel, another local subprocess) with a session of its
+	// own. The pool opens one per connection, on first use, for bulk
+	// transfers (Lease.Bulk): a push then never queues ahead of a keystroke
+	// in the connection's own stream, where a message is written whole.
+	OpenLane func(ctx context.Context) (*Conn, error)
 }
 
 // Connector opens connections. Implementations: local rexd, SSH.
@@ -117,6 +123,25 @@ type entry struct {
 	// namedMu serialises opening them. They end with the connection.
 	namedMu sync.Mutex
 	named   map[string]*rexclient.Session
+
+	// lane is the bulk lane (Lease.Bulk), opened on first use; laneMu
+	// guards it and closed, set once the connection is being closed.
+	laneMu sync.Mutex
+	lane   *Conn
+	closed bool
+}
+
+// closeConn closes the entry's bulk lane, then its connection.
+func (e *entry) closeConn() {
+	e.laneMu.Lock()
+	e.closed = true
+	lane := e.lane
+	e.lane = nil
+	e.laneMu.Unlock()
+	if lane != nil {
+		lane.Closer.Close()
+	}
+	e.conn.Closer.Close()
 }
 
 // Lease is one use of a target's session, from Acquire to Release. It is
@@ -136,6 +161,39 @@ func (l *Lease) Session() *rexclient.Session {
 		return l.s
 	}
 	return l.e.conn.Session
+}
+
+// Bulk is the session for bulk transfers (push, pull) on this lease's
+// connection: the connection's bulk lane (Conn.OpenLane), opened on first
+// use and kept with the connection, so that large messages never queue
+// ahead of interactive ones. When the connector has no lanes, a lane cannot
+// be opened, or the lease is a named session (AcquireAs, whose client name
+// the audit must keep), it is the lease's own session.
+func (l *Lease) Bulk(ctx context.Context) *rexclient.Session {
+	e := l.e
+	if l.s != nil || e.conn.OpenLane == nil {
+		return l.Session()
+	}
+	e.laneMu.Lock()
+	defer e.laneMu.Unlock()
+	if e.lane != nil {
+		select {
+		case <-e.lane.Session.Client().Done():
+			e.lane.Closer.Close()
+			e.lane = nil
+		default:
+			return e.lane.Session
+		}
+	}
+	if e.closed {
+		return l.Session()
+	}
+	lane, err := e.conn.OpenLane(ctx)
+	if err != nil || lane == nil {
+		return l.Session() // the connection's own stream still serves
+	}
+	e.lane = lane
+	return lane.Session
 }
 
 // Release ends this use of the connection; it stays open for later ones.
@@ -161,7 +219,7 @@ func (l *Lease) Drop() {
 	}
 	l.p.removeLocked(e)
 	l.p.mu.Unlock()
-	e.conn.Closer.Close()
+	e.closeConn()
 	l.p.state(l.t, StateIdle, nil)
 }
 
@@ -218,7 +276,7 @@ func (p *Pool) Acquire(ctx context.Context, t Target) (*Lease, error) {
 			// A failed dial or a dead connection: dial again.
 			p.removeLocked(e)
 			if e.conn != nil {
-				go e.conn.Closer.Close()
+				go e.closeConn()
 			}
 			e = nil
 		}
@@ -416,7 +474,7 @@ func (p *Pool) ReapIdle(now time.Time) int {
 	}
 	p.mu.Unlock()
 	for _, e := range idle {
-		e.conn.Closer.Close()
+		e.closeConn()
 		if p.opts.OnState != nil {
 			p.opts.OnState(e.name, StateIdle, nil)
 		}
@@ -435,12 +493,12 @@ func (p *Pool) Close() error {
 	close(p.stop)
 	entries := p.entries
 	p.entries = map[string]*entry{}
-	var open []*Conn
+	var open []*entry
 	for _, e := range entries {
 		e.removed = true
 		if e.done() {
 			if e.conn != nil {
-				open = append(open, e.conn)
+				open = append(open, e)
 			}
 		} else {
 			e.cancel() // the dial closes what it gets
@@ -448,9 +506,9 @@ func (p *Pool) Close() error {
 	}
 	p.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, c := range open {
+	for _, e := range open {
 		wg.Add(1)
-		go func(c *Conn) { defer wg.Done(); c.Closer.Close() }(c)
+		go func(e *entry) { defer wg.Done(); e.closeConn() }(e)
 	}
 	wg.Wait()
 	p.wg.Wait()

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rexconsole/rex/internal/fanout"
+	"github.com/rexconsole/rex/internal/rexclient"
 )
 
 // gated dials through a fleet once the test opens the gate, and reports
@@ -241,5 +243,81 @@ func TestIdleReaper(t *testing.T) {
 	again.Release()
 	if n := f.dials.Load(); n != 3 {
 		t.Errorf("%d dials, want 3", n)
+	}
+}
+
+// laned is a fleet whose connections can open bulk lanes (another rexd of
+// the same target), or fail to when failLanes is set.
+type laned struct {
+	*fleet
+	lanes     atomic.Int64
+	failLanes bool
+}
+
+func (l *laned) Connect(ctx context.Context, t fanout.Target) (*fanout.Conn, error) {
+	c, err := l.fleet.Connect(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	c.OpenLane = func(ctx context.Context) (*fanout.Conn, error) {
+		l.lanes.Add(1)
+		if l.failLanes {
+			return nil, errors.New("no lane here")
+		}
+		return l.fleet.connect(ctx, t)
+	}
+	return c, nil
+}
+
+// TestBulkLane: bulk work gets a second rexd stream of the lease's
+// connection, opened once and closed with the connection, so that it
+// never queues ahead of interactive messages; without lanes it shares the
+// connection's own session.
+func TestBulkLane(t *testing.T) {
+	ctx := context.Background()
+	l := &laned{fleet: newFleet(t)}
+	pool := fanout.NewPool(l, fanout.PoolOptions{})
+	defer pool.Close()
+	lease, err := pool.Acquire(ctx, fanout.Target{Name: "h1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bulk := lease.Bulk(ctx)
+	if bulk.Client() == lease.Session().Client() {
+		t.Fatal("the bulk lane is the connection's own stream")
+	}
+	if again := lease.Bulk(ctx); again != bulk || l.lanes.Load() != 1 {
+		t.Fatalf("a second Bulk opened another lane (%d lanes)", l.lanes.Load())
+	}
+	if _, err := bulk.Stat(ctx, "."); err != nil {
+		t.Fatalf("the lane does not answer: %v", err)
+	}
+	// Each with Bulk hands fn the lane.
+	var got *rexclient.Session
+	fanout.Each(ctx, pool, targets("h1"), fanout.Options{Bulk: true}, func(ctx context.Context, tg fanout.Target, s *rexclient.Session) error {
+		got = s
+		return nil
+	})
+	if got != bulk {
+		t.Error("Each with Bulk did not get the lane")
+	}
+	lease.Drop()
+	select {
+	case <-bulk.Client().Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("dropping the connection left its lane open")
+	}
+
+	// A connector whose lanes fail: the connection's own session serves.
+	l2 := &laned{fleet: newFleet(t), failLanes: true}
+	pool2 := fanout.NewPool(l2, fanout.PoolOptions{})
+	defer pool2.Close()
+	lease2, err := pool2.Acquire(ctx, fanout.Target{Name: "h1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease2.Release()
+	if s := lease2.Bulk(ctx); s != lease2.Session() {
+		t.Error("without a lane, Bulk is not the lease's own session")
 	}
 }

@@ -101,6 +101,10 @@ type Options struct {
 	// OnBatch is told as each batch of a rolling run (Batch or Canary)
 	// starts.
 	OnBatch func(Batch)
+	// Bulk, for Each: give fn the connection's bulk lane (Lease.Bulk), for
+	// work that moves a lot of data (push, pull) and must not queue ahead
+	// of keystrokes on the connection's own stream.
+	Bulk bool
 	// ClientName, when set, runs the task in a session of that name on
 	// each target's pooled connection (Pool.AcquireAs), so rexd's audit
 	// log says who acted: "rex-agent", "rex-mcp/<client>".

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/rexconsole/rex/internal/payload"
+	"github.com/rexconsole/rex/internal/protocol"
+	"github.com/rexconsole/rex/internal/rexclient"
 	"github.com/rexconsole/rex/internal/sshtest"
 	"github.com/rexconsole/rex/internal/version"
 )
@@ -544,5 +546,43 @@ func TestPrefixWriter(t *testing.T) {
 	w.Write([]byte(strings.Repeat("x", maxPartialLine+10)))
 	if !strings.HasSuffix(out.String(), "x\n") || strings.Count(out.String(), "\n") != 4 {
 		t.Errorf("a line that never ends was not flushed: %q", out.String()[len(out.String())-20:])
+	}
+}
+
+// TestLane: a second rexd starts over the same SSH connection, without an
+// upload or a second handshake, and is a process of its own; closing it
+// leaves the first one serving.
+func TestLane(t *testing.T) {
+	e := newEnv(t)
+	s := e.server(sshtest.Options{})
+	c := connect(t, NewDialer(e.opts()), e.target("h1", s))
+	sent := c.BytesSent()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rc, sess, err := c.Lane(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if more := c.BytesSent() - sent; more > 64<<10 {
+		t.Errorf("the lane sent %d bytes; the cached rexd should just start", more)
+	}
+	pid := func(s *rexclient.Session) string {
+		var out strings.Builder
+		p, err := s.Exec(ctx, protocol.ExecStartParams{Argv: []string{"sh", "-c", "echo $PPID"}}, rexclient.ExecOptions{Stdout: &out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Wait(ctx)
+		return out.String()
+	}
+	if a, b := pid(c.Session), pid(sess); a == b {
+		t.Errorf("the lane's commands run under the same rexd (%s)", a)
+	}
+	rc.Close()
+	if out, code := runOn(t, c, "echo", "still here"); code != 0 || out != "still here\n" {
+		t.Errorf("after the lane closed: %q, exit %d", out, code)
+	}
+	if _, _, err := (&Conn{became: true, d: c.d, SSH: c.SSH}).Lane(ctx); !errors.Is(err, ErrNoLane) {
+		t.Errorf("a connection that became another user opened a lane: %v", err)
 	}
 }

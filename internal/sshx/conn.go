@@ -26,6 +26,30 @@ type Conn struct {
 	conn      *countingConn
 	closeOnce sync.Once
 	closeErr  error
+
+	// For Lane: the Dialer, rexd's extra arguments, and whether rexd
+	// runs as another user.
+	d      *Dialer
+	args   []string
+	became bool
+}
+
+// ErrNoLane is Lane's answer on a connection that cannot start a second
+// rexd without asking anyone (one that became another user through sudo:
+// rex does not keep the password).
+var ErrNoLane = errors.New("no second rexd on this connection")
+
+// Lane starts another rexd over this connection's SSH transport (a second
+// session channel: the cached rexd, already checked by this Dialer, starts
+// at once) and opens a session on it. The pool sends bulk transfers there,
+// so that SSH interleaves them with the first channel's traffic packet by
+// packet instead of a push's large messages queueing ahead of keystrokes.
+func (c *Conn) Lane(ctx context.Context) (*rexclient.Client, *rexclient.Session, error) {
+	if c.d == nil || c.became {
+		return nil, nil, ErrNoLane
+	}
+	rc, sess, _, err := c.d.bootstrap(ctx, c.SSH, c.Name, launchOpts{args: c.args})
+	return rc, sess, err
 }
 
 // Connect dials t, bootstraps rexd and opens a session.
@@ -57,7 +81,8 @@ func (d *Dialer) Connect(ctx context.Context, t Target) (*Conn, error) {
 		return nil, err
 	}
 	d.state(dl.e.name, StateReady, nil)
-	return &Conn{Name: dl.e.name, Client: rc, Session: sess, SSH: dl.client, Info: info, conn: dl.conn}, nil
+	return &Conn{Name: dl.e.name, Client: rc, Session: sess, SSH: dl.client, Info: info, conn: dl.conn,
+		d: d, args: t.RexdArgs, became: t.Become != ""}, nil
 }
 
 // used reports to OnState how the use of a dialled connection ended.
