@@ -8,7 +8,7 @@ FUZZTIME ?= 5000x
 PAYLOAD_PLATFORMS := linux/amd64 linux/arm64
 PAYLOAD_DIR := internal/payload/rexd
 
-.PHONY: all build rexd payload run test race fuzz bench lint clean inspector
+.PHONY: all build rexd payload run test race fuzz bench lint clean inspector man
 
 all: build
 
@@ -30,6 +30,10 @@ build: rexd payload
 
 run: build
 	$(BIN)/rex
+
+# man writes rex(1) from the command tree (rex man prints the same).
+man:
+	$(GO) run ./cmd/rex man > docs/rex.1
 
 test: lint payload inspector
 	$(GO) test -count=1 -timeout 20m ./...

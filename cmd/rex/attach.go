@@ -15,7 +15,7 @@ func newAttachCmd(e *env) *cobra.Command {
 ctrl+] hands the terminal back. The exit status is the remote program's.`,
 		Example: `  rex attach web1
   rex attach db1 -- top -d 1`,
-		ValidArgsFunction: completeTargets(e, 1),
+		ValidArgsFunction: completeTargets(e, 0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := spec.Args(cmd.Flags(), args); err != nil {
 				return helpOr(cmd, err)

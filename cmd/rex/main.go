@@ -259,7 +259,23 @@ globs (web-*), ranges (node[1-16], n[01-08]), hosts that are not registered
 	root.SetHelpCommandGroupID("setup")
 	root.SetCompletionCommandGroupID("setup")
 	usageArgs(root)
+	completeTargetFlags(e, root)
 	return root
+}
+
+// completeTargetFlags completes --target and --exclude with target names
+// on every command that has them.
+func completeTargetFlags(e *env, c *cobra.Command) {
+	for _, name := range []string{"target", "exclude"} {
+		if c.LocalFlags().Lookup(name) != nil {
+			if _, ok := c.GetFlagCompletionFunc(name); !ok {
+				c.RegisterFlagCompletionFunc(name, completeTargets(e, -1))
+			}
+		}
+	}
+	for _, sub := range c.Commands() {
+		completeTargetFlags(e, sub)
+	}
 }
 
 // usageArgs makes the positional-argument checks of c and its subcommands

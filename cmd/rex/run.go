@@ -12,17 +12,31 @@ func newRunCmd(e *env) *cobra.Command {
 		Use:   "run TARGETS [flags] -- CMD [ARG...]",
 		Short: "Run a command on many targets at once, output prefixed by host",
 		Long: `Run a command on every target at once. Each output line is printed as it
-completes, prefixed "host: " (stdout) or "host! " (stderr); a summary goes to
-stderr. One command word with spaces or shell syntax runs through sh -c on
-the target; several words are an argv that no shell interprets.
+completes, prefixed "host: " (stdout) or "host! " (stderr); a line longer
+than 64 KiB goes in pieces, each after the first marked "host:+". Then, on
+stderr, one line per target that did not exit 0 ("h2! exit 1", "h3! timed
+out after 1s", "h4! unreachable: ...", "h5! cancelled") and a summary (-q
+drops the summary).
+
+One command word with spaces or shell syntax runs through sh -c on the
+target; several words are an argv that no shell interprets. stdin, when it
+is not a terminal, goes to every target (--no-stdin keeps it). The command
+gets REX_TARGET and REX_GROUP in its environment.
+
+--batch, --canary and --max-fail roll over the targets instead of starting
+them all at once.
 
 Exit status: 0 when every target exited 0; 255 when any target could not be
-reached; else the highest remote exit status.`,
+reached; else the highest remote exit status. ctrl+c stops every remote
+command and exits 130 (SIGTERM: 143).`,
 		Example: `  rex run web -- uptime
   rex run 'db[1-3]' --gather -- 'df -h /var'
-  rex run all --json -- systemctl is-active nginx
-  rex run -w web-* -t 30s -- apt-get -y upgrade`,
-		ValidArgsFunction: completeTargets(e, 1),
+  rex run all,!web3 --json -- systemctl is-active nginx
+  rex run -w web-* -x web9 -t 30s -- apt-get -y upgrade
+  rex run ^hosts.txt --batch 2 --max-fail 1 -- ./upgrade.sh
+  rex run web --canary 1 -- systemctl restart nginx
+  tar c conf | rex run web -- 'tar x -C /etc/app'`,
+		ValidArgsFunction: completeTargets(e, 0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := spec.Args(cmd.Flags(), args); err != nil {
 				return helpOr(cmd, err)

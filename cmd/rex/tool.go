@@ -125,6 +125,5 @@ func newToolRunCmd(e *env) *cobra.Command {
 		},
 	}
 	spec.Bind(cmd.Flags())
-	cmd.RegisterFlagCompletionFunc("target", completeTargets(e, -1))
 	return cmd
 }

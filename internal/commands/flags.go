@@ -241,7 +241,7 @@ type RollingFlags struct {
 // Bind declares --batch, --canary and --max-fail.
 func (f *RollingFlags) Bind(fs *pflag.FlagSet) {
 	fs.Var(positiveInt{&f.Batch}, "batch", "run N targets at a time, in their order, each batch after the last ended")
-	fs.Var(positiveInt{&f.Canary}, "canary", "run the first K targets alone first; go on only if all of them exit 0")
+	fs.Var(positiveInt{&f.Canary}, "canary", "run the first N targets alone first; go on only if all of them exit 0")
 	fs.Var(&f.MaxFail, "max-fail", "stop starting targets once N (or P% of them) have failed; the rest are skipped")
 }
 
