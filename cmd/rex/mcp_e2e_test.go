@@ -8,8 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -365,4 +367,53 @@ func TestMCPInspector(t *testing.T) {
 			}
 		}
 	}
+}
+
+func TestMCPClientGoneStopsItsJobs(t *testing.T) {
+	f := newSSHFleet(t, 1, false)
+	cmd := f.cmd("mcp", "--target", "h1,local", "--background-after", "1s")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	// Long enough that rex must end by itself when its stdin closes: Close
+	// reports the SIGTERM it would otherwise send.
+	transport := &mcp.CommandTransport{Command: cmd, TerminateDuration: time.Minute}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-client"}, nil).Connect(mcpCtx(t), transport, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, text := mcpCall(t, cs, "bash", map[string]any{"command": "echo $$ > pid; exec sleep 300"}, nil)
+	if r.Meta["rex/running"] != true {
+		t.Fatalf("not a job:\n%s", text)
+	}
+	pids := map[string]int{}
+	for _, dir := range []string{f.home, f.hostHome("h1")} {
+		pids[dir] = waitPid(t, filepath.Join(dir, "pid"))
+	}
+	if err := cs.Close(); err != nil {
+		t.Errorf("rex mcp did not end by itself when its client went: %v\nstderr:\n%s", err, stderr.String())
+	}
+	for dir, pid := range pids {
+		deadline := time.Now().Add(30 * time.Second)
+		for !zombie(pid) && syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if !zombie(pid) && syscall.Kill(pid, 0) == nil {
+			t.Errorf("the job's sleep %d (%s) outlived rex mcp", pid, dir)
+		}
+	}
+}
+
+// waitPid waits for a file holding a pid.
+func waitPid(t *testing.T, p string) int {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(p)
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+			return pid
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no pid in %s", p)
+	return 0
 }
