@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rexconsole/rex/internal/mcpserver"
+	"github.com/rexconsole/rex/internal/toolset"
 )
 
 func newMCPCmd(e *env) *cobra.Command {
@@ -57,6 +58,10 @@ same flags.`,
 		},
 	}
 	spec.Bind(cmd.Flags())
+	cmd.RegisterFlagCompletionFunc("target", completeTargets(e, -1))
+	cmd.RegisterFlagCompletionFunc("exclude", completeTargets(e, -1))
+	cmd.RegisterFlagCompletionFunc("print-config", cobra.FixedCompletions([]cobra.Completion{"claude", "cursor", "vscode"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("allow", cobra.FixedCompletions(append(toolset.BuiltinNames(), mcpserver.Targets, mcpserver.UseTarget), cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 

@@ -133,6 +133,13 @@ func New(opts Options) (*Server, error) {
 	if chainErr != nil {
 		s.notice("rex mcp: %v", chainErr)
 	}
+	all = slices.DeleteFunc(all, func(t toolset.Tool) bool {
+		if t.Name == Targets || t.Name == UseTarget {
+			s.notice("rex mcp: the executor-chain tool %s is not offered: rex mcp's own %s has its name", t.ChainID, t.Name)
+			return true
+		}
+		return false
+	})
 	if err := s.choose(all); err != nil {
 		return nil, err
 	}
