@@ -145,7 +145,10 @@ func TestMCPEndToEnd(t *testing.T) {
 		os.WriteFile(filepath.Join(dir, "role"), []byte("web\n"), 0o644)
 	}
 	// local and both sshd hosts; h2 has no role file.
-	cs, notes, stderr := mcpSession(t, f, "2025-11-25", "--target", "local,good", "--background-after", "2s")
+	// --background-after bounds every wait; the long command below asks
+	// for less with timeout_s (the first calls also connect and bootstrap,
+	// which takes its time on a loaded machine).
+	cs, notes, stderr := mcpSession(t, f, "2025-11-25", "--target", "local,good", "--background-after", "90s")
 
 	tl, err := cs.ListTools(mcpCtx(t), nil)
 	if err != nil {
@@ -191,7 +194,7 @@ func TestMCPEndToEnd(t *testing.T) {
 
 	// A long command moves to the background and is finished with job_output.
 	cmd := "echo started; while [ ! -e go ]; do sleep 0.05; done; echo finished"
-	r, text = mcpCall(t, cs, "bash", map[string]any{"command": cmd}, "p2")
+	r, text = mcpCall(t, cs, "bash", map[string]any{"command": cmd, "timeout_s": 2}, "p2")
 	job, _ := r.Meta["rex/job_id"].(string)
 	if r.IsError || job == "" || !strings.Contains(text, "still running after 2s; it goes on in the background as job "+job) {
 		t.Fatalf("long command: %v\n%s", r.Meta, text)
