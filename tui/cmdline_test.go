@@ -67,7 +67,7 @@ func TestCompleteLine(t *testing.T) {
 		{"/tool run ops/greet --", 20, []string{"--param", "--target", "--trace"}},
 		{"/tool run ops/greet --param ", 28, nil},
 		{"/tool run ops/greet --target w", 29, []string{"web", "web1", "web2"}},
-		{"/tool run ops/greet -t web1,l", 28, []string{"local"}},
+		{"/tool run ops/greet -w web1,l", 28, []string{"local"}},
 		{"/tool run --target web o", 23, []string{"ops/check", "ops/greet"}},
 		{"ls /t", 3, nil},
 		{"echo", 0, nil},

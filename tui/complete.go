@@ -164,7 +164,7 @@ func completeTool(args []string, word string, src compSource) ([]string, bool) {
 	if verb != "show" && verb != "run" {
 		return nil, false
 	}
-	if n := len(args); n > 1 && (args[n-1] == "--target" || args[n-1] == "-t") && verb == "run" {
+	if n := len(args); n > 1 && (args[n-1] == "--target" || args[n-1] == "-w") && verb == "run" {
 		return nil, true
 	}
 	if n := len(args); n > 1 && (args[n-1] == "--param" || args[n-1] == "-p") {

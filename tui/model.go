@@ -180,7 +180,8 @@ type Model struct {
 	ticking    bool
 	quitting   bool
 
-	hostKeyAsks int // host key questions asked, for dialog ids
+	hostKeyAsks int    // host key questions asked, for dialog ids
+	rolling     string // the status line's word on a rolling run, set each frame
 
 	lastIdleCtrlC time.Time
 	lastCancel    time.Time
@@ -428,6 +429,7 @@ func (m *Model) onFrame(time.Time) tea.Cmd {
 		m.tasks.Retain(retainFactor*m.cfg.Scrollback, m.shown)
 	}
 	m.refreshTasks()
+	m.rolling = m.rollingStatus()
 	if d, ok := m.dialogs.Get(quitDialog).(*dialog.Confirm); ok {
 		if text := m.runningWork(); text != nil {
 			d.SetText(text)
@@ -499,6 +501,23 @@ func (m *Model) busy() bool {
 }
 
 func (m *Model) runningTasks() int { return len(m.tasks.Running()) }
+
+// rollingStatus is the status line's word on a rolling run (/run --batch,
+// --canary) still running, the latest one: "batch 2/3 web[3-4]"; "" when
+// none rolls.
+func (m *Model) rollingStatus() string {
+	running := m.tasks.Running()
+	for i := len(running) - 1; i >= 0; i-- {
+		if b, ok := running[i].Batch(); ok {
+			what := "batch"
+			if b.Canary {
+				what = "canary"
+			}
+			return fmt.Sprintf("%s %d/%d %s", what, b.Index, b.Count, cut(devices.Fold(b.Targets), 30))
+		}
+	}
+	return ""
+}
 
 // info shows a message; fail shows an error.
 func (m *Model) info(format string, args ...any) {
@@ -760,9 +779,17 @@ func (m *Model) runOnTarget(line string) tea.Cmd {
 
 // fanJob runs one command on targets through the fan-out engine.
 func (m *Model) fanJob(targets []fanout.Target, ft fanout.Task, concurrency int) engine.Job {
+	return m.fanJobWith(targets, ft, fanout.Options{Concurrency: concurrency})
+}
+
+// fanJobWith is fanJob with every option of a run (/run's flags: rolling,
+// connect timeout).
+func (m *Model) fanJobWith(targets []fanout.Target, ft fanout.Task, opts fanout.Options) engine.Job {
 	run := m.run
 	return func(ctx context.Context, onEvent func(fanout.Event)) *fanout.Summary {
-		return run(ctx, targets, ft, fanout.Options{Concurrency: concurrency, OnEvent: onEvent})
+		o := opts
+		o.OnEvent = onEvent
+		return run(ctx, targets, ft, o)
 	}
 }
 

@@ -30,7 +30,7 @@ func slashCommands() []slashCmd {
 	return []slashCmd{
 		{"device", "VERB ...", "manage devices and groups, as rex device does (/device help)", (*Model).cmdDevice},
 		{"target", "NAME|GROUP|local", "set the target of plain command lines; any TARGETS list works", (*Model).cmdTarget},
-		{"run", "TARGETS -- CMD", "run CMD on TARGETS, a pane per target (--gather, --timeout D)", (*Model).cmdRun},
+		{"run", "TARGETS -- CMD", "run CMD on TARGETS, a pane per target (rex run's flags: --gather, -t D, -x NAMES, --batch N, --canary N, --max-fail N|P%)", (*Model).cmdRun},
 		{"push", "SRC... DEST [TARGETS]", "add and update files there (--delete, --atomic, --dry-run, --sudo)", (*Model).cmdPush},
 		{"pull", "REMOTE LOCAL [TARGETS]", "bring a directory back, merged here (--dry-run, --sudo)", (*Model).cmdPull},
 		{"tool", "list|show ID|run ID", "list, show or run tools (--param K=V, --target T, --trace)", (*Model).cmdTool},
@@ -221,6 +221,10 @@ func (m *Model) cmdRun(args []string) tea.Cmd {
 		m.fail(errors.New("/run: --json is for scripts; the console shows each target in its own pane"))
 		return nil
 	}
+	if spec.OutDir != "" {
+		m.fail(errors.New("/run: --outdir is for the command line; the console keeps each target's output in its pane"))
+		return nil
+	}
 	targets, err := m.resolve(spec.Targets)
 	if err != nil {
 		m.fail(fmt.Errorf("/run %s: %w", spec.Targets, err))
@@ -233,11 +237,12 @@ func (m *Model) cmdRun(args []string) tea.Cmd {
 	if display == "" {
 		display = strings.Join(spec.Task.Argv, " ")
 	}
-	conc := m.cfg.Concurrency
+	opts := spec.RollingFlags.Options(len(targets))
+	opts.Concurrency, opts.ConnectTimeout = m.cfg.Concurrency, spec.ConnectTimeout
 	if spec.Concurrency > 0 {
-		conc = spec.Concurrency
+		opts.Concurrency = spec.Concurrency
 	}
-	t, cmd := m.startTask(spec.Targets, display, targets, m.fanJob(targets, spec.Task, conc))
+	t, cmd := m.startTask(spec.Targets, display, targets, m.fanJobWith(targets, spec.Task, opts))
 	if spec.Gather && t != nil && m.gather == nil {
 		// This one gathered; what follows as the operator chose (ctrl+g).
 		m.showGather(t)

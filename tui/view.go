@@ -315,6 +315,9 @@ func (m *Model) statusView(g geometry, w int) string {
 	if n := m.runningTasks(); n > 0 {
 		parts = append(parts, fmt.Sprintf("%d running", n))
 	}
+	if m.rolling != "" {
+		parts = append(parts, m.rolling)
+	}
 	if n := len(m.panes); n > 0 {
 		if g.shown > 0 && g.shown < n {
 			parts = append(parts, fmt.Sprintf("panes %d-%d of %d", g.first+1, g.first+g.shown, n))

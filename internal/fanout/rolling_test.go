@@ -60,7 +60,12 @@ func TestBatchesRunInOrder(t *testing.T) {
 	var batches []fanout.Batch
 	names := []string{"a", "b", "c", "d", "e"}
 	s := fanout.Run(context.Background(), pool, targets(names...), fanout.Task{Command: "echo $TARGET"},
-		fanout.Options{Batch: 2, OnEvent: ev.event, OnBatch: func(b fanout.Batch) { batches = append(batches, b) }})
+		fanout.Options{Batch: 2, OnEvent: func(e fanout.Event) {
+			if e.Kind == fanout.EventBatch {
+				batches = append(batches, *e.Batch)
+			}
+			ev.event(e)
+		}})
 	if s.OK != 5 {
 		t.Fatalf("summary %+v", s)
 	}

@@ -39,6 +39,7 @@ const (
 	EventStderr
 	EventStart  // the command started on the target
 	EventResult // the target is done: Result is set
+	EventBatch  // a batch of a rolling run starts: Batch is set, Target is ""
 )
 
 // Event is one thing that happened on one target.
@@ -47,6 +48,7 @@ type Event struct {
 	Kind   EventKind
 	Data   []byte
 	Result *Result
+	Batch  *Batch
 }
 
 // Result is how a task ended on one target.
@@ -98,9 +100,6 @@ type Options struct {
 	// Stdin, when set, is streamed to every target's command (Task.Stdin
 	// is ignored): with backpressure, EOF reaching each.
 	Stdin io.Reader
-	// OnBatch is told as each batch of a rolling run (Batch or Canary)
-	// starts.
-	OnBatch func(Batch)
 	// Bulk, for Each: give fn the connection's bulk lane (Lease.Bulk), for
 	// work that moves a lot of data (push, pull) and must not queue ahead
 	// of keystrokes on the connection's own stream.
@@ -109,7 +108,8 @@ type Options struct {
 	// each target's pooled connection (Pool.AcquireAs), so rexd's audit
 	// log says who acted: "rex-agent", "rex-mcp/<client>".
 	ClientName string
-	// OnEvent receives every event. It is called from several goroutines
+	// OnEvent receives every event (an EventBatch as each batch of a
+	// rolling run starts). It is called from several goroutines
 	// at once (one per target), in order for each target, and must not
 	// block for long: it holds back that target's output.
 	OnEvent func(Event)
@@ -205,12 +205,12 @@ func Run(ctx context.Context, pool *Pool, targets []Target, task Task, opts Opti
 	waves := plan(len(targets), opts)
 	sem := make(chan struct{}, opts.Concurrency)
 	for wi, w := range waves {
-		if opts.OnBatch != nil && (opts.Batch > 0 || opts.Canary > 0) {
+		if opts.Batch > 0 || opts.Canary > 0 {
 			names := make([]string, 0, w.end-w.start)
 			for _, t := range targets[w.start:w.end] {
 				names = append(names, t.Name)
 			}
-			opts.OnBatch(Batch{Index: wi + 1, Count: len(waves), Targets: names, Canary: w.canary})
+			emit(Event{Kind: EventBatch, Batch: &Batch{Index: wi + 1, Count: len(waves), Targets: names, Canary: w.canary}})
 		}
 		var wg sync.WaitGroup
 		for i := w.start; i < w.end; i++ {

@@ -137,6 +137,7 @@ type Task struct {
 	exited chan struct{}
 
 	mu        sync.Mutex
+	batch     *fanout.Batch // the batch running now, in a rolling run
 	done      bool
 	ended     time.Time
 	summary   *fanout.Summary
@@ -170,6 +171,12 @@ func (t *Task) Start(job Job, now func() time.Time, onEnd func()) {
 // fan-out goroutines: it only appends under the buffers' locks.
 func (t *Task) OnEvent(now func() time.Time) func(fanout.Event) {
 	return func(ev fanout.Event) {
+		if ev.Kind == fanout.EventBatch {
+			t.mu.Lock()
+			t.batch = ev.Batch
+			t.mu.Unlock()
+			return
+		}
 		r := t.byName[ev.Target]
 		if r == nil {
 			return
@@ -208,6 +215,17 @@ func (t *Task) finish(s *fanout.Summary, now time.Time) {
 	t.done, t.summary, t.ended = true, s, now
 	t.mu.Unlock()
 	close(t.exited)
+}
+
+// Batch is the batch of a rolling run (--batch, --canary) that runs now;
+// false when the task does not roll.
+func (t *Task) Batch() (fanout.Batch, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.batch == nil {
+		return fanout.Batch{}, false
+	}
+	return *t.batch, true
 }
 
 // Done reports whether the task has ended everywhere.
