@@ -147,3 +147,24 @@ func TestDialogsGolden(t *testing.T) {
 		})
 	}
 }
+
+// TestHelpGolden: the help at 80×24 wraps its descriptions (none is cut
+// off) and scrolls: its first and its last page.
+func TestHelpGolden(t *testing.T) {
+	e := newEnv(t, 80, 24, true)
+	e.press("f1")
+	t.Run("first", func(t *testing.T) { golden.RequireEqual(t, checkScreen(t, e, 80, 24)) })
+	for range 20 {
+		e.press("pgdown")
+	}
+	t.Run("last", func(t *testing.T) {
+		s := checkScreen(t, e, 80, 24)
+		if !strings.Contains(s, "every key can be changed") {
+			t.Errorf("the last page does not end the help:\n%s", s)
+		}
+		golden.RequireEqual(t, s)
+	})
+	if strings.Contains(strings.Join(e.m.helpLines(76), "\n"), "…") {
+		t.Error("a help line is cut (…) at 80 columns")
+	}
+}
