@@ -234,7 +234,7 @@ func (s *Store) ingestWalk(ctx context.Context, r *os.Root, rel string, depth in
 		return nil, err
 	}
 	node := &ingestNode{rel: rel, depth: depth, info: info}
-	f, err := r.Open(rel)
+	f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -397,7 +397,9 @@ func (e *storeError) Error() string { return e.err.Error() }
 // the store lacks it, stages it. It returns the digest and the staged
 // file.
 func (s *Store) ingestFile(ctx context.Context, r *os.Root, rel string, stage BlobPolicy) (Digest, string, error) {
-	f, err := r.Open(rel)
+	// O_NONBLOCK: a FIFO swapped in since the walk must not hang the open;
+	// the fstat below refuses it.
+	f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return Digest{}, "", err
 	}
