@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rexconsole/rex/internal/cas"
 	"github.com/rexconsole/rex/internal/commands"
 	"github.com/rexconsole/rex/internal/fleettest"
 	"github.com/rexconsole/rex/internal/protocol"
@@ -52,11 +53,22 @@ func (e *echoes) waitFor(n int) {
 // BenchmarkKeystrokeDuringPush measures the keystroke round trip in a
 // terminal on a host (one byte into `cat` on a remote PTY until it comes
 // back) while idle, and while a 100 MB push to that host runs on the same
-// connection (one SSH connection; the push goes over its bulk lane, a
-// second channel and rexd, as the console's pool sends it). The goal is
-// push p99 ≤ 2× idle p99. Run it with -benchtime=1x: each iteration
-// writes 100 MB of fresh random files.
+// SSH connection. "lane" pushes as rex does, over the connection's bulk
+// lane (a second channel and rexd); "shared" pushes over the terminal's own
+// stream, as before the lane existed, for comparison. The goal is push p99
+// ≤ 2× idle p99. Run it with -benchtime=1x: each iteration writes 100 MB of
+// fresh random files.
 func BenchmarkKeystrokeDuringPush(b *testing.B) {
+	for _, lane := range []bool{true, false} {
+		name := "lane"
+		if !lane {
+			name = "shared"
+		}
+		b.Run(name, func(b *testing.B) { benchKeystrokeDuringPush(b, lane) })
+	}
+}
+
+func benchKeystrokeDuringPush(b *testing.B, lane bool) {
 	const (
 		files  = 100
 		fileMB = 1
@@ -73,6 +85,17 @@ func BenchmarkKeystrokeDuringPush(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer lease.Release()
+	push := lease.Session()
+	if lane {
+		push = lease.Bulk(ctx)
+		if push == lease.Session() {
+			b.Fatal("no bulk lane")
+		}
+	}
+	st, err := cas.Open(f.App.CASDir)
+	if err != nil {
+		b.Fatal(err)
+	}
 	out := newEchoes()
 	pty, err := lease.Session().OpenPTY(ctx, protocol.PTYOpenParams{Argv: []string{"sh", "-c", "stty -icanon -echo; echo ready; exec cat"}},
 		rexclient.ExecOptions{Stdout: out})
@@ -112,6 +135,10 @@ func BenchmarkKeystrokeDuringPush(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		root, _, err := st.Ingest(ctx, src)
+		if err != nil {
+			b.Fatal(err)
+		}
 		b.StartTimer()
 		for range idleN {
 			idle = append(idle, key())
@@ -119,10 +146,7 @@ func BenchmarkKeystrokeDuringPush(b *testing.B) {
 		done := make(chan error, 1)
 		t0 := time.Now()
 		go func() {
-			outs, err := commands.PushTargets(ctx, f.App, commands.PushRequest{Sources: []string{src}, Dest: fmt.Sprintf("pushed-%d", i)}, targets, commands.SyncOptions{})
-			if err == nil && outs[0].Err != nil {
-				err = outs[0].Err
-			}
+			_, _, err := commands.PushTree(ctx, st, push, "h1", root, fmt.Sprintf("pushed-%d", i), commands.PushOptions{})
 			done <- err
 		}()
 	measure:
