@@ -275,14 +275,8 @@ func (rs *resolver) item(item string) error {
 	case len(words) == 1 && words[0] == item:
 		return &UnknownError{What: "device or group", Name: item, Suggestions: suggest(item, rs.candidates())}
 	default:
-		shown := unknown
-		more := ""
-		if len(shown) > 5 {
-			more = fmt.Sprintf(" and %d more", len(shown)-5)
-			shown = shown[:5]
-		}
-		return fmt.Errorf("%s expands to names that are not devices or groups (%s%s); register them with rex device add, or write hosts as user@%s or ssh://%s",
-			item, strings.Join(shown, ", "), more, item, item)
+		return fmt.Errorf("%s expands to names that are not devices or groups (%s); register them with rex device add, or write hosts as user@%s or ssh://%s",
+			item, Fold(unknown), item, item)
 	}
 }
 

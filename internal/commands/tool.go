@@ -20,6 +20,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/rexconsole/rex/devices"
 	"github.com/rexconsole/rex/internal/cas"
 	"github.com/rexconsole/rex/internal/chain"
 	"github.com/rexconsole/rex/internal/fanout"
@@ -393,7 +394,7 @@ func ToolRun(ctx context.Context, app *App, o IO, spec ToolRunSpec) error {
 		defer traceMu.Unlock()
 		switch ev.State {
 		case "running":
-			fmt.Fprintf(o.Err, "graph: %s (%s on %s)\n", ev.Node, ev.Tool, strings.Join(ev.Targets, ", "))
+			fmt.Fprintf(o.Err, "graph: %s (%s on %s)\n", ev.Node, ev.Tool, devices.Fold(ev.Targets))
 		case "skipped":
 			fmt.Fprintf(o.Err, "graph: %s skipped\n", ev.Node)
 		default:
