@@ -4,11 +4,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/rexconsole/rex/internal/sshtest"
 )
 
 // withSSHConfig puts lines before the fleet's ssh_config (OpenSSH takes
@@ -149,4 +152,42 @@ func waitScreen(s *tmuxSession, what string, cond func(string) bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	s.t.Fatalf("timed out waiting for %s; screen:\n%s", what, scr)
+}
+
+// TestPromptsNeverInterleave: while rex asks for a key's passphrase, the
+// output of a target that keeps printing waits: the question stands alone
+// on the screen, and the output goes on below it once answered.
+func TestPromptsNeverInterleave(t *testing.T) {
+	f := newSSHFleet(t, 2, false)
+	locked := sshtest.NewEncryptedKey(t, "ed25519", "sesame")
+	f.hosts[1].Authorize(t, locked)
+	if _, errOut, code := f.run("device", "add", "locked", f.hosts[1].User+"@"+f.hosts[1].Addr, "--key", locked.Path); code != 0 {
+		t.Fatal(errOut)
+	}
+	s := newTmux(t, 160, 40)
+	s.line("export HOME=" + f.home + " XDG_CONFIG_HOME= XDG_CACHE_HOME= XDG_STATE_HOME= SSH_AUTH_SOCK=")
+	// h1 prints a numbered tick for as long as it runs, and writes the
+	// last number to a file: that shows it went on while rex asked.
+	count := filepath.Join(f.hostHome("h1"), "count")
+	script := `i=0; while [ $i -lt 100000 ]; do i=$((i+1)); echo tick$i; echo $i > "$HOME/count"; sleep 0.02; done`
+	s.line("clear; rex run h1,locked -t 120 -- '" + strings.ReplaceAll(script, "'", `'\''`) + "'; echo status=$?")
+	// The prompt comes once h1 already prints.
+	waitScreen(s, "the passphrase prompt", func(scr string) bool { return strings.Contains(scr, "Enter passphrase for "+locked.Path+":") })
+	ticks := func() int {
+		b, _ := os.ReadFile(count)
+		n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		return n
+	}
+	at := ticks()
+	waitFor(t, "h1 to go on ticking", 60*time.Second, func() bool { return ticks() >= at+10 })
+	scr := strings.TrimRight(s.screen(), " \n")
+	lines := strings.Split(scr, "\n")
+	last := strings.TrimSpace(lines[len(lines)-1])
+	if last != "Enter passphrase for "+locked.Path+":" {
+		t.Fatalf("output landed after the prompt while it waited:\n%s", scr)
+	}
+	s.line("sesame")
+	waitScreen(s, "the locked host's output once answered", func(scr string) bool { return strings.Contains(scr, "locked: tick") })
+	s.send("C-c")
+	waitScreen(s, "the interrupted run", func(scr string) bool { return hasLine(scr, "status=130") })
 }
