@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/rexconsole/rex/internal/rexd"
 	"github.com/rexconsole/rex/internal/version"
@@ -108,7 +109,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
-	if err := srv.Serve(ctx, stdin, stdout); err != nil && !errors.Is(err, context.Canceled) {
+	err = srv.Serve(ctx, stdin, stdout)
+	// Resumable sessions outlive the connection: this rexd stays while
+	// they wait to be resumed (or are served again, relayed by another
+	// rexd), until they are closed or their grace runs out.
+	srv.Linger(ctx)
+	if err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(stderr, "rexd: %v\n", err)
 		return 1
 	}
@@ -135,6 +141,13 @@ func setLimit(cfg *rexd.Config, kv string) error {
 		l.MaxProcessesPerSession = n
 	case "max_concurrent_sessions":
 		l.MaxConcurrentSessions = n
+	case "resume_grace_ms":
+		cfg.ResumeGrace = time.Duration(n) * time.Millisecond
+	case "resume_buffer_bytes":
+		if n == 0 {
+			return fmt.Errorf("--limit %q: resume_buffer_bytes must be positive", kv)
+		}
+		cfg.ResumeBuffer = n
 	default:
 		return fmt.Errorf("--limit %q: unknown limit %q", kv, name)
 	}

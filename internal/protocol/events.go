@@ -7,8 +7,11 @@ type OutputEvent struct {
 	ProcessID string `json:"process_id"`
 	PTYID     string `json:"pty_id,omitempty"`
 	Seq       uint64 `json:"seq"`
-	Data      string `json:"data"`
-	Encoding  string `json:"encoding"`
+	// SessionSeq numbers every event of a resumable session, all
+	// processes together (the resumable-session extension); 0 otherwise.
+	SessionSeq uint64 `json:"session_seq,omitempty"`
+	Data       string `json:"data"`
+	Encoding   string `json:"encoding"`
 }
 
 // Bytes decodes the event's payload.
@@ -27,13 +30,15 @@ type ExitEvent struct {
 	BytesStdout         int64   `json:"bytes_stdout"`
 	BytesStderr         int64   `json:"bytes_stderr"`
 	OutputLimitExceeded bool    `json:"output_limit_exceeded,omitempty"`
+	SessionSeq          uint64  `json:"session_seq,omitempty"`
 }
 
 // ErrorEvent is the params of exec.error: the process could not be started,
 // or it was stopped by a limit (timeout, output cap). An exec.exit follows.
 type ErrorEvent struct {
-	SessionID string `json:"session_id"`
-	ProcessID string `json:"process_id"`
-	Code      int    `json:"code"`
-	Message   string `json:"message"`
+	SessionID  string `json:"session_id"`
+	ProcessID  string `json:"process_id"`
+	Code       int    `json:"code"`
+	Message    string `json:"message"`
+	SessionSeq uint64 `json:"session_seq,omitempty"`
 }

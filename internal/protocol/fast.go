@@ -32,6 +32,10 @@ func AppendOutputEvent(dst []byte, method string, ev *OutputEvent, data []byte) 
 	}
 	dst = append(dst, `,"seq":`...)
 	dst = strconv.AppendUint(dst, ev.Seq, 10)
+	if ev.SessionSeq != 0 {
+		dst = append(dst, `,"session_seq":`...)
+		dst = strconv.AppendUint(dst, ev.SessionSeq, 10)
+	}
 	dst = append(dst, `,"data":"`...)
 	enc := EncodingUTF8
 	if asText(data) {
@@ -139,7 +143,15 @@ func ParseOutputEvent(line []byte) (method string, ev OutputEvent, data []byte, 
 	if !p.lit(`,"seq":`) {
 		return
 	}
-	if ev.Seq, ok1 = p.uint(); !ok1 || !p.lit(`,"data":"`) {
+	if ev.Seq, ok1 = p.uint(); !ok1 {
+		return
+	}
+	if p.lit(`,"session_seq":`) {
+		if ev.SessionSeq, ok1 = p.uint(); !ok1 {
+			return
+		}
+	}
+	if !p.lit(`,"data":"`) {
 		return
 	}
 	raw, ok1 := p.until('"')

@@ -14,6 +14,7 @@ func TestOutputEventFastPath(t *testing.T) {
 		for _, ev := range []OutputEvent{
 			{SessionID: "s_1", ProcessID: "p_2", Seq: 7},
 			{SessionID: "s_1", ProcessID: "p_3", PTYID: "t_1", Seq: 1 << 40},
+			{SessionID: "s_1-0a1b", ProcessID: "p_4", Seq: 3, SessionSeq: 12},
 		} {
 			line := AppendOutputEvent(nil, EventExecStdout, &ev, d)
 			if line[len(line)-1] != '\n' || bytes.Count(line, []byte("\n")) != 1 {
@@ -29,12 +30,12 @@ func TestOutputEventFastPath(t *testing.T) {
 				t.Fatal(err)
 			}
 			b, err := got.Bytes()
-			if err != nil || !bytes.Equal(b, d) || got.Seq != ev.Seq || got.PTYID != ev.PTYID {
+			if err != nil || !bytes.Equal(b, d) || got.Seq != ev.Seq || got.PTYID != ev.PTYID || got.SessionSeq != ev.SessionSeq {
 				t.Fatalf("generic decode of %q: %+v %q %v", line, got, b, err)
 			}
 			// And the fast parser agrees.
 			method, fev, fdata, ok := ParseOutputEvent(line)
-			if !ok || method != EventExecStdout || !bytes.Equal(fdata, d) || fev.Seq != ev.Seq || fev.Encoding != got.Encoding {
+			if !ok || method != EventExecStdout || !bytes.Equal(fdata, d) || fev.Seq != ev.Seq || fev.Encoding != got.Encoding || fev.SessionSeq != ev.SessionSeq {
 				t.Fatalf("fast parse of %q: ok=%v %+v %q", line, ok, fev, fdata)
 			}
 		}
@@ -65,7 +66,7 @@ func FuzzOutputEventRoundTrip(f *testing.F) {
 		if !utf8.ValidString(pid) {
 			pid = strings.ToValidUTF8(pid, "\uFFFD")
 		}
-		ev := OutputEvent{SessionID: "s_1", ProcessID: pid, Seq: seq}
+		ev := OutputEvent{SessionID: "s_1", ProcessID: pid, Seq: seq, SessionSeq: seq / 2}
 		line := AppendOutputEvent(nil, EventExecStderr, &ev, data)
 		var m Message
 		if err := json.Unmarshal(line, &m); err != nil {
@@ -76,7 +77,7 @@ func FuzzOutputEventRoundTrip(f *testing.F) {
 			t.Fatal(err)
 		}
 		b, err := got.Bytes()
-		if err != nil || !bytes.Equal(b, data) || got.ProcessID != pid {
+		if err != nil || !bytes.Equal(b, data) || got.ProcessID != pid || got.SessionSeq != ev.SessionSeq {
 			t.Fatalf("round trip: %q -> %q (%v)", data, b, err)
 		}
 		if _, fev, fdata, ok := ParseOutputEvent(line); ok && (!bytes.Equal(fdata, data) || fev.ProcessID != pid) {
@@ -90,6 +91,7 @@ func FuzzOutputEventRoundTrip(f *testing.F) {
 func FuzzParseOutputEvent(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","method":"exec.stdout","params":{"session_id":"s","process_id":"p","seq":1,"data":"a\u00e9\ud83d\ude00\n","encoding":"utf8"}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","method":"pty.output","params":{"session_id":"s","process_id":"p","pty_id":"t","seq":2,"data":"AAE=","encoding":"base64"}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","method":"exec.stdout","params":{"session_id":"s","process_id":"p","seq":2,"session_seq":9,"data":"x","encoding":"utf8"}}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		method, ev, data, ok := ParseOutputEvent(line)
 		if !ok {
@@ -104,7 +106,7 @@ func FuzzParseOutputEvent(f *testing.F) {
 			t.Fatalf("params: %v", err)
 		}
 		b, err := got.Bytes()
-		if err != nil || m.Method != method || !bytes.Equal(b, data) || got.Seq != ev.Seq || got.ProcessID != ev.ProcessID {
+		if err != nil || m.Method != method || !bytes.Equal(b, data) || got.Seq != ev.Seq || got.ProcessID != ev.ProcessID || got.SessionSeq != ev.SessionSeq {
 			t.Fatalf("disagreement on %q: fast %q generic %q (%v)", line, data, b, err)
 		}
 	})

@@ -36,6 +36,10 @@ type SessionOpenParams struct {
 	WorkspaceRoots        []string        `json:"workspace_roots,omitempty"`
 	RequestedCapabilities []string        `json:"requested_capabilities,omitempty"`
 	Limits                *LimitsOverride `json:"limits,omitempty"`
+	// ResumeGraceMS asks for a resumable session (capability
+	// session.resume): how long rexd keeps it after its connection drops.
+	// rexd may grant less (its resume_grace_ms limit).
+	ResumeGraceMS int64 `json:"resume_grace_ms,omitempty"`
 }
 
 // SessionOpenResult is the result of session.open.
@@ -50,6 +54,12 @@ type SessionOpenResult struct {
 	Cwd            string   `json:"cwd"`
 	Platform       string   `json:"platform,omitempty"`
 	Hostname       string   `json:"hostname,omitempty"`
+	// Resumable sessions: the grace granted and the secret that
+	// session.resume must present. ResumeError says why a session asked
+	// for as resumable is not (it then works as a plain one).
+	ResumeGraceMS int64  `json:"resume_grace_ms,omitempty"`
+	ResumeToken   string `json:"resume_token,omitempty"`
+	ResumeError   string `json:"resume_error,omitempty"`
 }
 
 // SessionRef names a session; the params of session.close and session.info.

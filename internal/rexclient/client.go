@@ -31,6 +31,14 @@ type Client struct {
 	err     error             // why the connection ended
 	done    chan struct{}
 
+	// Resumable sessions (resume.go): the connection outlives its
+	// transport while it has some.
+	resumable map[string]*Session // by session id
+	transport chan struct{}       // closed when the current transport ends
+	dropped   error               // why it ended, while waiting for Resume
+	closing   bool                // Close or Abandon was called
+	kills     []pendingKill       // asked for while dropped; sent on Resume
+
 	// Counters of bytes on the wire, for tests and benchmarks.
 	bytesIn  counter
 	bytesOut counter
@@ -58,13 +66,31 @@ func New(rwc io.ReadWriteCloser) *Client {
 func NewConn(r io.Reader, w io.Writer, closer io.Closer) *Client {
 	c := &Client{
 		closer:  closer,
-		pending: map[string]*call{},
-		routes:  map[string]*route{},
-		done:    make(chan struct{}),
+		pending:   map[string]*call{},
+		routes:    map[string]*route{},
+		done:      make(chan struct{}),
+		resumable: map[string]*Session{},
 	}
-	c.enc = protocol.NewEncoder(&countingWriter{w: w, n: &c.bytesOut})
-	go c.readLoop(protocol.NewDecoder(&countingReader{r: r, n: &c.bytesIn}, 0))
+	c.start(r, w)
 	return c
+}
+
+// start reads r and writes w from now on: the first transport, or the
+// one Resume brings.
+func (c *Client) start(r io.Reader, w io.Writer) {
+	enc := protocol.NewEncoder(&countingWriter{w: w, n: &c.bytesOut})
+	transport := make(chan struct{})
+	c.mu.Lock()
+	c.enc, c.transport = enc, transport
+	c.mu.Unlock()
+	go c.readLoop(protocol.NewDecoder(&countingReader{r: r, n: &c.bytesIn}, 0), enc, transport)
+}
+
+// encoder is the current transport's writer.
+func (c *Client) encoder() *protocol.Encoder {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.enc
 }
 
 // BytesIn is the number of bytes read from rexd so far.
@@ -86,15 +112,23 @@ func (c *Client) Err() error {
 // Close ends the connection. Processes that were not detached are stopped by
 // rexd when it sees the end of its input.
 func (c *Client) Close() error {
+	c.closeResumable()
+	c.mu.Lock()
+	c.closing = true
+	closer, dropped := c.closer, c.dropped != nil
+	c.mu.Unlock()
 	var err error
-	if c.closer != nil {
-		err = c.closer.Close()
+	if closer != nil {
+		err = closer.Close()
+	}
+	if dropped {
+		c.end(ErrClosed)
 	}
 	<-c.done
 	return err
 }
 
-func (c *Client) readLoop(dec *protocol.Decoder) {
+func (c *Client) readLoop(dec *protocol.Decoder, enc *protocol.Encoder, transport chan struct{}) {
 	var err error
 	for {
 		var line []byte
@@ -103,6 +137,9 @@ func (c *Client) readLoop(dec *protocol.Decoder) {
 			break
 		}
 		if method, ev, data, ok := protocol.ParseOutputEvent(line); ok {
+			if ev.SessionSeq != 0 && !c.seen(ev.SessionID, ev.SessionSeq, len(line), enc) {
+				continue
+			}
 			c.routeOutput(method, ev, data)
 			continue
 		}
@@ -131,6 +168,9 @@ func (c *Client) readLoop(dec *protocol.Decoder) {
 			}
 			cl.resp <- msg
 		case msg.IsNotification():
+			if sid, seq := eventSeq(msg); seq != 0 && !c.seen(sid, seq, len(line), enc) {
+				continue
+			}
 			c.route(msg)
 		}
 	}
@@ -139,7 +179,20 @@ func (c *Client) readLoop(dec *protocol.Decoder) {
 	} else {
 		err = fmt.Errorf("%w: %v", ErrClosed, err)
 	}
+	close(transport)
+	if c.drop(err) {
+		return // Resume brings a new transport, or Abandon ends it all
+	}
+	c.end(err)
+}
+
+// end fails every call and process: the connection is over.
+func (c *Client) end(err error) {
 	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
 	c.err = err
 	pending := c.pending
 	c.pending = map[string]*call{}
@@ -169,7 +222,7 @@ func (c *Client) Call(ctx context.Context, method string, params, result any) er
 func (c *Client) Notify(method string, params any) error {
 	m, err := protocol.NewNotification(method, params)
 	if err == nil {
-		err = c.enc.Encode(m)
+		err = c.encoder().Encode(m)
 	}
 	if err != nil {
 		return fmt.Errorf("send %s: %w", method, err)
@@ -178,12 +231,26 @@ func (c *Client) Notify(method string, params any) error {
 }
 
 func (c *Client) call(ctx context.Context, method string, params, result any, onResult, onAbandon func(json.RawMessage)) error {
+	return c.callOn(ctx, nil, method, params, result, onResult, onAbandon)
+}
+
+// callOn is call on the transport of enc (Resume's requests, before the
+// connection is back), or on the current one when enc is nil.
+func (c *Client) callOn(ctx context.Context, enc *protocol.Encoder, method string, params, result any, onResult, onAbandon func(json.RawMessage)) error {
 	cl := &call{resp: make(chan *protocol.Message, 1), onResult: onResult, onAbandon: onAbandon}
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
 		c.mu.Unlock()
 		return err
+	}
+	if enc == nil && c.dropped != nil {
+		err := c.dropped
+		c.mu.Unlock()
+		return err
+	}
+	if enc == nil {
+		enc = c.enc
 	}
 	c.nextID++
 	id := c.nextID
@@ -193,7 +260,7 @@ func (c *Client) call(ctx context.Context, method string, params, result any, on
 
 	msg, err := protocol.NewRequest(id, method, params)
 	if err == nil {
-		err = c.enc.Encode(msg)
+		err = enc.Encode(msg)
 	}
 	if err != nil {
 		c.mu.Lock()
@@ -224,7 +291,7 @@ func (c *Client) call(ctx context.Context, method string, params, result any, on
 		resp = <-cl.resp
 	}
 	if resp == nil {
-		return c.Err()
+		return c.callErr()
 	}
 	if resp.Error != nil {
 		return resp.Error

@@ -37,6 +37,7 @@ type Event struct {
 const routeQueue = 32
 
 type route struct {
+	sid     string // the session of its process
 	ch      chan Event
 	gone    chan struct{}
 	goneErr error
@@ -66,6 +67,8 @@ type Session struct {
 	c    *Client
 	ID   string
 	Info protocol.SessionOpenResult
+
+	resume *resumeState // a resumable session's, guarded by c.mu
 }
 
 // OpenSession calls session.open.
@@ -77,15 +80,25 @@ func (c *Client) OpenSession(ctx context.Context, p protocol.SessionOpenParams) 
 	if res.Protocol != protocol.Version {
 		return nil, fmt.Errorf("open session: rexd speaks %q, this client %q; update one of them", res.Protocol, protocol.Version)
 	}
-	return &Session{c: c, ID: res.SessionID, Info: res}, nil
+	s := &Session{c: c, ID: res.SessionID, Info: res}
+	c.register(s)
+	return s, nil
 }
+
+// Resumable reports whether rexd keeps this session when the connection
+// drops.
+func (s *Session) Resumable() bool { return s.resume != nil }
 
 // Client returns the session's connection.
 func (s *Session) Client() *Client { return s.c }
 
 // Close calls session.close; rexd stops the session's processes.
 func (s *Session) Close(ctx context.Context) error {
-	return s.c.Call(ctx, protocol.MethodSessionClose, protocol.SessionRef{SessionID: s.ID}, nil)
+	err := s.c.Call(ctx, protocol.MethodSessionClose, protocol.SessionRef{SessionID: s.ID}, nil)
+	if s.resume != nil && err == nil {
+		s.c.unregister(s)
+	}
+	return err
 }
 
 // SessionInfo calls session.info.
@@ -156,6 +169,7 @@ func (s *Session) stopAbandoned(method string, params any) {
 func (p *Process) startRoute(id string, opts ExecOptions) {
 	p.ID = id
 	r := newRoute()
+	r.sid = p.s.ID
 	p.s.c.addRoute(id, r)
 	go p.consume(r, opts)
 }
@@ -258,8 +272,12 @@ func (p *Process) CloseInput(ctx context.Context) error {
 // Kill signals the process group; "" means TERM (then KILL after rexd's
 // grace period).
 func (p *Process) Kill(ctx context.Context, signal string) error {
-	return p.s.c.Call(ctx, protocol.MethodExecKill,
-		protocol.ExecKillParams{SessionID: p.s.ID, ProcessID: p.ID, Signal: signal}, nil)
+	params := protocol.ExecKillParams{SessionID: p.s.ID, ProcessID: p.ID, Signal: signal}
+	err := p.s.c.Call(ctx, protocol.MethodExecKill, params, nil)
+	if p.s.c.queueKill(err, protocol.MethodExecKill, params) {
+		return nil // sent when the connection is resumed
+	}
+	return err
 }
 
 // PTY is a process on a remote pseudo-terminal.
@@ -307,8 +325,12 @@ func (t *PTY) Resize(ctx context.Context, cols, rows int) error {
 
 // Close ends the terminal's programs.
 func (t *PTY) Close(ctx context.Context) error {
-	return t.s.c.Call(ctx, protocol.MethodPTYClose,
-		protocol.PTYCloseParams{SessionID: t.s.ID, PTYID: t.PTYID}, nil)
+	params := protocol.PTYCloseParams{SessionID: t.s.ID, PTYID: t.PTYID}
+	err := t.s.c.Call(ctx, protocol.MethodPTYClose, params, nil)
+	if t.s.c.queueKill(err, protocol.MethodPTYClose, params) {
+		return nil // sent when the connection is resumed
+	}
+	return err
 }
 
 // ReadFile calls fs.read.

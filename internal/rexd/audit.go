@@ -65,7 +65,7 @@ func (a *auditLog) close() error { return a.f.Close() }
 // isSecret reports whether a param's value must never reach the audit log.
 func isSecret(key string) bool {
 	switch key {
-	case "content", "data", "stdin", "entries":
+	case "content", "data", "stdin", "entries", "resume_token":
 		return true
 	}
 	return false
@@ -111,6 +111,9 @@ func summarize(res any) any {
 		return map[string]any{"path": r.Path, "entries": len(r.Entries)}
 	case protocol.FSGlobResult:
 		return map[string]any{"matches": len(r.Matches)}
+	case protocol.SessionOpenResult:
+		r.ResumeToken = "" // a secret: only the client holds it
+		return r
 	case protocol.SessionInfoResult:
 		return map[string]any{"processes": len(r.Processes)}
 	case interface{ auditSummary() any }: // cas results: counts, never contents

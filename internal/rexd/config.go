@@ -30,6 +30,15 @@ type Config struct {
 	KillGrace time.Duration
 	// MaxLine bounds one request line.
 	MaxLine int
+	// ResumeGrace is the longest resume grace a session may ask for
+	// (resume_grace_ms); 0 turns resumable sessions off.
+	ResumeGrace time.Duration
+	// ResumeBuffer bounds the unacknowledged output a resumable session
+	// keeps per process; past it the process blocks on its pipe.
+	ResumeBuffer int64
+	// SessionDir holds resumable sessions' sockets; empty means
+	// DefaultSessionDir.
+	SessionDir string
 	// Version and BuildHash are reported by session.open.
 	Version   string
 	BuildHash string
@@ -56,6 +65,9 @@ func DefaultConfig() Config {
 		AuditPath:  DefaultAuditPath(),
 		KillGrace:  time.Second,
 		MaxLine:    protocol.DefaultMaxLine,
+
+		ResumeGrace:  DefaultResumeGrace,
+		ResumeBuffer: DefaultResumeBuffer,
 	}
 }
 
@@ -88,6 +100,8 @@ type fileConfig struct {
 		MaxProcessesPerSession *int64 `toml:"max_processes_per_session"`
 		MaxConcurrentSessions  *int64 `toml:"max_concurrent_sessions"`
 		KillGraceMS            *int64 `toml:"kill_grace_ms"`
+		ResumeGraceMS          *int64 `toml:"resume_grace_ms"`
+		ResumeBufferBytes      *int64 `toml:"resume_buffer_bytes"`
 	} `toml:"limits"`
 	Security struct {
 		AllowShell    *bool    `toml:"allow_shell"`
@@ -143,6 +157,18 @@ func (cfg *Config) LoadFile(path string) error {
 	}
 	if v := fc.Limits.KillGraceMS; v != nil {
 		cfg.KillGrace = time.Duration(*v) * time.Millisecond
+	}
+	if v := fc.Limits.ResumeGraceMS; v != nil {
+		if *v < 0 {
+			return fmt.Errorf("read config %s: resume_grace_ms must not be negative", path)
+		}
+		cfg.ResumeGrace = time.Duration(*v) * time.Millisecond
+	}
+	if v := fc.Limits.ResumeBufferBytes; v != nil {
+		if *v <= 0 {
+			return fmt.Errorf("read config %s: resume_buffer_bytes must be positive", path)
+		}
+		cfg.ResumeBuffer = *v
 	}
 	if fc.Security.AllowShell != nil {
 		cfg.AllowShell = *fc.Security.AllowShell

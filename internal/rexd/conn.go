@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,6 +58,12 @@ type conn struct {
 	handlers    sync.WaitGroup
 	outstanding chan struct{}
 	working     chan struct{}
+
+	// relay, once set, is the socket of the rexd holding the session this
+	// connection resumed (resume.go): every line read goes there, every
+	// line it writes comes back, and relayEnd is closed when it ends.
+	relay    *net.UnixConn
+	relayEnd chan struct{}
 }
 
 // Serve answers requests read from r on w until r ends or ctx is done. On
@@ -73,6 +80,7 @@ func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 		inflight:    map[string]*request{},
 		outstanding: make(chan struct{}, maxOutstanding),
 		working:     make(chan struct{}, maxWorking),
+		relayEnd:    make(chan struct{}),
 	}
 	dec := protocol.NewDecoder(r, s.cfg.MaxLine)
 
@@ -117,7 +125,15 @@ loop:
 			if !ok {
 				break loop
 			}
+			if c.relay != nil {
+				if _, werr := c.relay.Write(append(line, '\n')); werr != nil {
+					break loop
+				}
+				continue
+			}
 			c.handleLine(line)
+		case <-c.relayEnd:
+			break loop
 		}
 	}
 	select {
@@ -125,8 +141,32 @@ loop:
 		err = e
 	default:
 	}
-	c.shutdown(cancel)
+	// A connection that ended on its own orphans its resumable sessions;
+	// rexd being stopped (ctx) ends them.
+	c.shutdown(cancel, ctx.Err() == nil)
 	return err
+}
+
+// startRelay makes this connection a relay to the rexd that holds the
+// session it resumes: first the line that asked for it, then everything.
+func (c *conn) startRelay(sock *net.UnixConn, first []byte) {
+	c.relay = sock
+	go func() {
+		defer close(c.relayEnd)
+		dec := protocol.NewDecoder(sock, c.srv.cfg.MaxLine+1024)
+		for {
+			line, err := dec.ReadLine()
+			if err != nil {
+				return
+			}
+			if c.enc.WriteLine(append(line, '\n')) != nil {
+				return
+			}
+		}
+	}()
+	if _, err := sock.Write(append(first, '\n')); err != nil {
+		sock.Close()
+	}
 }
 
 func (c *conn) reply(m *protocol.Message) {
@@ -174,13 +214,25 @@ func (c *conn) handleLine(line []byte) {
 		return
 	}
 	if msg.IsNotification() {
-		if msg.Method == protocol.MethodCancelRequest {
+		switch msg.Method {
+		case protocol.MethodCancelRequest:
 			c.cancelRequest(msg.Params)
+		case protocol.MethodSessionAck:
+			c.sessionAck(msg.Params)
 		}
 		return // other notifications mean nothing here
 	}
 	if !msg.IsRequest() {
 		return // a stray response
+	}
+	if msg.Method == protocol.MethodSessionResume && !c.holdsResumed(msg.Params) {
+		sock, perr := c.relayResume(msg)
+		if perr == nil {
+			c.startRelay(sock, line)
+			return
+		}
+		c.finish(c.begin(msg), nil, perr)
+		return
 	}
 	req := c.begin(msg)
 	kind := kindOf(msg.Method)
@@ -310,6 +362,11 @@ func (c *conn) finish(req *request, res any, perr *protocol.Error) {
 	if s != nil {
 		req.audit.SessionID = s.id
 		req.audit.ClientName = s.clientName
+		if s.resume != nil && kindOf(req.msg.Method) == wait {
+			// It answers after the events it waited for, which a
+			// resumable session sends from its log.
+			s.resume.log.waitSent()
+		}
 	}
 	if perr != nil {
 		req.audit.Error = &auditError{Code: perr.Code, Message: perr.Message}
@@ -366,10 +423,22 @@ func (c *conn) sessionNamedLocked(params json.RawMessage) *session {
 	return oldest
 }
 
-// sessionSeq is the number in a session id ("s_12" is 12).
+// sessionSeq is the number in a session id ("s_12" is 12, "s_3-9f2c…" of
+// a resumable session 3).
 func sessionSeq(id string) int {
-	n, _ := strconv.Atoi(strings.TrimPrefix(id, "s_"))
+	num, _, _ := strings.Cut(strings.TrimPrefix(id, "s_"), "-")
+	n, _ := strconv.Atoi(num)
 	return n
+}
+
+// holdsResumed reports whether the session a session.resume names is held
+// by this process.
+func (c *conn) holdsResumed(params json.RawMessage) bool {
+	var p struct {
+		SessionID string `json:"session_id"`
+	}
+	json.Unmarshal(params, &p)
+	return c.srv.resumableSession(p.SessionID) != nil
 }
 
 // decode unmarshals params strictly enough to catch wrong types.
@@ -416,12 +485,22 @@ func (c *conn) takeSession(id string) *session {
 }
 
 // shutdown ends every request and closes every session once the client
-// is gone, then waits for detached processes.
-func (c *conn) shutdown(cancel context.CancelFunc) {
+// is gone (orphaning the resumable ones when orphan is set), then waits
+// for detached processes.
+func (c *conn) shutdown(cancel context.CancelFunc, orphan bool) {
+	if c.relay != nil {
+		c.relay.Close() // the rexd holding the session sees its end
+		<-c.relayEnd
+	}
 	c.mu.Lock()
 	c.closed = true
 	sessions := make([]*session, 0, len(c.sessions))
-	for _, s := range c.sessions {
+	for id, s := range c.sessions {
+		if s.resume != nil && orphan {
+			delete(c.sessions, id)
+			s.orphan(c)
+			continue
+		}
 		sessions = append(sessions, s)
 	}
 	c.mu.Unlock()

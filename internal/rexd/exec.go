@@ -211,7 +211,7 @@ func (c *conn) execStart(ctx context.Context, req *request) (any, *protocol.Erro
 	c.finish(req, res, nil)
 	req.deferred = true
 	if startErr != nil {
-		c.notify(protocol.EventExecError, protocol.ErrorEvent{
+		s.notify(protocol.EventExecError, protocol.ErrorEvent{
 			SessionID: s.id, ProcessID: proc.id, Code: protocol.CodeInvalidParams,
 			Message: fmt.Sprintf("start %s: %v", argv[0], startErr),
 		})
@@ -224,7 +224,7 @@ func (c *conn) execStart(ctx context.Context, req *request) (any, *protocol.Erro
 		proc.exit = ev
 		proc.mu.Unlock()
 		s.processEnding(proc)
-		c.notify(protocol.EventExecExit, ev)
+		s.notify(protocol.EventExecExit, ev)
 		close(proc.done)
 		s.ended(proc.id)
 		return nil, nil
@@ -234,7 +234,7 @@ func (c *conn) execStart(ctx context.Context, req *request) (any, *protocol.Erro
 			proc.mu.Lock()
 			proc.timedOut = true
 			proc.mu.Unlock()
-			c.notify(protocol.EventExecError, protocol.ErrorEvent{
+			s.notify(protocol.EventExecError, protocol.ErrorEvent{
 				SessionID: s.id, ProcessID: proc.id, Code: protocol.CodeTimeout,
 				Message: fmt.Sprintf("timed out after %s; the process was stopped", timeout),
 			})

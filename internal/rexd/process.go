@@ -60,6 +60,9 @@ type process struct {
 	holdsSlot bool
 
 	gone  atomic.Bool // the group was seen empty: never signal it again
+	// roomWait is set while the pump waits for a resumable session's log
+	// to make room: output is pending, not lost, so the exit waits.
+	roomWait atomic.Bool
 	timer *time.Timer
 	done  chan struct{} // closed after the exit event went out
 }
@@ -167,7 +170,7 @@ func (p *process) take(n int) (allowed int, overrun bool) {
 // UTF-8 sequence; bytes past the output cap are read and dropped so the
 // child never blocks on a full pipe.
 func (p *process) pump(r io.Reader, method string, counter *atomic.Int64, limitTotal int64) {
-	c := p.sess.conn
+	s := p.sess
 	buf := make([]byte, 64<<10)
 	pending := 0
 	var seq uint64
@@ -181,11 +184,10 @@ func (p *process) pump(r io.Reader, method string, counter *atomic.Int64, limitT
 		if allowed > 0 {
 			seq++
 			ev.Seq = seq
-			line = protocol.AppendOutputEvent(line[:0], method, &ev, b[:allowed])
-			c.enc.WriteLine(line) // an error means the client left; keep draining
+			line = s.sendOutput(p, method, &ev, b[:allowed], line)
 		}
 		if overrun {
-			c.notify(protocol.EventExecError, protocol.ErrorEvent{
+			s.notify(protocol.EventExecError, protocol.ErrorEvent{
 				SessionID: p.sess.id, ProcessID: p.id, Code: protocol.CodeOutputLimitExceeded,
 				Message: "output exceeded the limit of " + strconv.FormatInt(limitTotal, 10) + " bytes; the process was stopped",
 			})
@@ -193,6 +195,7 @@ func (p *process) pump(r io.Reader, method string, counter *atomic.Int64, limitT
 		}
 	}
 	for {
+		s.waitRoom(p)
 		n, err := r.Read(buf[pending:])
 		if n > 0 {
 			counter.Add(int64(n))
@@ -229,12 +232,12 @@ func (p *process) waitAndReport(pumps <-chan struct{}, closers []io.Closer) {
 			continue
 		case <-time.After(20 * time.Millisecond):
 		}
-		if !p.alive() {
+		if !p.alive() && !p.roomWait.Load() {
 			select {
 			case <-pumps:
 			case <-time.After(drainAfterExit):
 			}
-			drained = true
+			drained = !p.roomWait.Load()
 		}
 	}
 	for _, c := range closers {
@@ -274,8 +277,8 @@ func (p *process) waitAndReport(pumps <-chan struct{}, closers []io.Closer) {
 		method = protocol.EventPTYExit
 	}
 	p.sess.processEnding(p)
-	p.sess.conn.notify(method, ev)
-	p.sess.conn.srv.audit.write(auditEntry{
+	p.sess.notify(method, ev)
+	p.sess.srv.audit.write(auditEntry{
 		SessionID: p.sess.id, ClientName: p.sess.clientName, Event: method,
 		Result: map[string]any{"process_id": p.id, "exit_code": ev.ExitCode, "signal": ev.Signal,
 			"timed_out": ev.TimedOut, "bytes_stdout": ev.BytesStdout, "bytes_stderr": ev.BytesStderr,

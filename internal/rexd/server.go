@@ -32,6 +32,12 @@ type Server struct {
 	sessions atomic.Int64     // open sessions, all connections
 	ids      [3]atomic.Uint64 // sessions, processes, PTYs
 	hostname string
+
+	// resume holds the resumable sessions of this process; life is the
+	// context of connections accepted on their sockets, ended by Close.
+	resume  resumeRegistry
+	life    context.Context
+	endLife context.CancelFunc
 }
 
 // New opens the configured roots and the audit log.
@@ -57,6 +63,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, roots: roots}
+	s.life, s.endLife = context.WithCancel(context.Background())
 	s.hostname, _ = os.Hostname()
 	if cfg.AuditPath != "" {
 		a, err := openAudit(cfg.AuditPath)
@@ -71,6 +78,7 @@ func New(cfg Config) (*Server, error) {
 
 // Close releases the roots and the audit log.
 func (s *Server) Close() error {
+	s.endLife()
 	s.roots.close()
 	if s.audit != nil {
 		return s.audit.close()
@@ -94,7 +102,11 @@ func (s *Server) newID(prefix string) string {
 
 // capabilities are what this server implements.
 func (s *Server) capabilities() []string {
-	return []string{protocol.CapExec, protocol.CapFS, protocol.CapEvents, protocol.CapExecInput, protocol.CapPTY, protocol.CapCAS, protocol.CapCancel}
+	caps := []string{protocol.CapExec, protocol.CapFS, protocol.CapEvents, protocol.CapExecInput, protocol.CapPTY, protocol.CapCAS, protocol.CapCancel}
+	if s.cfg.ResumeGrace > 0 {
+		caps = append(caps, protocol.CapResume)
+	}
+	return caps
 }
 
 // BuildHash returns the SHA-256 of the running executable.
@@ -124,6 +136,8 @@ func lookup(method string) handler {
 		return (*conn).sessionClose
 	case protocol.MethodSessionInfo:
 		return (*conn).sessionInfo
+	case protocol.MethodSessionResume:
+		return (*conn).sessionResume
 	case protocol.MethodExecStart:
 		return (*conn).execStart
 	case protocol.MethodExecWait:
@@ -216,8 +230,17 @@ func (c *conn) sessionOpen(ctx context.Context, req *request) (any, *protocol.Er
 		}
 		roots, own = nr, true
 	}
+	grace := time.Duration(p.ResumeGraceMS) * time.Millisecond
+	if grace > c.srv.cfg.ResumeGrace {
+		grace = c.srv.cfg.ResumeGrace
+	}
+	id := c.srv.newID
+	if grace > 0 {
+		id = func(string) string { return c.srv.newResumeID() }
+	}
 	s := &session{
-		id:         c.srv.newID("s"),
+		id:         id("s"),
+		srv:        c.srv,
 		conn:       c,
 		clientName: p.ClientName,
 		roots:      roots,
@@ -237,7 +260,19 @@ func (c *conn) sessionOpen(ctx context.Context, req *request) (any, *protocol.Er
 	c.sessions[s.id] = s
 	c.mu.Unlock()
 	req.session = s
+	var token, resumeErr string
+	if grace > 0 {
+		t, err := c.srv.makeResumable(s, c, grace)
+		if err != nil {
+			// The session works, as a plain one: the client is told why.
+			grace, resumeErr = 0, "this session is not resumable: "+err.Error()
+		}
+		token = t
+	}
 	return protocol.SessionOpenResult{
+		ResumeGraceMS:  grace.Milliseconds(),
+		ResumeToken:    token,
+		ResumeError:    resumeErr,
 		SessionID:      s.id,
 		Protocol:       protocol.Version,
 		ServerVersion:  c.srv.cfg.Version,

@@ -15,7 +15,8 @@ const keepFinished = 256
 // session is a client's scoped state: roots, cwd, limits and processes.
 type session struct {
 	id         string
-	conn       *conn
+	srv        *Server
+	conn       *conn // the connection serving it; changes on resume (under mu)
 	clientName string
 	roots      rootSet
 	ownRoots   bool
@@ -29,6 +30,10 @@ type session struct {
 	finished []string // ids of ended processes, oldest first
 	closed   bool
 	cas      casSession // streamed cas puts and updates in progress
+
+	// resume is set for a resumable session (resume.go): its events go
+	// through its log, and it outlives its connection.
+	resume *resumeState
 
 	// holding counts the detached processes of a closed session still
 	// running: the session keeps its place in max_concurrent_sessions (and
@@ -119,7 +124,7 @@ func (s *session) processEnding(p *process) {
 	}
 	s.mu.Unlock()
 	if free {
-		s.conn.srv.sessions.Add(-1)
+		s.srv.sessions.Add(-1)
 	}
 }
 
@@ -171,12 +176,12 @@ func (s *session) close(disconnect bool) []*process {
 	free := s.holding == 0
 	s.mu.Unlock()
 	if free {
-		s.conn.srv.sessions.Add(-1)
+		s.srv.sessions.Add(-1)
 	}
 	for _, p := range victims {
 		p.terminate(reasonClosed)
 	}
-	deadline := time.After(s.conn.srv.cfg.KillGrace + 3*time.Second)
+	deadline := time.After(s.srv.cfg.KillGrace + 3*time.Second)
 	for _, p := range victims {
 		select {
 		case <-p.done:
@@ -205,7 +210,46 @@ func (s *session) close(disconnect bool) []*process {
 	if s.ownRoots {
 		s.roots.close()
 	}
+	if rs := s.resume; rs != nil {
+		s.endResumable("")
+		rs.log.close()
+	}
 	return detached
+}
+
+// sendOutput sends an output event of process p: straight to the
+// connection, or for a resumable session through its log (numbered). line
+// is scratch space the caller may reuse; the line written is returned.
+func (s *session) sendOutput(p *process, method string, ev *protocol.OutputEvent, data, line []byte) []byte {
+	if s.resume == nil {
+		line = protocol.AppendOutputEvent(line[:0], method, ev, data)
+		s.conn.enc.WriteLine(line) // an error means the client left; keep draining
+		return line
+	}
+	s.resume.log.append(p.id, int64(len(data)), func(seq uint64) []byte {
+		ev.SessionSeq = seq
+		return protocol.AppendOutputEvent(nil, method, ev, data)
+	})
+	return line
+}
+
+// notify sends an event of the session (exec.error, exec.exit, pty.exit).
+func (s *session) notify(method string, params any) {
+	if s.resume == nil {
+		s.conn.notify(method, params)
+		return
+	}
+	s.resume.log.append("", 0, func(seq uint64) []byte { return marshalEvent(method, params, seq) })
+}
+
+// waitRoom holds back process p's output while a resumable session keeps
+// as much of it as it may.
+func (s *session) waitRoom(p *process) {
+	if s.resume != nil {
+		p.roomWait.Store(true)
+		s.resume.log.waitRoom(p.id)
+		p.roomWait.Store(false)
+	}
 }
 
 func (s *session) info(caps []string) protocol.SessionInfoResult {
