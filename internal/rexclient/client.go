@@ -65,7 +65,7 @@ func New(rwc io.ReadWriteCloser) *Client {
 // Close (it may be nil).
 func NewConn(r io.Reader, w io.Writer, closer io.Closer) *Client {
 	c := &Client{
-		closer:  closer,
+		closer:    closer,
 		pending:   map[string]*call{},
 		routes:    map[string]*route{},
 		done:      make(chan struct{}),

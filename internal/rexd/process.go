@@ -59,12 +59,12 @@ type process struct {
 	finished  bool
 	holdsSlot bool
 
-	gone  atomic.Bool // the group was seen empty: never signal it again
+	gone atomic.Bool // the group was seen empty: never signal it again
 	// roomWait is set while the pump waits for a resumable session's log
 	// to make room: output is pending, not lost, so the exit waits.
 	roomWait atomic.Bool
-	timer *time.Timer
-	done  chan struct{} // closed after the exit event went out
+	timer    *time.Timer
+	done     chan struct{} // closed after the exit event went out
 }
 
 func (p *process) ended() bool {
