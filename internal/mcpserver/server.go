@@ -416,11 +416,11 @@ func (s *Server) handler(t toolset.Tool) mcp.ToolHandler {
 			// The job's output from now on goes to this request too.
 			if js := se.jobStream(req.Params.Arguments); js != nil {
 				js.attach(ctx, req.Params.GetProgressToken())
-				defer js.detach(false)
+				defer js.detach()
 			}
 		}
 		res := se.ts.Do(ctx, toolset.Call{Tool: t.Name, Input: req.Params.Arguments, Target: target}, st.event)
-		st.detach(!res.Running)
+		st.detach()
 		return toolResult(res), nil
 	}
 }

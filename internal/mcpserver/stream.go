@@ -206,14 +206,14 @@ func (st *stream) send() bool {
 
 // detach sends what queued to the request that is about to be answered,
 // then stops sending it progress: notifications for a token end with its
-// request. Log messages go on while the command runs. over says the call
-// left nothing running: the stream ends.
-func (st *stream) detach(over bool) {
+// request. Log messages go on while a command of the call runs in the
+// background; a call that left none ends its stream.
+func (st *stream) detach() {
 	st.send()
 	st.sendMu.Lock()
 	st.mu.Lock()
 	st.token, st.tokCtx, st.logCtx = nil, nil, st.se.ctx
-	st.done = st.done || over
+	st.done = st.done || st.job == ""
 	st.mu.Unlock()
 	st.sendMu.Unlock()
 	select {
