@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // commandPaths walks the whole command tree, cobra's help and completion
@@ -137,6 +138,39 @@ func TestVersion(t *testing.T) {
 		out, _, code := e.run(args...)
 		if code != 0 || !strings.HasPrefix(out, "rex ") || strings.Count(out, "\n") != 1 {
 			t.Errorf("rex %s: exit %d %q", strings.Join(args, " "), code, out)
+		}
+	}
+}
+
+// TestFlagsMeanOneThing: across the whole tree a letter always stands for
+// the same flag, and a flag name always takes the same kind of value.
+func TestFlagsMeanOneThing(t *testing.T) {
+	root := newRoot(newEnv(strings.NewReader(""), io.Discard, io.Discard))
+	letters := map[string]string{} // shorthand → name
+	types := map[string]string{}   // name → value type
+	where := map[string]string{}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			if f.Shorthand != "" {
+				if prev, ok := letters[f.Shorthand]; ok && prev != f.Name {
+					t.Errorf("-%s is --%s in %s but --%s in %s", f.Shorthand, prev, where["-"+f.Shorthand], f.Name, c.CommandPath())
+				}
+				letters[f.Shorthand], where["-"+f.Shorthand] = f.Name, c.CommandPath()
+			}
+			if prev, ok := types[f.Name]; ok && prev != f.Value.Type() {
+				t.Errorf("--%s takes a %s in %s but a %s in %s", f.Name, prev, where[f.Name], f.Value.Type(), c.CommandPath())
+			}
+			types[f.Name], where[f.Name] = f.Value.Type(), c.CommandPath()
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	for letter, name := range map[string]string{"w": "target", "x": "exclude", "t": "timeout", "f": "concurrency", "q": "quiet"} {
+		if letters[letter] != name {
+			t.Errorf("-%s is %q, want --%s", letter, letters[letter], name)
 		}
 	}
 }
