@@ -56,10 +56,10 @@ func (n *mcpNotes) waitFor(t *testing.T, what string, cond func() bool) {
 
 // mcpSession runs the built `rex mcp ARGS...` in the fleet's environment
 // with the go-sdk client over mcp.CommandTransport.
-func mcpSession(t *testing.T, f *sshFleet, version string, args ...string) (*mcp.ClientSession, *mcpNotes, *bytes.Buffer) {
+func mcpSession(t *testing.T, f *sshFleet, version string, args ...string) (*mcp.ClientSession, *mcpNotes, *lockedBuffer) {
 	t.Helper()
 	cmd := f.cmd(append([]string{"mcp"}, args...)...)
-	stderr := &bytes.Buffer{}
+	stderr := &lockedBuffer{} // exec's goroutine writes it while the test reads
 	cmd.Stderr = stderr
 	notes := &mcpNotes{progress: map[any][]string{}, signal: make(chan struct{}, 1)}
 	client := mcp.NewClient(&mcp.Implementation{Name: "e2e-client", Version: "1.0"}, &mcp.ClientOptions{
@@ -375,7 +375,7 @@ func TestMCPInspector(t *testing.T) {
 func TestMCPClientGoneStopsItsJobs(t *testing.T) {
 	f := newSSHFleet(t, 1, false)
 	cmd := f.cmd("mcp", "--target", "h1,local", "--background-after", "1s")
-	var stderr bytes.Buffer
+	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	// Long enough that rex must end by itself when its stdin closes: Close
 	// reports the SIGTERM it would otherwise send.
