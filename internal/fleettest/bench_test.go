@@ -72,7 +72,7 @@ func benchKeystrokeDuringPush(b *testing.B, lane bool) {
 	const (
 		files  = 100
 		fileMB = 1
-		idleN  = 300
+		idleN  = 500 // before the push and again after it
 	)
 	f := fleettest.New(b, fleettest.Options{Hosts: 1})
 	ctx := context.Background()
@@ -163,6 +163,9 @@ func benchKeystrokeDuringPush(b *testing.B, lane bool) {
 		}
 		pushTime += time.Since(t0)
 		pushed += files * fileMB << 20
+		for range idleN {
+			idle = append(idle, key())
+		}
 	}
 	b.StopTimer()
 	if len(busy) < 20 {
