@@ -470,14 +470,134 @@ func treeLayers(root Digest, set map[Digest]Tree, data map[Digest][]byte) [][]Ob
 	return layers
 }
 
+// blobWindow is how many batches of blobs SendBlobs keeps in flight: the
+// next is read and encoded here while the receiver writes the last.
+const blobWindow = 3
+
 // SendBlobs sends the blobs ds from local to sink: small ones in batches
-// within the caps, large ones streamed.
+// within the caps, up to blobWindow batches in flight (blobs have no order
+// to keep), large ones streamed. It returns once the sink has every one.
 func SendBlobs(ctx context.Context, local *Store, sink Sink, ds []Digest, opts SyncOptions) (Stats, error) {
 	st := newTracker(opts)
 	st.walked(ds)
 	st.verified = opts.Verified
-	err := sendObjects(ctx, local, sink, ds, st, false)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu    sync.Mutex // guards st and first
+		first error
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, blobWindow)
+	)
+	failed := func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		return first
+	}
+	var batch []Object
+	var size int64
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		b := batch
+		batch, size = nil, 0
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			err := sink.Put(ctx, b)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if first == nil {
+					first = err
+					cancel()
+				}
+				return
+			}
+			st.Batches++
+			for _, o := range b {
+				st.count(o.Digest, false)
+			}
+			st.report()
+		})
+		return nil
+	}
+	err := func() error {
+		for _, d := range ds {
+			if err := failed(); err != nil {
+				return err
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if d.Size > MaxInlineSize {
+				r, err := local.Open(d)
+				if err != nil {
+					return sourceError(d, err)
+				}
+				err = sink.PutStream(ctx, d, lockedReader{progressReader{r, st}, &mu})
+				r.Close()
+				mu.Lock()
+				st.streamDone()
+				if err == nil {
+					st.Streams++
+					st.count(d, false)
+					st.report()
+				}
+				mu.Unlock()
+				if err != nil {
+					return fmt.Errorf("stream %s: %w", d, err)
+				}
+				continue
+			}
+			if len(batch) == MaxBatchEntries || size+d.Size > MaxBatchBytes {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			data, err := st.verified.read(local, d)
+			if err != nil {
+				return sourceError(d, err)
+			}
+			batch = append(batch, Object{Digest: d, Data: data})
+			size += d.Size
+		}
+		return flush()
+	}()
+	wg.Wait()
+	if f := failed(); f != nil {
+		err = f
+	}
+	mu.Lock()
+	defer mu.Unlock()
 	return st.Stats, err
+}
+
+// sourceError says that a blob could not be read here: most often a
+// source file that changed since it was read.
+func sourceError(d Digest, err error) error {
+	if errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("a source file changed while it was being sent (its content %s is gone); send again", d)
+	}
+	return err
+}
+
+// lockedReader reads under mu: the tracker it reports to is shared with
+// the batches in flight.
+type lockedReader struct {
+	r  io.Reader
+	mu *sync.Mutex
+}
+
+func (l lockedReader) Read(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.Read(p)
 }
 
 // sendObjects sends objects in order: small ones in batches within the
@@ -529,7 +649,7 @@ func sendObjects(ctx context.Context, local *Store, remote Sink, ds []Digest, st
 				return err
 			}
 		}
-		data, err := st.verified.read(local, d)
+		data, err := local.Read(d)
 		if err != nil {
 			return err
 		}
