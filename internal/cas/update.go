@@ -868,10 +868,11 @@ func (w *BlobWriter) Abort() {
 	w.u.root.Remove(w.name)
 }
 
-// Put receives whole blobs (each verified before it is kept), several
-// at a time: creating files is mostly waiting on the file system.
+// Put receives whole blobs, each verified before it is kept. The batches
+// of one sender arrive several at a time (see SendBlobs), and are written
+// side by side: no more threads creating files in one directory than that.
 func (u *Update) Put(objs []Object) error {
-	return parallel(len(objs), func(i int) error {
+	for i := range objs {
 		o := objs[i]
 		w, err := u.Receive(o.Digest)
 		if err != nil {
@@ -881,8 +882,11 @@ func (u *Update) Put(objs []Object) error {
 			w.Abort()
 			return err
 		}
-		return w.Commit()
-	})
+		if err := w.Commit(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // pathError names the destination path of rel in err.

@@ -235,59 +235,42 @@ func (c casAudited) MarshalJSON() ([]byte, error) { return json.Marshal(c.res) }
 
 func (c casAudited) auditSummary() any { return c.summary }
 
-// casAuditParams reduces a cas.* request's params to what an auditor
-// needs: counts and byte totals of objects, never their data.
-func casAuditParams(method string, raw json.RawMessage) map[string]any {
-	var p struct {
-		Txn      string `json:"txn"`
-		Digests  []json.RawMessage
-		Objects  []struct{ Data string }
-		Digest   string `json:"digest"`
-		Offset   *int64 `json:"offset"`
-		Length   *int   `json:"length"`
-		Data     string `json:"data"`
-		Final    bool   `json:"final"`
-		Tree     string `json:"tree"`
-		Path     string `json:"path"`
-		Atomic   bool   `json:"atomic"`
-		Delete   bool   `json:"delete"`
-		DryRun   bool   `json:"dry_run"`
-		Owner    string `json:"owner"`
-		MaxBytes int64  `json:"max_bytes"`
-	}
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return map[string]any{"unparsed_bytes": len(raw)}
-	}
+// casAuditParams reduces a cas.* request's decoded params to what an
+// auditor needs: counts and byte totals of objects, never their data.
+func casAuditParams(params any) map[string]any {
 	out := map[string]any{}
 	set := func(k string, v any, keep bool) {
 		if keep {
 			out[k] = v
 		}
 	}
-	set("txn", p.Txn, p.Txn != "")
-	switch method {
-	case protocol.MethodCASHas, protocol.MethodCASGet:
+	b64 := func(s string) int64 { return int64(len(s)) / 4 * 3 }
+	switch p := params.(type) {
+	case *protocol.CASDigests:
 		out["digests"] = len(p.Digests)
-	case protocol.MethodCASPut:
+	case *protocol.CASPutParams:
 		var n int64
 		for _, o := range p.Objects {
-			n += int64(len(o.Data)) / 4 * 3
+			n += b64(o.Data)
 		}
 		out["objects"], out["bytes"] = len(p.Objects), n
-	case protocol.MethodCASPutChunk, protocol.MethodCASGetChunk:
-		out["digest"] = p.Digest
-		set("offset", p.Offset, p.Offset != nil)
-		set("length", p.Length, p.Length != nil)
-		set("bytes", int64(len(p.Data))/4*3, p.Data != "")
+		set("txn", p.Txn, p.Txn != "")
+	case *protocol.CASPutChunkParams:
+		out["digest"], out["offset"], out["bytes"] = p.Digest, p.Offset, b64(p.Data)
 		set("final", true, p.Final)
-	case protocol.MethodCASMaterialize:
+		set("txn", p.Txn, p.Txn != "")
+	case *protocol.CASGetChunkParams:
+		out["digest"], out["offset"], out["length"] = p.Digest, p.Offset, p.Length
+	case *protocol.CASMaterializeParams:
 		out["tree"], out["path"] = p.Tree, p.Path
 		set("atomic", true, p.Atomic)
 		set("delete", true, p.Delete)
 		set("dry_run", true, p.DryRun)
 		set("owner", p.Owner, p.Owner != "")
 		set("max_bytes", p.MaxBytes, p.MaxBytes != 0)
-	case protocol.MethodCASIngest:
+	case *protocol.CASTxnParams:
+		out["txn"] = p.Txn
+	case *protocol.CASIngestParams:
 		out["path"] = p.Path
 	}
 	return out
@@ -295,12 +278,14 @@ func casAuditParams(method string, raw json.RawMessage) map[string]any {
 
 // casBegin decodes a cas.* request's params, finds its session and opens
 // the store. sessionID points into params and is read after decoding. The
-// request's audit entry keeps counts, never object data.
+// request's audit entry keeps counts, never object data (the params are
+// parsed once, here).
 func (c *conn) casBegin(req *request, params any, sessionID *string) (*cas.Store, *protocol.Error) {
-	req.audit.Params = casAuditParams(req.msg.Method, req.msg.Params)
 	if e := decode(req.msg.Params, params); e != nil {
+		req.audit.Params = map[string]any{"unparsed_bytes": len(req.msg.Params)}
 		return nil, e
 	}
+	req.audit.Params = casAuditParams(params)
 	if e := c.session(req, *sessionID); e != nil {
 		return nil, e
 	}
