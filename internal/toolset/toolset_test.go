@@ -242,8 +242,10 @@ func TestBashMovesToTheBackground(t *testing.T) {
 	if !res.Running || res.JobID != "j1" || res.IsError {
 		t.Fatalf("result %+v", res)
 	}
-	if !strings.Contains(res.Text, "h[1-2] (2 hosts) · running") || !strings.Contains(res.Text, `job_output with job_id "j1"`) ||
-		!strings.Contains(res.Summary, "0/2 ok; h[1-2] running") {
+	// Both hosts run; whether each printed "started" within the second
+	// (and so whether their blocks are gathered) depends on the machine.
+	if !strings.Contains(res.Text, "h1 · running") && !strings.Contains(res.Text, "h[1-2] (2 hosts) · running") ||
+		!strings.Contains(res.Text, `job_output with job_id "j1"`) || !strings.Contains(res.Summary, "0/2 ok; h[1-2] running") {
 		t.Errorf("text:\n%s", res.Text)
 	}
 	if bg := rec.kinds(toolset.EventBackground); len(bg) != 1 || bg[0].JobID != "j1" {
