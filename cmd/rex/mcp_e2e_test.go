@@ -355,7 +355,7 @@ func TestMCPInspector(t *testing.T) {
 	}
 
 	for _, era := range []string{"legacy", "modern"} {
-		command := "echo " + era + "; cat role"
+		command := "echo " + era + "; cat role 2>&1" // one stream: its lines keep their order
 		res := runInspector(t, f, []string{"--target", "good"}, "--protocol-era", era,
 			"--method", "tools/call", "--tool-name", "bash", "--tool-arg", "command="+command)
 		content := res["content"].([]any)

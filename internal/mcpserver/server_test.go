@@ -317,7 +317,9 @@ func TestBashOnAGroupStreamsAndAudits(t *testing.T) {
 	if err := c.cs.SetLoggingLevel(fleettest.Context(t), &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
 		t.Fatal(err)
 	}
-	r := c.call(t, "bash", map[string]any{"command": "echo one; cat role"}, "tok-1", nil)
+	// One stream (2>&1): stdout and stderr are two pipes whose lines may
+	// arrive in either order.
+	r := c.call(t, "bash", map[string]any{"command": "echo one; cat role 2>&1"}, "tok-1", nil)
 	want := "target fleet: down,h[1-2]\n" +
 		"h1 · exit 0\n  one\n  web\n" +
 		"h2 · exit 1\n  one\n  cat: role: No such file or directory\n" +
@@ -359,7 +361,7 @@ func TestBashOnAGroupStreamsAndAudits(t *testing.T) {
 	for _, h := range []string{"h1", "h2"} {
 		ok := false
 		for _, e := range f.Audit(t, h) {
-			ok = ok || e.Method == "exec.start" && e.ClientName == "rex-mcp/test-client" && e.Params["command"] == "echo one; cat role"
+			ok = ok || e.Method == "exec.start" && e.ClientName == "rex-mcp/test-client" && e.Params["command"] == "echo one; cat role 2>&1"
 		}
 		if !ok {
 			t.Errorf("%s's audit log has no exec.start by rex-mcp/test-client: %+v", h, f.Audit(t, h))
