@@ -232,7 +232,12 @@ func TestSyncCancel(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("the push never began connecting")
 			}
-			e.m.Update(frameMsg{})
+			// The tree is read while the target is reached: once read, the
+			// pane says what it waits for.
+			deadline := time.Now().Add(10 * time.Second)
+			for e.m.Update(frameMsg{}); !strings.Contains(e.screen(), "connecting to web1") && time.Now().Before(deadline); e.m.Update(frameMsg{}) {
+				time.Sleep(10 * time.Millisecond) // polling the pane, bounded
+			}
 			if s := e.screen(); !strings.Contains(s, "connecting to web1") {
 				t.Errorf("the pane does not say it is connecting:\n%s", s)
 			}

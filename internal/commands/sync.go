@@ -713,12 +713,30 @@ func PushTargets(ctx context.Context, app *App, req PushRequest, targets []fanou
 		}
 	}
 	tell(SyncReading)
-	src, err := readSources(ctx, st, req.Sources, req.Options)
-	if err != nil {
-		return nil, err
-	}
+	// The sources are read while the targets are reached: neither waits
+	// for the other. A source that cannot be read stops them all.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var src source
+	var srcErr error
+	read := make(chan struct{})
+	var phaseMu sync.Mutex
+	started := map[string]bool{} // targets reached once the sources were read
+	go func() {
+		defer close(read)
+		if src, srcErr = readSources(ctx, st, req.Sources, req.Options); srcErr != nil {
+			stop()
+			return
+		}
+		phaseMu.Lock()
+		defer phaseMu.Unlock()
+		for _, t := range targets {
+			if !started[t.Name] && opts.Progress != nil {
+				opts.Progress(t.Name, SyncProgress{Phase: SyncConnecting})
+			}
+		}
+	}()
 	req.Options.verified = &cas.VerifiedSet{}
-	tell(SyncConnecting)
 	outcomes := make([]PushOutcome, len(targets))
 	index := make(map[string]int, len(targets))
 	for i, t := range targets {
@@ -726,6 +744,17 @@ func PushTargets(ctx context.Context, app *App, req PushRequest, targets []fanou
 	}
 	results := fanout.Each(ctx, app.Pool, targets, fanout.Options{ConnectTimeout: app.ConnectTimeout, Bulk: true},
 		func(ctx context.Context, t fanout.Target, s *rexclient.Session) error {
+			select {
+			case <-read:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if srcErr != nil {
+				return srcErr
+			}
+			phaseMu.Lock()
+			started[t.Name] = true
+			phaseMu.Unlock()
 			start := time.Now()
 			po := PushOutcome{Target: t.Name, DryRun: req.Options.DryRun}
 			po.Stats, po.Result, po.Err = pushSource(ctx, st, s, t.Name, src, req.Dest, req.Options, opts.report(t.Name))
@@ -736,6 +765,10 @@ func PushTargets(ctx context.Context, app *App, req PushRequest, targets []fanou
 			}
 			return po.Err
 		})
+	<-read
+	if srcErr != nil {
+		return nil, srcErr
+	}
 	for i, r := range results {
 		if r.Unreachable || r.Cancelled {
 			// fn never ran: the outcome is the connection's.
