@@ -52,6 +52,10 @@ type statKey struct {
 type statEntry struct {
 	Key  statKey
 	Hash [32]byte
+	// Racy entries were written too soon after the file changed to vouch
+	// for it: a scan reads such a file again. They still tell the locator
+	// where a blob may be, since what it reads there is verified.
+	Racy bool
 }
 
 type statCache struct {
@@ -112,7 +116,7 @@ func (c *statCache) lookup(rel string, fi fs.FileInfo) (Digest, bool) {
 		return Digest{}, false
 	}
 	e, ok := c.old[rel]
-	if !ok || e.Key != k {
+	if !ok || e.Racy || e.Key != k {
 		return Digest{}, false
 	}
 	return Digest{Hash: hex.EncodeToString(e.Hash[:]), Size: k.Size}, true
@@ -133,10 +137,9 @@ func (c *statCache) record(rel string, fi fs.FileInfo, d Digest, seen time.Time)
 		window = racyWindowCoarse
 	}
 	limit := seen.Add(-window).UnixNano()
-	if k.Mtime > limit || k.Ctime > limit {
-		return // racy: it could change again unseen within the same tick
-	}
 	var e statEntry
+	// Racy: it could change again unseen within the same tick.
+	e.Racy = k.Mtime > limit || k.Ctime > limit
 	e.Key = k
 	if _, err := hex.Decode(e.Hash[:], []byte(d.Hash)); err != nil {
 		return
@@ -188,7 +191,7 @@ func (c *statCache) save() {
 // (its path relative to the directory, the stat key, the SHA-256), with
 // lengths and numbers as uvarints. A few MB for 100,000 files, read in
 // milliseconds: the file is read on every scan.
-const statCacheMagic = "rex-statcache-2\n"
+const statCacheMagic = "rex-statcache-3\n"
 
 // maxStatCacheEntries bounds what a damaged or hostile cache file can make
 // a reader allocate.
@@ -210,6 +213,11 @@ func writeStatCache(w *bufio.Writer, dir string, entries map[string]statEntry) e
 		uv(e.Key.Dev)
 		uv(uint64(e.Key.Mode))
 		w.Write(e.Hash[:])
+		racy := byte(0)
+		if e.Racy {
+			racy = 1
+		}
+		w.WriteByte(racy)
 	}
 	return nil
 }
@@ -260,6 +268,13 @@ func readStatCache(r *bufio.Reader) (string, map[string]statEntry, error) {
 		e.Key.Mode = uint32(uv())
 		if err == nil {
 			_, err = io.ReadFull(r, e.Hash[:])
+		}
+		if err == nil {
+			var racy byte
+			if racy, err = r.ReadByte(); err == nil && racy > 1 {
+				err = errBadStatCache
+			}
+			e.Racy = racy == 1
 		}
 		if err != nil {
 			return "", nil, fmt.Errorf("%w: %v", errBadStatCache, err)

@@ -75,14 +75,20 @@ func TestStatCacheSkipsRacyEntries(t *testing.T) {
 	if _, _, err := st.Ingest(context.Background(), dir); err != nil {
 		t.Fatal(err)
 	}
-	if c := st.openStatCache(dir); len(c.old) != 0 {
-		t.Fatalf("a file written just now was cached: %v", c.old)
+	c := st.openStatCache(dir)
+	if e := c.old["new"]; len(c.old) != 1 || !e.Racy {
+		t.Fatalf("a file written just now was cached as trusted: %v", c.old)
+	}
+	if fi, _ := os.Lstat(filepath.Join(dir, "new")); true {
+		if _, ok := c.lookup("new", fi); ok {
+			t.Fatal("a racy entry vouched for a file")
+		}
 	}
 	later(st, time.Second)
 	if _, _, err := st.Ingest(context.Background(), dir); err != nil {
 		t.Fatal(err)
 	}
-	if c := st.openStatCache(dir); len(c.old) != 1 {
+	if c := st.openStatCache(dir); len(c.old) != 1 || c.old["new"].Racy {
 		t.Fatalf("a file out of the racy window was not cached: %v", c.old)
 	}
 }
