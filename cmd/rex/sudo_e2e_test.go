@@ -44,6 +44,15 @@ func TestPushWithSudo(t *testing.T) {
 	}
 	assertRootFile(t, filepath.Join(etc, "nopw/app.conf"), "setting = 1\n")
 
+	// --chown and --chmod set what is written.
+	out, errOut, code = f.run("push", "--sudo", "--chown", "nobody", "--chmod", "F600", conf, etc+"/owned/", "hn")
+	if code != 0 {
+		t.Fatalf("push --chown: %d %q %q", code, out, errOut)
+	}
+	if fi, err := os.Stat(filepath.Join(etc, "owned/app.conf")); err != nil || fi.Mode().Perm() != 0o600 || fi.Sys().(*syscall.Stat_t).Uid != 65534 {
+		t.Errorf("--chown nobody --chmod F600 gave %v (%v)", fi.Mode(), err)
+	}
+
 	// A password host, from a terminal: asked once, the push goes.
 	s := newTmux(t, 160, 40)
 	s.line("export HOME=" + f.home + " XDG_CONFIG_HOME= XDG_CACHE_HOME= XDG_STATE_HOME=")

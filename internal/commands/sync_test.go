@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/rexconsole/rex/internal/cas"
+	"github.com/rexconsole/rex/internal/fanout"
 )
 
 // A hostile target cannot make a pull write a symlink that leads out of
@@ -78,5 +80,52 @@ func TestPullRefusesTreeBomb(t *testing.T) {
 	}
 	if _, err := os.Stat(local); err == nil {
 		t.Fatal("the pull wrote something")
+	}
+}
+
+// --chmod takes rsync's forms: octal, symbolic, D and F prefixes.
+func TestParseChmod(t *testing.T) {
+	tests := []struct {
+		spec      string
+		dir, file fs.FileMode // results for a 0755 directory and a 0644 file
+		xfile     fs.FileMode // and for a 0755 file
+	}{
+		{"D755,F644", 0o755, 0o644, 0o644},
+		{"640", 0o640, 0o640, 0o640},
+		{"u+x", 0o755, 0o744, 0o755},
+		{"go-w,o-r", 0o751, 0o640, 0o751},
+		{"a=rX", 0o555, 0o444, 0o555},
+		{"Fu=rw,go=", 0o700, 0o600, 0o600}, // the prefix holds for its own item only, as in rsync
+		{"g+s", 0o2755, 0o2644, 0o2755},
+		{"+t", 0o1755, 0o1644, 0o1755},
+	}
+	for _, tt := range tests {
+		fn, err := ParseChmod(tt.spec)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.spec, err)
+		}
+		if d, f, x := fn(true, 0o755), fn(false, 0o644), fn(false, 0o755); d != tt.dir || f != tt.file || x != tt.xfile {
+			t.Errorf("%s: dir %#o file %#o exec %#o, want %#o %#o %#o", tt.spec, d, f, x, tt.dir, tt.file, tt.xfile)
+		}
+	}
+	for _, bad := range []string{"", "9", "u", "u+q", "D", "x+r", "77777"} {
+		if _, err := ParseChmod(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+// A --sudo target is a connection of its own in the pool.
+func TestWithSudoKeys(t *testing.T) {
+	plain := LocalTarget()
+	su := WithSudo([]fanout.Target{plain})[0]
+	if su.Key == plain.Key || su.Name != plain.Name {
+		t.Fatalf("sudo target %+v", su)
+	}
+	if s, ok := su.Spec.(SudoSpec); !ok || s.User != "root" {
+		t.Fatalf("spec %+v", su.Spec)
+	}
+	if again := WithSudo([]fanout.Target{su})[0]; again.Key != su.Key {
+		t.Errorf("sudo twice: %q", again.Key)
 	}
 }

@@ -1,5 +1,11 @@
 package protocol
 
+import (
+	"bytes"
+	"encoding/base64"
+	"strconv"
+)
+
 // The cas extension: content-addressed sync. It is announced as capability
 // "cas" and never changes a v1 method. Digests travel as "HASH/SIZE" (64
 // lowercase hex characters, a slash, the size in bytes); object bytes as
@@ -167,4 +173,100 @@ type CASIngestResult struct {
 	Path     string       `json:"path"`
 	Root     string       `json:"root"`
 	Problems []CASProblem `json:"problems,omitempty"`
+}
+
+// Blobs are most of the bytes a push puts on the wire, so cas.put has a
+// fast path like output events' (fast.go): CASPutRequest writes its
+// request line without reflection, base64 straight into the line, and
+// ParseCASPutParams reads exactly that layout of params back, decoding
+// the base64 on the way. Anything else goes through encoding/json; the fast
+// parser says so by returning ok == false, never by guessing.
+
+// CASPutRequest is a cas.put request to write with AppendRequest: the
+// objects' digests and their raw bytes.
+type CASPutRequest struct {
+	SessionID string
+	Txn       string
+	Digests   []string
+	Data      [][]byte
+}
+
+// AppendRequest appends the NDJSON line of the request with id, newline
+// included. Digests are HASH/SIZE strings and need no escaping; the data
+// is standard base64, which needs none either.
+func (r *CASPutRequest) AppendRequest(dst []byte, id int64, method string) []byte {
+	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
+	dst = strconv.AppendInt(dst, id, 10)
+	dst = append(dst, `,"method":`...)
+	dst = appendString(dst, method)
+	dst = append(dst, `,"params":{"session_id":`...)
+	dst = appendString(dst, r.SessionID)
+	if r.Txn != "" {
+		dst = append(dst, `,"txn":`...)
+		dst = appendString(dst, r.Txn)
+	}
+	dst = append(dst, `,"objects":[`...)
+	for i, d := range r.Digests {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"digest":`...)
+		dst = appendString(dst, d)
+		dst = append(dst, `,"data":"`...)
+		n := base64.StdEncoding.EncodedLen(len(r.Data[i]))
+		dst = append(dst, make([]byte, n)...)
+		base64.StdEncoding.Encode(dst[len(dst)-n:], r.Data[i])
+		dst = append(dst, `"}`...)
+	}
+	return append(dst, "]}}\n"...)
+}
+
+// ParseCASPutParams reads the params of a cas.put in the layout
+// CASPutRequest writes: session_id, optional txn, objects with digest and
+// data, no spaces, strings without escapes, strict base64. ok is false
+// for anything else (read those with encoding/json).
+func ParseCASPutParams(raw []byte) (sessionID, txn string, digests []string, data [][]byte, ok bool) {
+	p := fastParser{b: raw}
+	fail := func() (string, string, []string, [][]byte, bool) { return "", "", nil, nil, false }
+	if !p.lit(`{"session_id":`) {
+		return fail()
+	}
+	var ok1 bool
+	if sessionID, ok1 = p.str(); !ok1 {
+		return fail()
+	}
+	if p.lit(`,"txn":`) {
+		if txn, ok1 = p.str(); !ok1 {
+			return fail()
+		}
+	}
+	if !p.lit(`,"objects":[`) {
+		return fail()
+	}
+	for first := true; !p.lit(`]}`); first = false {
+		if !first && !p.lit(`,`) {
+			return fail()
+		}
+		if !p.lit(`{"digest":`) {
+			return fail()
+		}
+		d, ok1 := p.str()
+		if !ok1 || !p.lit(`,"data":"`) {
+			return fail()
+		}
+		enc, ok1 := p.until('"')
+		if !ok1 || !p.lit(`}`) {
+			return fail()
+		}
+		b := make([]byte, base64.StdEncoding.DecodedLen(len(enc)))
+		n, err := base64.StdEncoding.Strict().Decode(b, enc)
+		if err != nil || bytes.ContainsAny(enc, "\r\n") {
+			return fail()
+		}
+		digests, data = append(digests, d), append(data, b[:n])
+	}
+	if p.i != len(p.b) {
+		return fail()
+	}
+	return sessionID, txn, digests, data, true
 }

@@ -64,9 +64,9 @@ func (r *CASRemote) Has(ctx context.Context, digests []cas.Digest) ([]cas.Digest
 
 // Put implements cas.Remote.
 func (r *CASRemote) Put(ctx context.Context, objects []cas.Object) error {
-	p := protocol.CASPutParams{SessionID: r.s.ID, Txn: r.txn, Objects: make([]protocol.CASObject, len(objects))}
+	p := &protocol.CASPutRequest{SessionID: r.s.ID, Txn: r.txn, Digests: make([]string, len(objects)), Data: make([][]byte, len(objects))}
 	for i, o := range objects {
-		p.Objects[i] = protocol.CASObject{Digest: o.Digest.String(), Data: cas.EncodeBase64(o.Data)}
+		p.Digests[i], p.Data[i] = o.Digest.String(), o.Data
 	}
 	return r.s.c.Call(ctx, protocol.MethodCASPut, p, nil)
 }

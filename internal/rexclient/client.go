@@ -258,9 +258,18 @@ func (c *Client) callOn(ctx context.Context, enc *protocol.Encoder, method strin
 	c.pending[key] = cl
 	c.mu.Unlock()
 
-	msg, err := protocol.NewRequest(id, method, params)
-	if err == nil {
-		err = enc.Encode(msg)
+	var reqID json.RawMessage
+	var err error
+	if lr, ok := params.(lineRequest); ok {
+		// Bulk data (cas.put) writes its own line: no reflection, no copy.
+		reqID = json.RawMessage(key)
+		err = enc.WriteLine(lr.AppendRequest(nil, id, method))
+	} else {
+		var msg *protocol.Message
+		if msg, err = protocol.NewRequest(id, method, params); err == nil {
+			reqID = msg.ID
+			err = enc.Encode(msg)
+		}
 	}
 	if err != nil {
 		c.mu.Lock()
@@ -283,7 +292,7 @@ func (c *Client) callOn(ctx context.Context, enc *protocol.Encoder, method strin
 		}
 		c.mu.Unlock()
 		if waiting {
-			c.Notify(protocol.MethodCancelRequest, protocol.CancelParams{ID: msg.ID})
+			c.Notify(protocol.MethodCancelRequest, protocol.CancelParams{ID: reqID})
 			return ctx.Err()
 		}
 		// The reader has the reply already: it wins, so nothing started
@@ -302,6 +311,12 @@ func (c *Client) callOn(ctx context.Context, enc *protocol.Encoder, method strin
 		}
 	}
 	return nil
+}
+
+// lineRequest is params that write their whole request line themselves
+// (protocol.CASPutRequest).
+type lineRequest interface {
+	AppendRequest(dst []byte, id int64, method string) []byte
 }
 
 // route hands an event to the process it names.

@@ -292,6 +292,45 @@ func (c *conn) casBegin(req *request, params any, sessionID *string) (*cas.Store
 	return c.srv.casStore()
 }
 
+// casBeginDecoded is casBegin for params the fast path has read already.
+func (c *conn) casBeginDecoded(req *request, p *protocol.CASPutParams, audit map[string]any) (*cas.Store, *protocol.Error) {
+	req.audit.Params = audit
+	if e := c.session(req, p.SessionID); e != nil {
+		return nil, e
+	}
+	return c.srv.casStore()
+}
+
+func casPutAudit(txn string, data [][]byte) map[string]any {
+	var n int64
+	for _, b := range data {
+		n += int64(len(b))
+	}
+	out := map[string]any{"objects": len(data), "bytes": n}
+	if txn != "" {
+		out["txn"] = txn
+	}
+	return out
+}
+
+// fastObjects checks a batch read by the fast path: the caps and every
+// digest, before anything is stored.
+func fastObjects(digests []string, data [][]byte) ([]cas.Object, *protocol.Error) {
+	if len(digests) > cas.MaxBatchEntries {
+		return nil, casError("cas.put", cas.ErrBatchTooLarge)
+	}
+	objs := make([]cas.Object, len(digests))
+	for i, s := range digests {
+		d, err := cas.ParseDigest(s)
+		if err != nil {
+			return nil, protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"digest": s, "reason": "invalid_digest"},
+				"cas.put: digest %q is invalid; nothing was stored", s)
+		}
+		objs[i] = cas.Object{Digest: d, Data: data[i]}
+	}
+	return objs, nil
+}
+
 func parseDigests(in []string, max int) ([]cas.Digest, *protocol.Error) {
 	if len(in) > max {
 		return nil, protocol.Errorf(protocol.CodeResourceLimit, map[string]int{"max_digests": max},
@@ -359,13 +398,25 @@ func decodeObjects(in []protocol.CASObject) ([]cas.Object, *protocol.Error) {
 
 func (c *conn) casPut(ctx context.Context, req *request) (any, *protocol.Error) {
 	var p protocol.CASPutParams
-	st, perr := c.casBegin(req, &p, &p.SessionID)
-	if perr != nil {
-		return nil, perr
-	}
-	objs, perr := decodeObjects(p.Objects)
-	if perr != nil {
-		return nil, perr
+	var objs []cas.Object
+	var st *cas.Store
+	var perr *protocol.Error
+	if sid, txn, digests, data, ok := protocol.ParseCASPutParams(req.msg.Params); ok {
+		// rex's own layout: read in one pass, base64 decoded on the way.
+		p.SessionID, p.Txn = sid, txn
+		if st, perr = c.casBeginDecoded(req, &p, casPutAudit(txn, data)); perr != nil {
+			return nil, perr
+		}
+		if objs, perr = fastObjects(digests, data); perr != nil {
+			return nil, perr
+		}
+	} else {
+		if st, perr = c.casBegin(req, &p, &p.SessionID); perr != nil {
+			return nil, perr
+		}
+		if objs, perr = decodeObjects(p.Objects); perr != nil {
+			return nil, perr
+		}
 	}
 	if p.Txn != "" {
 		t, perr := req.session.cas.txn(p.Txn)
