@@ -717,6 +717,8 @@ func PushTargets(ctx context.Context, app *App, req PushRequest, targets []fanou
 	// for the other. A source that cannot be read stops them all.
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
+	// Set before the reader starts: it reads req while the targets dial.
+	req.Options.verified = &cas.VerifiedSet{}
 	var src source
 	var srcErr error
 	read := make(chan struct{})
@@ -736,7 +738,6 @@ func PushTargets(ctx context.Context, app *App, req PushRequest, targets []fanou
 			}
 		}
 	}()
-	req.Options.verified = &cas.VerifiedSet{}
 	outcomes := make([]PushOutcome, len(targets))
 	index := make(map[string]int, len(targets))
 	for i, t := range targets {
