@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
+
 	"github.com/rexconsole/rex/internal/protocol"
 	"github.com/rexconsole/rex/internal/rexclient"
 )
@@ -184,5 +186,26 @@ func TestSessionCloseRaceCountsOnce(t *testing.T) {
 		if n, k := srv.sessions.Load(), closed.Load(); n != 0 || k != 1 {
 			t.Fatalf("round %d: %d closes succeeded and the session count is %d, want 1 and 0", round, k, n)
 		}
+	}
+}
+
+// TestResizeAfterTheTerminalClosed: a pty.resize that races the program's
+// end (which closes the terminal) says the program ended; it never
+// reaches a closed descriptor (an internal error FuzzServe's seed found
+// under load).
+func TestResizeAfterTheTerminalClosed(t *testing.T) {
+	master, slave, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slave.Close()
+	tp := &ptyProc{id: "t_1", master: master}
+	if ended, err := tp.setSize(80, 24); ended || err != nil {
+		t.Fatalf("resize of an open terminal: ended %v, %v", ended, err)
+	}
+	tp.Close()
+	tp.Close() // both of the program's end paths close it
+	if ended, err := tp.setSize(100, 30); !ended || err != nil {
+		t.Fatalf("resize of a closed terminal: ended %v, %v; want ended", ended, err)
 	}
 }

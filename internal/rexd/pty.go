@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -20,6 +21,32 @@ type ptyProc struct {
 	id     string
 	proc   *process
 	master *os.File
+
+	// mu orders closing the master with resizing it: the program's end
+	// closes it on its own goroutines while a pty.resize may be under way.
+	mu     sync.Mutex
+	closed bool
+}
+
+// Close closes the terminal's master side, once.
+func (t *ptyProc) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil
+	}
+	t.closed = true
+	return t.master.Close()
+}
+
+// setSize resizes the terminal; ended is true when it is already closed.
+func (t *ptyProc) setSize(cols, rows int) (ended bool, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return true, nil
+	}
+	return false, pty.Setsize(t.master, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
 }
 
 // Terminal sizes beyond this are refused: a mistake, not a screen.
@@ -142,14 +169,14 @@ func (c *conn) ptyOpen(ctx context.Context, req *request) (any, *protocol.Error)
 		proc.pump(t.master, protocol.EventPTYOutput, &proc.bytesOut, -1)
 	}()
 	go func() {
-		proc.waitAndReport(pumps, []io.Closer{t.master})
+		proc.waitAndReport(pumps, []io.Closer{t})
 	}()
 	go func() {
 		// Once the program is gone, hang up whatever else still holds the
 		// terminal (background jobs), as closing an ssh session does.
 		<-proc.done
 		proc.signal(syscall.SIGHUP)
-		t.master.Close()
+		t.Close()
 	}()
 	return nil, nil
 }
@@ -202,11 +229,12 @@ func (c *conn) ptyResize(ctx context.Context, req *request) (any, *protocol.Erro
 	if e := checkSize(p.Cols, p.Rows); e != nil {
 		return nil, e
 	}
-	if t.proc.ended() {
+	ended, err := t.setSize(p.Cols, p.Rows)
+	if ended || t.proc.ended() {
 		return nil, protocol.Errorf(protocol.CodeProcessNotFound, map[string]string{"pty_id": t.id, "reason": "exited"},
 			"the program on PTY %s has ended", t.id)
 	}
-	if err := pty.Setsize(t.master, &pty.Winsize{Cols: uint16(p.Cols), Rows: uint16(p.Rows)}); err != nil {
+	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternalError, nil, "resize PTY %s: %v", t.id, err)
 	}
 	return protocol.OKResult{OK: true}, nil
