@@ -28,8 +28,9 @@ type sshFleet struct {
 	healthy []string
 }
 
-// connectTimeout is the ssh_config ConnectTimeout of the fleet's hosts.
-const connectTimeout = 2 * time.Second
+// connectTimeout is the ssh_config ConnectTimeout of the fleet's hosts. It
+// bounds starting rexd too, which takes seconds on a loaded machine.
+const connectTimeout = 5 * time.Second
 
 func newSSHFleet(t *testing.T, n int, withBad bool) *sshFleet {
 	t.Helper()
