@@ -42,7 +42,6 @@ import (
 	"github.com/rexconsole/rex/internal/commands"
 	"github.com/rexconsole/rex/internal/fanout"
 	"github.com/rexconsole/rex/internal/protocol"
-	"github.com/rexconsole/rex/internal/rexclient"
 	"github.com/rexconsole/rex/tui/engine"
 )
 
@@ -112,6 +111,10 @@ func Run(ctx context.Context, opts Options) error {
 	pool := fanout.NewPool(opts.Connector, fanout.PoolOptions{
 		IdleTimeout: cfg.IdleTimeout,
 		OnState:     func(target, state string, err error) { m.states.Report(engine.FromPool, target, state, err) },
+		// Every process the console starts gets its device's secrets.
+		Secrets: func(ctx context.Context, t fanout.Target) (map[string]string, error) {
+			return m.app.DeviceSecrets(ctx, t)
+		},
 	})
 	defer pool.Close()
 	run := func(ctx context.Context, targets []fanout.Target, t fanout.Task, o fanout.Options) *fanout.Summary {
@@ -185,7 +188,7 @@ func poolTerminals(pool *fanout.Pool) openTermFunc {
 		if err != nil {
 			return nil, nil, err
 		}
-		pty, err := lease.Session().OpenPTY(ctx, p, rexclient.ExecOptions{Stdout: out})
+		pty, err := lease.OpenPTY(ctx, p, out)
 		if err != nil {
 			lease.Release()
 			return nil, nil, fmt.Errorf("open a terminal on %s: %w", t.Name, err)

@@ -17,8 +17,8 @@ import (
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
+	"github.com/rexconsole/rex/internal/fanout"
 	"github.com/rexconsole/rex/internal/protocol"
-	"github.com/rexconsole/rex/internal/rexclient"
 )
 
 // DetachKey is ctrl+]: the byte that hands the terminal back.
@@ -89,8 +89,7 @@ func Attach(ctx context.Context, app *App, o IO, spec AttachSpec) error {
 		return &ExitError{Code: 255, Err: err}
 	}
 	defer lease.Release()
-	sess := lease.Session()
-	code, err := AttachTerminal(ctx, sess, in, out, cmd)
+	code, err := AttachTerminal(ctx, lease, in, out, cmd)
 	if err != nil {
 		return &ExitError{Code: 255, Err: fmt.Errorf("attach %s: %w", t.Name, err)}
 	}
@@ -134,17 +133,18 @@ func PTYParams(cmd []string, cols, rows int, termName string) protocol.PTYOpenPa
 }
 
 // AttachTerminal opens a PTY running cmd (the login shell when empty) on
-// sess, sized like the terminal, and hands the terminal to it (HandOver)
-// until the program ends or ctrl+] is pressed; the terminal is restored on
-// every way out. It returns the program's exit status (128+n for a
-// signal); on detach it closes the PTY and returns 0 and ErrDetached,
-// which is not an error for the caller of the CLI.
-func AttachTerminal(ctx context.Context, sess *rexclient.Session, in, out *os.File, cmd []string) (int, error) {
+// the lease's session, sized like the terminal, with the target's secrets
+// (Lease.OpenPTY), and hands the terminal to it (HandOver) until the
+// program ends or ctrl+] is pressed; the terminal is restored on every
+// way out. It returns the program's exit status (128+n for a signal); on
+// detach it closes the PTY and returns 0 and ErrDetached, which is not an
+// error for the caller of the CLI.
+func AttachTerminal(ctx context.Context, lease *fanout.Lease, in, out *os.File, cmd []string) (int, error) {
 	cols, rows, err := term.GetSize(int(out.Fd()))
 	if err != nil {
 		cols, rows = protocol.DefaultCols, protocol.DefaultRows
 	}
-	pty, err := sess.OpenPTY(ctx, PTYParams(cmd, cols, rows, os.Getenv("TERM")), rexclient.ExecOptions{Stdout: out})
+	pty, err := lease.OpenPTY(ctx, PTYParams(cmd, cols, rows, os.Getenv("TERM")), out)
 	if err != nil {
 		return 0, err
 	}

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -200,10 +201,28 @@ func SecretRemove(app *App, o IO, name string) error {
 	return nil
 }
 
+// DeviceSecrets is the environment every process rex starts on t gets
+// from its device: the secrets it declares ("secrets": [NAMES] in
+// devices.json) with their values, by name. Nothing for local, ad-hoc
+// hosts and devices that declare none. It is fanout.PoolOptions.Secrets
+// for the pools of every front end, so plain commands, terminals and the
+// agent's tools get the same as tool runs (which add their own).
+func (app *App) DeviceSecrets(_ context.Context, t fanout.Target) (map[string]string, error) {
+	names, err := deviceSecrets(t)
+	if err != nil || len(names) == 0 {
+		return nil, err
+	}
+	return secretValues(app, "device "+t.Name, names)
+}
+
 // deviceSecrets reads the secrets a device declares ("secrets": [NAMES]
-// in devices.json) for the processes tools start on it.
+// in devices.json) for the processes rex starts on it.
 func deviceSecrets(t fanout.Target) ([]string, error) {
-	dt, ok := t.Spec.(devices.Target)
+	spec := t.Spec
+	if su, ok := spec.(SudoSpec); ok {
+		spec = su.Target // a device with become, or --sudo
+	}
+	dt, ok := spec.(devices.Target)
 	if !ok || dt.Device == nil {
 		return nil, nil
 	}

@@ -108,12 +108,15 @@ func (s *Setup) connectLocal(ctx context.Context, t fanout.Target) (*fanout.Conn
 // App returns an App with a fresh pool; close the pool when done.
 func (s *Setup) App(opts fanout.PoolOptions) *App {
 	app := &App{
-		Pool:      fanout.NewPool(s.Connectors, opts),
 		Resolve:   Resolver(s.Store),
 		CASDir:    filepath.Join(s.Paths.Cache, "cas"),
 		ConfigDir: s.Paths.Config,
 		CacheDir:  s.Paths.Cache,
 	}
+	if opts.Secrets == nil {
+		opts.Secrets = app.DeviceSecrets
+	}
+	app.Pool = fanout.NewPool(s.Connectors, opts)
 	if !s.console {
 		app.AskSecretPassphrase = func(confirm bool) (string, error) {
 			defer locked(s.lock)()

@@ -78,6 +78,12 @@ type PoolOptions struct {
 	// OnState reports connection state changes (for the console sidebar).
 	// err is set with StateError.
 	OnState func(target, state string, err error)
+	// Secrets, when set, gives the secrets every process started on a
+	// target gets (a device's "secrets"), as environment variables by
+	// name. Run and Lease.OpenPTY ask it before each process starts, lay
+	// the variables over the process's environment and mask their values
+	// as *** in its output; an error stops that process from starting.
+	Secrets func(ctx context.Context, t Target) (map[string]string, error)
 }
 
 // DefaultIdleTimeout is how long the console keeps an unused connection.

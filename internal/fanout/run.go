@@ -10,6 +10,7 @@ import (
 
 	"github.com/rexconsole/rex/internal/protocol"
 	"github.com/rexconsole/rex/internal/rexclient"
+	"github.com/rexconsole/rex/internal/secrets"
 )
 
 // DefaultConcurrency is how many targets run at once unless told otherwise.
@@ -318,6 +319,12 @@ func runOne(ctx context.Context, pool *Pool, t Target, task Task, opts Options, 
 			in.skip()
 		}
 	}()
+	// The device's secrets: a target that cannot have them does not run.
+	sec, err := pool.secretEnv(ctx, t)
+	if err != nil {
+		r.Err = fmt.Errorf("%s: %w", t.Name, err)
+		return r
+	}
 	t.ConnectTimeout = opts.ConnectTimeout
 	lease, err := pool.AcquireAs(ctx, t, opts.ClientName)
 	if err != nil {
@@ -331,8 +338,11 @@ func runOne(ctx context.Context, pool *Pool, t Target, task Task, opts Options, 
 	defer lease.Release()
 	sess := lease.Session()
 
-	env := make(map[string]string, len(task.Env)+2)
+	env := make(map[string]string, len(task.Env)+len(sec)+2)
 	for k, v := range task.Env {
+		env[k] = v
+	}
+	for k, v := range sec {
 		env[k] = v
 	}
 	env["REX_TARGET"], env["REX_GROUP"] = t.Name, t.Group
@@ -359,13 +369,24 @@ func runOne(ctx context.Context, pool *Pool, t Target, task Task, opts Options, 
 	// the start reply is read): whichever comes first reports the start.
 	var startOnce sync.Once
 	reportStart := func() { emit(Event{Target: t.Name, Kind: EventStart}) }
+	// Output goes out as events, through maskers when there are secrets
+	// (flushed before the target's result is reported).
+	stdout := io.Writer(&eventWriter{emit: emit, target: t.Name, kind: EventStdout})
+	stderr := io.Writer(&eventWriter{emit: emit, target: t.Name, kind: EventStderr})
+	if len(sec) > 0 {
+		mo := secrets.NewMasker(stdout, secretValues(sec))
+		me := secrets.NewMasker(stderr, secretValues(sec))
+		defer mo.Flush()
+		defer me.Flush()
+		stdout, stderr = mo, me
+	}
 	proc, err := sess.Exec(ctx, p, rexclient.ExecOptions{OnEvent: func(ev rexclient.Event) {
 		startOnce.Do(reportStart)
 		switch ev.Kind {
 		case rexclient.Stdout:
-			emit(Event{Target: t.Name, Kind: EventStdout, Data: ev.Data})
+			stdout.Write(ev.Data)
 		case rexclient.Stderr:
-			emit(Event{Target: t.Name, Kind: EventStderr, Data: ev.Data})
+			stderr.Write(ev.Data)
 		}
 	}})
 	if err != nil {
@@ -443,6 +464,18 @@ func runOne(ctx context.Context, pool *Pool, t Target, task Task, opts Options, 
 		r.Cancelled, r.Err = true, fmt.Errorf("%s: cancelled", t.Name)
 	}
 	return r
+}
+
+// eventWriter sends what is written as one target's output events.
+type eventWriter struct {
+	emit   func(Event)
+	target string
+	kind   EventKind
+}
+
+func (w *eventWriter) Write(p []byte) (int, error) {
+	w.emit(Event{Target: w.target, Kind: w.kind, Data: p})
+	return len(p), nil
 }
 
 // pump feeds a command's stdin from the broadcast until EOF (which it

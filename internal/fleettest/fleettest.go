@@ -132,13 +132,14 @@ func New(t testing.TB, opts Options) *Fleet {
 		SSH:   commands.SSHConnector{Dialer: dialer},
 	}
 	f.App = &commands.App{
-		Pool:           fanout.NewPool(conns, fanout.PoolOptions{}),
 		Resolve:        commands.Resolver(f.Store),
 		ConnectTimeout: 10 * time.Second,
 		ConfigDir:      filepath.Join(dir, "config"),
 		CacheDir:       filepath.Join(dir, "cache"),
 		CASDir:         filepath.Join(dir, "cache", "cas"),
 	}
+	// As commands.Setup wires it: a device's secrets reach its processes.
+	f.App.Pool = fanout.NewPool(conns, fanout.PoolOptions{Secrets: f.App.DeviceSecrets})
 	t.Cleanup(func() { f.App.Pool.Close() })
 	return f
 }

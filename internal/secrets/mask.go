@@ -5,6 +5,7 @@ import (
 	"io"
 	"sort"
 	"sync"
+	"time"
 )
 
 // MaskText is what replaces a secret's value in output.
@@ -42,6 +43,22 @@ type Masker struct {
 	values [][]byte
 	mu     sync.Mutex
 	held   []byte
+	// hold bounds how long held bytes wait for more output (HoldAtMost);
+	// timer writes them when it passes.
+	hold  time.Duration
+	timer *time.Timer
+}
+
+// HoldAtMost bounds how long the masker holds back the end of the stream
+// that could begin a value: after d without more output it writes it as
+// it is. A terminal needs this, or a prompt or a typed character that
+// happens to begin a secret's value would not show until the next
+// output; the cost is that a value whose rest arrives more than d later
+// is not masked. Call it before the first Write.
+func (m *Masker) HoldAtMost(d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.hold = d
 }
 
 // NewMasker wraps w; with no values it passes everything through.
@@ -63,6 +80,16 @@ func (m *Masker) Write(p []byte) (int, error) {
 	defer m.mu.Unlock()
 	out, held := scan(append(m.held, p...), m.values, false)
 	m.held = append([]byte(nil), held...)
+	if m.hold > 0 {
+		switch {
+		case len(m.held) == 0 && m.timer != nil:
+			m.timer.Stop()
+		case len(m.held) > 0 && m.timer == nil:
+			m.timer = time.AfterFunc(m.hold, func() { m.Flush() })
+		case len(m.held) > 0:
+			m.timer.Reset(m.hold)
+		}
+	}
 	if _, err := m.w.Write(out); err != nil {
 		return 0, err
 	}
@@ -111,6 +138,9 @@ func scan(buf []byte, values [][]byte, final bool) (out, held []byte) {
 func (m *Masker) Flush() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.timer != nil {
+		m.timer.Stop()
+	}
 	if len(m.held) == 0 {
 		return nil
 	}

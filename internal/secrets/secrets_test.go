@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/zalando/go-keyring"
 )
@@ -193,6 +195,56 @@ func TestMasker(t *testing.T) {
 	m.Write([]byte("line one\n"))
 	if out.String() != "line one\n" {
 		t.Errorf("held back %q", out.String())
+	}
+}
+
+// syncBuffer is a buffer a timer may write while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestMaskerHoldAtMost: on a terminal, what could begin a value is held
+// only for a while, then shown as it is; until then a value whose rest
+// arrives is still masked.
+func TestMaskerHoldAtMost(t *testing.T) {
+	// A hold longer than the test: the split value is masked.
+	var out syncBuffer
+	m := NewMasker(&out, []string{"hunter2"})
+	m.HoldAtMost(time.Hour)
+	m.Write([]byte("$ h"))
+	if got := out.String(); got != "$ " {
+		t.Fatalf("wrote %q, want the prompt without the h that may begin a value", got)
+	}
+	m.Write([]byte("unter2\r\n"))
+	if got := out.String(); got != "$ ***\r\n" {
+		t.Fatalf("wrote %q, want the value masked", got)
+	}
+	m.Flush()
+
+	// A short hold: the held "h" shows by itself when nothing more comes.
+	var out2 syncBuffer
+	m = NewMasker(&out2, []string{"hunter2"})
+	m.HoldAtMost(time.Millisecond)
+	m.Write([]byte("$ h"))
+	deadline := time.Now().Add(10 * time.Second)
+	for out2.String() != "$ h" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the held byte never showed: %q", out2.String())
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -1,0 +1,97 @@
+package fanout_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/rexconsole/rex/internal/fanout"
+	"github.com/rexconsole/rex/internal/protocol"
+)
+
+// lockedBuf is a buffer a terminal's output goes to while the test reads.
+type lockedBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestSecretsReachEveryProcess: the pool's Secrets are laid over the
+// environment of every command Run starts and every terminal OpenPTY
+// opens, per target, and their values come back as ***; a target whose
+// secrets cannot be had fails with why, and nothing runs there.
+func TestSecretsReachEveryProcess(t *testing.T) {
+	const value = "tok-Value-8c1e"
+	f := newFleet(t)
+	pool := fanout.NewPool(f, fanout.PoolOptions{Secrets: func(_ context.Context, t fanout.Target) (map[string]string, error) {
+		switch t.Name {
+		case "with":
+			return map[string]string{"TOKEN": value}, nil
+		case "locked":
+			return nil, errors.New("device locked needs the secret TOKEN, which is not set")
+		}
+		return nil, nil
+	}})
+	defer pool.Close()
+	c := newCollector()
+	s := fanout.Run(context.Background(), pool, targets("with", "without", "locked"),
+		fanout.Task{Command: `echo "v=$TOKEN n=${#TOKEN}"; printf 'e=%s' "$TOKEN" >&2`, Env: map[string]string{"TOKEN": "task's own"}},
+		fanout.Options{OnEvent: c.event})
+	if got := c.stdout("with"); got != "v=*** n=14\n" {
+		t.Errorf("with: stdout %q", got)
+	}
+	if got := c.errOut["with"].String(); got != "e=***" {
+		t.Errorf("with: stderr %q (the end held back for masking must be written)", got)
+	}
+	if got := c.stdout("without"); got != "v=task's own n=10\n" {
+		t.Errorf("without: stdout %q", got)
+	}
+	r := s.Results[2]
+	if r.Err == nil || r.Unreachable || !strings.Contains(r.Err.Error(), "locked: device locked needs the secret TOKEN") || r.ExitCode != nil {
+		t.Errorf("locked: %+v", r)
+	}
+	if kinds := c.order["locked"]; len(kinds) != 1 || kinds[0] != fanout.EventResult {
+		t.Errorf("locked: events %v, want its result only", kinds)
+	}
+	if f.dials.Load() != 2 {
+		t.Errorf("%d dials; a target without its secrets should not be dialled", f.dials.Load())
+	}
+
+	// A terminal gets them too, and its screen shows ***.
+	lease, err := pool.Acquire(context.Background(), fanout.Target{Name: "with"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release()
+	var out lockedBuf
+	pty, err := lease.OpenPTY(context.Background(), protocol.PTYOpenParams{Argv: []string{"sh", "-c", `echo "pty=$TOKEN n=${#TOKEN}"`}}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pty.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); !strings.Contains(got, "pty=*** n=14") || strings.Contains(got, value) {
+		t.Errorf("terminal output %q", got)
+	}
+	lease2, err := pool.Acquire(context.Background(), fanout.Target{Name: "locked"})
+	if err == nil {
+		defer lease2.Release()
+		if _, err := lease2.OpenPTY(context.Background(), protocol.PTYOpenParams{Argv: []string{"true"}}, &out); err == nil || !strings.Contains(err.Error(), "needs the secret TOKEN") {
+			t.Errorf("a terminal without its secrets: %v", err)
+		}
+	}
+}
