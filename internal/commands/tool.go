@@ -588,52 +588,39 @@ func RunTool(ctx context.Context, app *App, spec ToolRunSpec, targets []fanout.T
 		}
 		emit(fanout.Event{Target: r.Target, Kind: fanout.EventResult, Result: res})
 	}
-	results := make([]fanout.EachResult, len(targets))
-	index := make(map[string]int, len(targets))
-	var local, remote []fanout.Target
-	for i, t := range targets {
-		index[t.Name] = i
-		if _, ok := t.Spec.(LocalSpec); ok {
-			local = append(local, t)
-		} else {
-			remote = append(remote, t)
-		}
-	}
-	var wg sync.WaitGroup
-	for _, t := range local {
-		wg.Add(1)
-		go func(t fanout.Target) {
-			defer wg.Done()
-			start := time.Now()
-			err := runOn(ctx, t, &chain.LocalTarget{}, "", nil)
-			r := fanout.EachResult{Target: t.Name, Err: err, Duration: time.Since(start)}
-			results[index[t.Name]] = r
-			result(r)
-		}(t)
-	}
-	if len(remote) > 0 {
-		st, err := app.openStore()
-		if err != nil {
-			wg.Wait()
-			return nil, err
-		}
-		rr := fanout.Each(ctx, app.Pool, remote, fanout.Options{ConnectTimeout: app.ConnectTimeout, ClientName: opts.ClientName},
-			func(ctx context.Context, t fanout.Target, s *rexclient.Session) error {
-				ct := &SessionTarget{TargetName: t.Name, S: s}
-				root := toolRoot(s, spec.ID)
-				start := time.Now()
-				err := runOn(ctx, t, ct, root, func(p *chain.Plan) error { return shipPlan(ctx, st, s, t.Name, p, root) })
-				result(fanout.EachResult{Target: t.Name, Err: err, Duration: time.Since(start)})
-				return err
-			})
-		for _, r := range rr {
-			results[index[r.Target]] = r
-			if r.Unreachable || r.Cancelled {
-				result(r) // fn never ran
+	// Every target runs the tool through its rexd, local too: consent is
+	// the front end's, the audit log rexd's, under opts.ClientName.
+	// Local's rexd runs as the operator on this machine, so the plan uses
+	// the tool's files where they are; elsewhere (sudo on local included)
+	// they are shipped through the object store.
+	var st *cas.Store
+	for _, t := range targets {
+		if _, ok := t.Spec.(LocalSpec); !ok {
+			if st, err = app.openStore(); err != nil {
+				return nil, err
 			}
+			break
 		}
 	}
-	wg.Wait()
+	results := fanout.Each(ctx, app.Pool, targets, fanout.Options{ConnectTimeout: app.ConnectTimeout, ClientName: opts.ClientName},
+		func(ctx context.Context, t fanout.Target, s *rexclient.Session) error {
+			ct := &SessionTarget{TargetName: t.Name, S: s}
+			start := time.Now()
+			var err error
+			if _, ok := t.Spec.(LocalSpec); ok {
+				err = runOn(ctx, t, ct, "", nil)
+			} else {
+				root := toolRoot(s, spec.ID)
+				err = runOn(ctx, t, ct, root, func(p *chain.Plan) error { return shipPlan(ctx, st, s, t.Name, p, root) })
+			}
+			result(fanout.EachResult{Target: t.Name, Err: err, Duration: time.Since(start)})
+			return err
+		})
+	for _, r := range results {
+		if r.Unreachable || r.Cancelled {
+			result(r) // fn never ran
+		}
+	}
 	return results, nil
 }
 

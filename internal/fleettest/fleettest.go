@@ -87,7 +87,9 @@ func New(t testing.TB, opts Options) *Fleet {
 	}
 	dir := sshtest.TempDir(t)
 	f := &Fleet{Dir: dir, LocalHome: filepath.Join(dir, "localhome")}
-	os.MkdirAll(f.LocalHome, 0o755)
+	for _, d := range []string{f.LocalHome, filepath.Join(dir, "config"), filepath.Join(dir, "cache")} {
+		os.MkdirAll(d, 0o755)
+	}
 	key := sshtest.NewKey(t, "ed25519")
 	if opts.Hosts > 0 {
 		f.Hosts = sshtest.Fleet(t, opts.Hosts, sshtest.Options{Authorized: []*sshtest.Key{key}})
@@ -126,7 +128,11 @@ func New(t testing.TB, opts Options) *Fleet {
 		RexdArgs:       fanout.OperatorLimits(),
 		ConnectTimeout: 10 * time.Second,
 	})
-	localArgs := append(fanout.OperatorLimits(), "--root", f.LocalHome, "--audit", f.AuditPath("local"))
+	// local's rexd starts in LocalHome (its first root); it also reaches
+	// rex's config and cache, where the user and system spaces of tools
+	// live, as rex's own local rexd (root /) does.
+	localArgs := append(fanout.OperatorLimits(), "--root", f.LocalHome,
+		"--root", filepath.Join(dir, "config"), "--root", filepath.Join(dir, "cache"), "--audit", f.AuditPath("local"))
 	conns := commands.Connectors{
 		Local: fanout.LocalConnector(Rexd(), localArgs...),
 		SSH:   commands.SSHConnector{Dialer: dialer},
