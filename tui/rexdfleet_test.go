@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rexconsole/rex/internal/commands"
 	"github.com/rexconsole/rex/internal/fanout"
 	"github.com/rexconsole/rex/internal/protocol"
 	"github.com/rexconsole/rex/internal/rexclient"
@@ -26,6 +27,11 @@ type rexdFleet struct {
 	gate chan struct{}
 	// dialing receives a target's name when its connection begins.
 	dialing chan string
+
+	// localRoots are further roots of local's rexd: rex's config and
+	// cache, where the tools' user and system spaces live (rex's own
+	// local rexd has root /; tools on local run through it).
+	localRoots []string
 
 	mu    sync.Mutex
 	homes map[string]string
@@ -75,8 +81,17 @@ func (f *rexdFleet) Connect(ctx context.Context, t fanout.Target) (*fanout.Conn,
 	if err := os.MkdirAll(home, 0o755); err != nil {
 		return nil, err
 	}
+	roots := []string{home}
+	if t.Name == commands.LocalName {
+		for _, r := range f.localRoots {
+			if err := os.MkdirAll(r, 0o755); err != nil {
+				return nil, err
+			}
+			roots = append(roots, r)
+		}
+	}
 	srv, err := rexd.New(rexd.Config{
-		Roots:      []string{home},
+		Roots:      roots,
 		CASDir:     filepath.Join(filepath.Dir(home), "cas"),
 		Limits:     rexd.DefaultLimits(),
 		AllowShell: true, // as rexd's own default: tools run bash and sh
@@ -129,5 +144,6 @@ func withRexdFleet(e *testEnv, f *rexdFleet) {
 	e.m.app.Pool = pool
 	e.m.app.CASDir = filepath.Join(e.dir, "cache", "rex", "cas")
 	e.m.app.CacheDir = filepath.Join(e.dir, "cache", "rex")
+	f.localRoots = []string{e.m.opts.ConfigDir, e.m.app.CacheDir}
 	e.m.workDir = e.dir
 }
