@@ -71,43 +71,87 @@ func TestPipelinedRequestsKeepTheirOrder(t *testing.T) {
 	}
 }
 
-// TestAuditNamesTheSessionOfEveryEntry (item 4): requests that fail
-// before reaching a session (unknown method, bad params, a line that is
-// not JSON) are audited with the connection's session and client.
+// TestAuditNamesTheSessionOfEveryEntry (item 4): every entry of a
+// connection names a session and its client while one is open: a request
+// names the session it reached; one that failed before reaching a session
+// (unknown method, bad params, an unknown session, a line that is not
+// JSON) names the session its params name if that is open here, else the
+// connection's oldest open session.
 func TestAuditNamesTheSessionOfEveryEntry(t *testing.T) {
 	h := start(t)
-	var res protocol.SessionOpenResult
-	h.ok(protocol.MethodSessionOpen, protocol.SessionOpenParams{ClientName: "auditor"}, &res)
-	h.ok(protocol.MethodSessionOpen, protocol.SessionOpenParams{ClientName: "second"}, nil)
-	h.fails("no.such.method", map[string]string{"session_id": res.SessionID}, protocol.CodeMethodNotFound)
-	h.fails("no.such.method", nil, protocol.CodeMethodNotFound)
-	h.fails(protocol.MethodFSRead, map[string]any{"session_id": res.SessionID, "path": 7}, protocol.CodeInvalidParams)
+	var first, second protocol.SessionOpenResult
+	h.ok(protocol.MethodSessionOpen, protocol.SessionOpenParams{ClientName: "auditor"}, &first)
+	h.ok(protocol.MethodSessionOpen, protocol.SessionOpenParams{ClientName: "second"}, &second)
+	h.fails("probe.named", map[string]string{"session_id": second.SessionID}, protocol.CodeMethodNotFound)
+	h.fails("probe.unnamed", nil, protocol.CodeMethodNotFound)
+	h.fails(protocol.MethodFSRead, map[string]any{"session_id": second.SessionID, "path": 7}, protocol.CodeInvalidParams)
 	h.fails(protocol.MethodExecStart, map[string]any{"argv": "not a list"}, protocol.CodeInvalidParams)
+	h.fails("probe.elsewhere", map[string]string{"session_id": "s_999"}, protocol.CodeMethodNotFound)
 	h.send(`{"jsonrpc":"2.0","id":77,"method":`)
 	h.response("null")
+	h.ok(protocol.MethodFSStat, protocol.FSStatParams{SessionID: second.SessionID, Path: "."}, nil)
+	h.ok(protocol.MethodSessionClose, protocol.SessionRef{SessionID: second.SessionID}, nil)
+	h.fails("probe.closed", map[string]string{"session_id": second.SessionID}, protocol.CodeMethodNotFound)
 	h.stdin.Close()
 	<-h.exited
 	b, err := os.ReadFile(h.audit)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) != 7 {
-		t.Fatalf("%d audit entries, want 7:\n%s", len(lines), b)
+	// Entries are matched by what they record, not by their order: a
+	// handler may write its entry after a later request's.
+	type entry struct {
+		SessionID  string         `json:"session_id"`
+		ClientName string         `json:"client_name"`
+		Method     string         `json:"method"`
+		Params     map[string]any `json:"params"`
+		Error      *struct {
+			Code int `json:"code"`
+		} `json:"error"`
 	}
-	for _, line := range lines[2:] {
-		var e struct {
-			SessionID  string `json:"session_id"`
-			ClientName string `json:"client_name"`
-			Error      *struct {
-				Code int `json:"code"`
-			} `json:"error"`
-		}
+	got := map[string]entry{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var e entry
 		if err := json.Unmarshal([]byte(line), &e); err != nil {
-			t.Fatal(err)
+			t.Fatalf("audit line %q: %v", line, err)
 		}
-		if e.SessionID != res.SessionID || e.ClientName != "auditor" || e.Error == nil {
-			t.Errorf("entry %s: want session %s of client auditor, and the error", line, res.SessionID)
+		key := e.Method
+		if e.Method == protocol.MethodSessionOpen {
+			key += "/" + fmt.Sprint(e.Params["client_name"])
+		}
+		if _, dup := got[key]; dup {
+			t.Fatalf("two audit entries for %s:\n%s", key, b)
+		}
+		got[key] = e
+	}
+	want := []struct {
+		key, session, client string
+		failed               bool
+	}{
+		{protocol.MethodSessionOpen + "/auditor", first.SessionID, "auditor", false},
+		{protocol.MethodSessionOpen + "/second", second.SessionID, "second", false},
+		{"probe.named", second.SessionID, "second", true},
+		{"probe.unnamed", first.SessionID, "auditor", true},
+		{protocol.MethodFSRead, second.SessionID, "second", true},
+		{protocol.MethodExecStart, first.SessionID, "auditor", true},
+		{"probe.elsewhere", first.SessionID, "auditor", true},
+		{"", first.SessionID, "auditor", true}, // the line that is not JSON
+		{protocol.MethodFSStat, second.SessionID, "second", false},
+		{protocol.MethodSessionClose, second.SessionID, "second", false},
+		{"probe.closed", first.SessionID, "auditor", true},
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d audit entries, want %d:\n%s", len(got), len(want), b)
+	}
+	for _, w := range want {
+		e, ok := got[w.key]
+		if !ok {
+			t.Errorf("no audit entry for %q:\n%s", w.key, b)
+			continue
+		}
+		if e.SessionID != w.session || e.ClientName != w.client || (e.Error != nil) != w.failed {
+			t.Errorf("entry %q: session %q client %q error %v, want session %q client %q failed %v",
+				w.key, e.SessionID, e.ClientName, e.Error != nil, w.session, w.client, w.failed)
 		}
 	}
 }
