@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -83,13 +84,17 @@ func (n *notes) logText(logger string) string {
 }
 
 // waitFor waits until cond holds, or fails after a bound.
-func (n *notes) waitFor(t *testing.T, what string, cond func() bool) {
+// A detail, when given, says what was missing at the end.
+func (n *notes) waitFor(t *testing.T, what string, cond func() bool, detail ...*string) {
 	t.Helper()
 	deadline := time.After(30 * time.Second)
 	for !cond() {
 		select {
 		case <-n.signal:
 		case <-deadline:
+			if len(detail) > 0 {
+				t.Fatalf("never got %s: missing %s", what, *detail[0])
+			}
 			t.Fatalf("never got %s", what)
 		}
 	}
@@ -352,11 +357,20 @@ func TestBashOnAGroupStreamsAndAudits(t *testing.T) {
 		}
 	}
 	c.notes.mu.Unlock()
-	// The same lines came as log messages.
-	c.notes.waitFor(t, "log messages", func() bool { return strings.Contains(c.notes.logText("rex"), "h2: exit 1") })
-	if logs := c.notes.logText("rex"); !strings.Contains(logs, "h1: web\n") {
-		t.Errorf("logs:\n%s", logs)
-	}
+	// The same lines came as log messages (each host's in its own
+	// batches: one host's end says nothing of the other's lines).
+	var missing string
+	c.notes.waitFor(t, "every host's lines as log messages", func() bool {
+		logs := c.notes.logText("rex")
+		for _, l := range []string{"h1: one\n", "h1: web\n", "h2: one\n", "h2: cat: role: No such file or directory\n", "h2: exit 1\n", "down: unreachable\n"} {
+			if !strings.Contains(logs, l) {
+				missing = fmt.Sprintf("%q (logs so far:\n%s)", l, logs)
+				return false
+			}
+		}
+		missing = ""
+		return true
+	}, &missing)
 	// Each host's rexd audited the command under the client's name.
 	for _, h := range []string{"h1", "h2"} {
 		ok := false
