@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -168,12 +169,19 @@ func newGroupCmd(e *env) *cobra.Command {
 
 func newDeviceReachCmd(e *env, verb, short, example string) *cobra.Command {
 	var connect time.Duration
+	var excl commands.TargetFlags
 	return storeCmd(e, &cobra.Command{
 		Use:               verb + " TARGETS",
 		Short:             short,
 		Example:           example,
 		ValidArgsFunction: completeTargets(e, 0),
-	}, func(fs *pflag.FlagSet) { commands.BindConnectTimeout(fs, &connect) }, func(cmd *cobra.Command, s *commands.Setup, args []string) error {
+	}, func(fs *pflag.FlagSet) {
+		commands.BindConnectTimeout(fs, &connect)
+		excl.BindExclude(fs)
+	}, func(cmd *cobra.Command, s *commands.Setup, args []string) error {
+		if len(args) > 0 {
+			args = []string{excl.Spec(strings.Join(args, ","))}
+		}
 		return commands.DeviceReach(cmd.Context(), s.Store, s.DeviceRemote(), e.io, verb, args, connect)
 	})
 }

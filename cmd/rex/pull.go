@@ -8,6 +8,7 @@ import (
 
 func newPullCmd(e *env) *cobra.Command {
 	var spec commands.PullSpec
+	var excl commands.TargetFlags
 	cmd := &cobra.Command{
 		Use:   "pull REMOTE LOCAL TARGETS",
 		Short: "Bring a directory back from targets, merged with local changes",
@@ -28,6 +29,7 @@ resolved (or --force). --dry-run prints what the merge would write.`,
 			if err := spec.Args(args); err != nil {
 				return err
 			}
+			spec.Targets = excl.Spec(spec.Targets)
 			app, err := e.App()
 			if err != nil {
 				return err
@@ -36,5 +38,6 @@ resolved (or --force). --dry-run prints what the merge would write.`,
 		},
 	}
 	spec.Bind(cmd.Flags())
+	excl.BindExclude(cmd.Flags())
 	return cmd
 }

@@ -8,6 +8,7 @@ import (
 
 func newPushCmd(e *env) *cobra.Command {
 	var spec commands.PushSpec
+	var excl commands.TargetFlags
 	cmd := &cobra.Command{
 		Use:   "push SRC... DEST TARGETS",
 		Short: "Send files and directories to many targets: adds and updates, only what each lacks crosses the wire",
@@ -31,12 +32,14 @@ elsewhere, is not sent again.`,
 		Example: `  rex push ./site /srv/www web
   rex push --delete ./site /srv/www web --dry-run
   rex push --sudo nginx.conf /etc/nginx/conf.d/ 'edge[1-8]'
-  rex push --atomic build/ /opt/app/current app`,
+  rex push --atomic build/ /opt/app/current app
+  rex push ./site /srv/www web -x web3`,
 		ValidArgsFunction: completeAfterPaths(e, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := spec.Args(args); err != nil {
 				return err
 			}
+			spec.Targets = excl.Spec(spec.Targets)
 			app, err := e.App()
 			if err != nil {
 				return err
@@ -45,6 +48,7 @@ elsewhere, is not sent again.`,
 		},
 	}
 	spec.Bind(cmd.Flags())
+	excl.BindExclude(cmd.Flags())
 	return cmd
 }
 
