@@ -25,6 +25,7 @@ import (
 	"github.com/rexconsole/rex/internal/agent"
 	"github.com/rexconsole/rex/internal/commands"
 	"github.com/rexconsole/rex/internal/fanout"
+	"github.com/rexconsole/rex/internal/fdlimit"
 	"github.com/rexconsole/rex/internal/version"
 	"github.com/rexconsole/rex/tui"
 )
@@ -35,6 +36,10 @@ func main() {
 
 // run executes one command line and returns the process's exit status.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	// A fan-out holds a socket per running target: use all the open files
+	// the hard limit allows, as OpenSSH's tools do (a failure leaves the
+	// limit as it was, and running out is reported as such).
+	fdlimit.Raise()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	e := newEnv(stdin, stdout, stderr)

@@ -45,6 +45,9 @@ command and exits 130 (SIGTERM: 143).`,
 			if err != nil {
 				return err
 			}
+			// rex exits after the run: each target's connection closes
+			// as soon as it is done, so open files follow --concurrency.
+			spec.OneShot = true
 			return commands.Run(cmd.Context(), app, e.io, spec)
 		},
 	}

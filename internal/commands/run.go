@@ -41,6 +41,10 @@ type RunSpec struct {
 	Timeout time.Duration
 	Sudo    bool
 	Task    fanout.Task
+	// OneShot closes each target's connection once its command has ended
+	// (`rex run`, which exits after): a run over many targets then holds
+	// open files for the running ones only. The console leaves it unset.
+	OneShot bool
 }
 
 // RunUsage is the synopsis of `rex run`.
@@ -167,6 +171,7 @@ func Run(ctx context.Context, app *App, o IO, spec RunSpec) error {
 	opts := fanout.Options{
 		Concurrency:    spec.Concurrency,
 		ConnectTimeout: cmp.Or(spec.ConnectTimeout, app.ConnectTimeout),
+		Release:        spec.OneShot,
 	}
 	spec.RollingFlags.apply(&opts, len(targets))
 	if !spec.NoStdin && !isTerminal(o.In) && o.In != nil {

@@ -213,6 +213,24 @@ func (l *Lease) Release() {
 	})
 }
 
+// Close releases the lease and closes its connection when nobody else uses
+// it or waits for it: a one-shot run (Options.Release) gives back each
+// target's socket and rexd as soon as the target is done, so the open files
+// of a run follow its concurrency, not its number of targets.
+func (l *Lease) Close() {
+	l.Release()
+	l.p.mu.Lock()
+	e := l.e
+	if e.removed || e.users > 0 || e.waiters > 0 {
+		l.p.mu.Unlock()
+		return
+	}
+	l.p.removeLocked(e)
+	l.p.mu.Unlock()
+	e.closeConn()
+	l.p.state(l.t, StateIdle, nil)
+}
+
 // Drop releases the lease and closes its connection (after an error the
 // caller knows to be fatal to it), unless a newer one replaced it already.
 func (l *Lease) Drop() {

@@ -321,3 +321,63 @@ func TestBulkLane(t *testing.T) {
 		t.Error("without a lane, Bulk is not the lease's own session")
 	}
 }
+
+// TestLeaseClose: closing a lease ends its connection only when no other
+// lease holds it; a later Acquire dials again.
+func TestLeaseClose(t *testing.T) {
+	f := newFleet(t)
+	pool := fanout.NewPool(f, fanout.PoolOptions{})
+	defer pool.Close()
+	ctx := context.Background()
+	h1 := fanout.Target{Name: "h1"}
+	a, err := pool.Acquire(ctx, h1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := pool.Acquire(ctx, h1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Close() // b still holds it
+	if _, err := b.Session().SessionInfo(ctx); err != nil {
+		t.Fatalf("closing one lease ended the connection another one holds: %v", err)
+	}
+	b.Close()
+	select {
+	case <-b.Session().Client().Done():
+	case <-time.After(time.Minute):
+		t.Fatal("the last lease closed, the connection is still open")
+	}
+	c, err := pool.Acquire(ctx, h1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	if got := f.dials.Load(); got != 2 {
+		t.Fatalf("%d dials, want 2 (the closed connection is not reused)", got)
+	}
+}
+
+// TestRunReleaseClosesEachTarget: a run with Release leaves no connection
+// in the pool; without it every target's connection stays for the next run.
+func TestRunReleaseClosesEachTarget(t *testing.T) {
+	for _, release := range []bool{true, false} {
+		f := newFleet(t)
+		pool := fanout.NewPool(f, fanout.PoolOptions{})
+		ts := targets("h1", "h2", "h3", "h4")
+		for range 2 {
+			s := fanout.Run(context.Background(), pool, ts, fanout.Task{Argv: []string{"true"}}, fanout.Options{Concurrency: 2, Release: release})
+			if s.OK != len(ts) {
+				t.Fatalf("release %v: %d ok", release, s.OK)
+			}
+		}
+		want := int64(len(ts))
+		if release {
+			want *= 2
+		}
+		if got := f.dials.Load(); got != want {
+			t.Errorf("release %v: %d dials over two runs, want %d", release, got, want)
+		}
+		pool.Close()
+	}
+}

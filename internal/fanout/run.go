@@ -109,6 +109,11 @@ type Options struct {
 	// each target's pooled connection (Pool.AcquireAs), so rexd's audit
 	// log says who acted: "rex-agent", "rex-mcp/<client>".
 	ClientName string
+	// Release closes each target's connection as soon as its command has
+	// ended (Lease.Close), for a one-shot run that will not reuse it: open
+	// files and remote rexds then follow Concurrency, not the number of
+	// targets. The console keeps its connections and leaves it unset.
+	Release bool
 	// OnEvent receives every event (an EventBatch as each batch of a
 	// rolling run starts). It is called from several goroutines
 	// at once (one per target), in order for each target, and must not
@@ -335,7 +340,11 @@ func runOne(ctx context.Context, pool *Pool, t Target, task Task, opts Options, 
 		r.Err, r.Unreachable = err, true
 		return r
 	}
-	defer lease.Release()
+	if opts.Release {
+		defer lease.Close()
+	} else {
+		defer lease.Release()
+	}
 	sess := lease.Session()
 
 	env := make(map[string]string, len(task.Env)+len(sec)+2)

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rexconsole/rex/internal/fdlimit"
 	"github.com/rexconsole/rex/internal/payload"
 	"github.com/rexconsole/rex/internal/protocol"
 )
@@ -207,5 +208,14 @@ func (e *Error) Is(target error) bool { return target == e.Kind }
 func (e *Error) Unwrap() error { return e.Err }
 
 func newError(target string, kind error, cause error, msg string) *Error {
+	if fdlimit.Exhausted(cause) {
+		// Whatever was being opened (known_hosts, a socket), the advice
+		// for that file would mislead: say what ran out.
+		doing := "connect " + target
+		if target == "" {
+			doing = "connect"
+		}
+		msg = fdlimit.Explain(doing, cause)
+	}
 	return &Error{Target: target, Kind: kind, Msg: msg, Err: cause}
 }
