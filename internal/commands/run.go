@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"hash/maphash"
 	"io"
 	"sort"
 	"strconv"
@@ -502,25 +503,35 @@ func (p *prefixSink) finish(*fanout.Summary) {
 
 // gatherSink keeps each target's output and prints identical outputs once
 // under the sorted list of the targets that produced them (like dshbak -c
-// or clush -b).
+// or clush -b). A target's output is kept in chunks of gatherChunk bytes,
+// up to maxGathered: a full chunk identical to one already kept (the same
+// output on many hosts, the point of gathering) is kept once, and nothing
+// is copied again to print it.
 type gatherSink struct {
-	mu   sync.Mutex
-	o    IO
-	outs map[string]*gathered
+	mu     sync.Mutex
+	o      IO
+	outs   map[string]*gathered
+	seed   maphash.Seed
+	chunks map[uint64][][]byte // full chunks kept, by hash
 }
 
 // maxGathered bounds the output kept per target; the digest still covers
 // all of it, so grouping stays exact.
 const maxGathered = 16 << 20
 
+// gatherChunk is the unit a target's output is kept and shared in.
+const gatherChunk = 256 << 10
+
 type gathered struct {
-	buf       []byte
+	chunks    [][]byte // full chunks, shared between targets
+	tail      []byte   // the chunk being filled
+	kept      int
 	sum       hash.Hash
 	truncated bool
 }
 
 func newGatherSink(o IO) *gatherSink {
-	return &gatherSink{o: o, outs: map[string]*gathered{}}
+	return &gatherSink{o: o, outs: map[string]*gathered{}, seed: maphash.MakeSeed(), chunks: map[uint64][][]byte{}}
 }
 
 func (g *gatherSink) event(ev fanout.Event) {
@@ -535,15 +546,46 @@ func (g *gatherSink) event(ev fanout.Event) {
 		g.outs[ev.Target] = o
 	}
 	o.sum.Write(ev.Data)
-	if room := maxGathered - len(o.buf); room > 0 {
-		d := ev.Data
-		if len(d) > room {
-			d, o.truncated = d[:room], true
+	g.keep(o, ev.Data)
+}
+
+// keep adds d to what o keeps, up to maxGathered.
+func (g *gatherSink) keep(o *gathered, d []byte) {
+	for len(d) > 0 {
+		room := maxGathered - o.kept
+		if room <= 0 {
+			o.truncated = true
+			return
 		}
-		o.buf = append(o.buf, d...)
-	} else {
-		o.truncated = true
+		take := min(len(d), room, gatherChunk-len(o.tail))
+		if cap(o.tail)-len(o.tail) < take {
+			// Grow the tail by hand, never past a chunk: small outputs
+			// stay small, big ones are never copied whole.
+			c := min(max(2*cap(o.tail), len(o.tail)+take, 4<<10), gatherChunk)
+			o.tail = append(make([]byte, 0, c), o.tail...)
+		}
+		o.tail = append(o.tail, d[:take]...)
+		o.kept += take
+		d = d[take:]
+		if len(o.tail) == gatherChunk {
+			kept, reuse := g.intern(o.tail)
+			o.chunks = append(o.chunks, kept)
+			o.tail = reuse
+		}
 	}
+}
+
+// intern returns the kept chunk equal to c (c itself when it is new) and a
+// buffer for the next chunk (c again when an equal one was kept already).
+func (g *gatherSink) intern(c []byte) (kept, next []byte) {
+	h := maphash.Bytes(g.seed, c)
+	for _, k := range g.chunks[h] {
+		if bytes.Equal(k, c) {
+			return k, c[:0]
+		}
+	}
+	g.chunks[h] = append(g.chunks[h], c)
+	return c, nil
 }
 
 // GatherGroup is a set of targets with the same output and status.
@@ -587,11 +629,7 @@ func (g *gatherSink) finish(s *fanout.Summary) {
 		if o == nil {
 			return nil, ""
 		}
-		b := o.buf
-		if o.truncated {
-			b = append(append([]byte(nil), b...), []byte("\n[output truncated: more than 16 MiB]\n")...)
-		}
-		return b, string(o.sum.Sum(nil))
+		return nil, string(o.sum.Sum(nil))
 	})
 	g.o.lock()
 	defer g.o.unlock()
@@ -609,9 +647,24 @@ func (g *gatherSink) finish(s *fanout.Summary) {
 			}
 		}
 		fmt.Fprintf(bw, "%s\n%s\n%s\n", rule, head, rule)
-		bw.Write(gr.Output)
-		if len(gr.Output) > 0 && gr.Output[len(gr.Output)-1] != '\n' {
-			bw.WriteByte('\n')
+		// Every target of the group printed the same: the first one's.
+		if o := g.outs[gr.Targets[0]]; o != nil {
+			for _, c := range o.chunks {
+				bw.Write(c)
+			}
+			bw.Write(o.tail)
+			last := o.tail
+			if len(last) == 0 && len(o.chunks) > 0 {
+				last = o.chunks[len(o.chunks)-1]
+			}
+			if o.truncated {
+				if len(last) > 0 && last[len(last)-1] != '\n' {
+					bw.WriteByte('\n')
+				}
+				bw.WriteString("[output truncated: more than 16 MiB]\n")
+			} else if len(last) > 0 && last[len(last)-1] != '\n' {
+				bw.WriteByte('\n')
+			}
 		}
 	}
 	bw.Flush()

@@ -3,6 +3,7 @@ package commands
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -302,5 +303,67 @@ func TestOutdirSink(t *testing.T) {
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 4 || s.Err() != nil {
 		t.Errorf("%d files in the outdir (temporary ones left?), err %v", len(entries), s.Err())
+	}
+}
+
+// TestGatherBigOutput: each target keeps at most maxGathered bytes, in
+// chunks that identical outputs share; what is printed is the kept prefix
+// and a note, and outputs that differ only past the cap still group apart.
+func TestGatherBigOutput(t *testing.T) {
+	const size = 20 << 20
+	var lines bytes.Buffer
+	for i := 0; lines.Len() < size; i++ {
+		fmt.Fprintf(&lines, "line %09d of the output\n", i)
+	}
+	text := lines.Bytes()[:size]
+	other := append([]byte(nil), text...)
+	other[1000] = '!' // differs early
+	late := append([]byte(nil), text...)
+	late[size-10] = '!' // differs past the cap only
+	outputs := map[string][]byte{"a1": text, "a2": text, "a3": text, "b1": other, "c1": late}
+	var out bytes.Buffer
+	g := newGatherSink(IO{Out: &out})
+	var results []*fanout.Result
+	for _, name := range []string{"a1", "a2", "a3", "b1", "c1"} {
+		d := outputs[name]
+		// Uneven event sizes, as frames arrive.
+		for i, n := 0, 1; len(d) > 0; i++ {
+			n = min(len(d), 1+(i*7919)%(96<<10))
+			g.event(fanout.Event{Target: name, Kind: fanout.EventStdout, Data: d[:n]})
+			d = d[n:]
+		}
+		results = append(results, &fanout.Result{Target: name, ExitCode: code(0)})
+	}
+	for name, o := range g.outs {
+		held := len(o.tail)
+		for _, c := range o.chunks {
+			held += len(c)
+		}
+		if held != maxGathered || !o.truncated {
+			t.Errorf("%s keeps %d bytes (truncated %v), want the cap %d", name, held, o.truncated, maxGathered)
+		}
+	}
+	distinct := 0
+	for _, cs := range g.chunks {
+		distinct += len(cs)
+	}
+	// a*, c1 share every chunk (c1 differs past the cap); b1 differs in its
+	// first chunk only.
+	if want := maxGathered/gatherChunk + 1; distinct != want {
+		t.Errorf("%d distinct chunks kept, want %d", distinct, want)
+	}
+	g.finish(&fanout.Summary{Results: results})
+	note := "[output truncated: more than 16 MiB]\n"
+	head := func(h string) string { return "---------------\n" + h + "\n---------------\n" }
+	want := head("a[1-3] (3)") + string(text[:maxGathered]) + "\n" + note +
+		head("b1 (1)") + string(other[:maxGathered]) + "\n" + note +
+		head("c1 (1)") + string(late[:maxGathered]) + "\n" + note
+	if text[maxGathered-1] == '\n' {
+		want = head("a[1-3] (3)") + string(text[:maxGathered]) + note +
+			head("b1 (1)") + string(other[:maxGathered]) + note +
+			head("c1 (1)") + string(late[:maxGathered]) + note
+	}
+	if out.String() != want {
+		t.Errorf("gathered output differs from the kept prefixes (%d bytes, want %d)", out.Len(), len(want))
 	}
 }
