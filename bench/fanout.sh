@@ -2,14 +2,21 @@
 # fanout.sh [SIZES...] - rex beside pdsh, parallel-ssh, clush and plain parallel ssh on a
 # fleet of real loopback sshd hosts (../shared/bench), in one run, medians of REPS.
 #
+#   rex-first the first `rex run all-bench -- true` on a fresh fleet: rexd uploaded to every
+#             host (once per size, `true` only)
 #   rex-cold  a fresh `rex run all-bench -- CMD` process (rexd already on the hosts)
 #   rex-warm  a second run in one process (pooled connections, as in the console)
+#   rex-cpu-s / rex-rss-MB  user+system CPU seconds and peak RSS of the rex-cold process
 #
+# The shared fleet has at most 254 hosts (127.0.1.1-254): a size above is run at 254.
+# The open-file limit is raised to the hard limit here, for the peers (rex raises its own).
 # The peers get the key exchange and cipher x/crypto/ssh negotiates (curve25519-sha256,
 # aes128-gcm) so the race is fair. Results: bench/results/fanout.md (and .tsv).
 #
 # Environment: SHARED_BENCH (default ../shared/bench), REPS (default 3),
-# CMDS (default "true uname out10mb"), PEERS (default "pdsh pssh clush ssh-par").
+# CMDS (default "true uname out10mb"), PEERS (default "pdsh pssh clush ssh-par"),
+# and for sizes above 64 hosts REPS_BIG (default REPS) and CMDS_BIG (default CMDS), e.g.
+#   REPS_BIG=1 CMDS_BIG="true uname" bench/fanout.sh 8 32 128 256
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd -P)
@@ -18,6 +25,10 @@ SIZES=("$@")
 [[ ${#SIZES[@]} -gt 0 ]] || SIZES=(8 32)
 REPS=${REPS:-3}
 CMDS=${CMDS:-true uname out10mb}
+REPS_BIG=${REPS_BIG:-$REPS}
+CMDS_BIG=${CMDS_BIG:-$CMDS}
+ulimit -n "$(ulimit -Hn)"
+for i in "${!SIZES[@]}"; do ((SIZES[i] > 254)) && SIZES[i]=254; done
 PEERS=${PEERS:-pdsh pssh clush ssh-par}
 export SSH_EXTRA="-o KexAlgorithms=curve25519-sha256 -o Ciphers=aes128-gcm@openssh.com"
 WORK=$(mktemp -d /tmp/rexfanout.XXXXXX)
@@ -47,16 +58,28 @@ for n in "${SIZES[@]}"; do
 	cp "$FLEET/devices.json" "$H/.config/rex/devices.json"
 	cp "$FLEET/known_hosts" "$H/.ssh/known_hosts"
 	ENV=(env HOME="$H" XDG_CONFIG_HOME="$H/.config" XDG_CACHE_HOME="$H/.cache" XDG_STATE_HOME="$H/.state")
+	TIMEFORMAT=%3R
+	t=$({ time "${ENV[@]}" "$REX" run all-bench -- true >/dev/null 2>"$WORK/first.err"; } 2>&1) &&
+		printf '%s\ttrue\trex-first\t%s\n' "$n" "$t" >>"$OUT/fanout.tsv" ||
+		{ echo "first run on $n hosts failed:" >&2; tail -3 "$WORK/first.err" >&2; }
 	"${ENV[@]}" "$REX" device prepare all-bench >/dev/null
-	for label in $CMDS; do
+	cmds=$CMDS reps=$REPS
+	((n > 64)) && cmds=$CMDS_BIG reps=$REPS_BIG
+	for label in $cmds; do
 		cmd=${REMOTE[$label]}
-		for rep in $(seq 1 "$REPS"); do
+		for rep in $(seq 1 "$reps"); do
 			PEERS="$PEERS" "$SHARED/peers.sh" "$FLEET" "$cmd" | while read -r peer _ wall rc; do
 				[[ $rc == 0 ]] && printf '%s\t%s\t%s\t%s\n' "$n" "$label" "$peer" "$wall" >>"$OUT/fanout.tsv"
 			done
-			TIMEFORMAT=%3R
-			t=$({ time "${ENV[@]}" "$REX" run all-bench -- "$cmd" >/dev/null 2>&1; } 2>&1)
-			printf '%s\t%s\trex-cold\t%s\n' "$n" "$label" "$t" >>"$OUT/fanout.tsv"
+			if /usr/bin/time -f '%e %U %S %M' -o "$WORK/time" "${ENV[@]}" "$REX" run all-bench -- "$cmd" >/dev/null 2>"$WORK/cold.err"; then
+				read -r t u sy rss <"$WORK/time"
+				printf '%s\t%s\trex-cold\t%s\n' "$n" "$label" "$t" >>"$OUT/fanout.tsv"
+				printf '%s\t%s\trex-cpu-s\t%s\n' "$n" "$label" "$(echo "$u + $sy" | bc)" >>"$OUT/fanout.tsv"
+				printf '%s\t%s\trex-rss-MB\t%s\n' "$n" "$label" $((rss / 1024)) >>"$OUT/fanout.tsv"
+			else
+				echo "rex run on $n hosts failed ($label):" >&2
+				tail -3 "$WORK/cold.err" >&2
+			fi
 			"${ENV[@]}" "$WORK/warm" -reps 1 all-bench -- "$cmd" | awk -v n="$n" -v l="$label" '$1 == "warm" {printf "%s\t%s\trex-warm\t%s\n", n, l, $2}' >>"$OUT/fanout.tsv"
 		done
 		echo "done: $n hosts, $label" >&2
@@ -65,14 +88,16 @@ done
 
 {
 	echo "Fan-out on loopback sshd hosts, medians of $REPS runs, seconds (lower is better)."
-	echo "Peers with SSH_EXTRA=\"$SSH_EXTRA\". $(nproc) cores, $(date -u +%Y-%m-%d)."
+	echo "Peers with SSH_EXTRA=\"$SSH_EXTRA\". $(nproc) cores, $(date -u +%Y-%m-%d), load at the end $(cut -d' ' -f1-3 /proc/loadavg)."
+	echo "Above 64 hosts: REPS_BIG=$REPS_BIG, CMDS_BIG=\"$CMDS_BIG\" (- where not run)."
 	for label in $CMDS; do
 		echo
 		echo "### $label (\`${REMOTE[$label]}\`)"
 		echo
 		printf '| peer |'; for n in "${SIZES[@]}"; do printf ' %s hosts |' "$n"; done; echo
 		printf '|---|'; for n in "${SIZES[@]}"; do printf -- '---:|'; done; echo
-		for peer in rex-cold rex-warm $PEERS; do
+		for peer in rex-first rex-cold rex-warm $PEERS rex-cpu-s rex-rss-MB; do
+			[[ $peer == rex-first && $label != true ]] && continue
 			printf '| %s |' "$peer"
 			for n in "${SIZES[@]}"; do
 				m=$(awk -F'\t' -v n="$n" -v l="$label" -v p="$peer" '$1==n && $2==l && $3==p {print $4}' "$OUT/fanout.tsv" | median)
