@@ -48,12 +48,8 @@ $(INSPECTOR_STAMP): .ci/inspector/package-lock.json
 	@touch $@
 
 # race runs every test under the race detector (CI runs it after test).
-# TestViewChangesNothing walks the console's whole state by reflection while
-# its tasks' goroutines run; under the detector that walk is itself a race,
-# so it runs in `make test` only.
-RACE_SKIP ?= ^TestViewChangesNothing$$
 race: payload inspector
-	$(GO) test -race -count=1 -timeout 40m -skip '$(RACE_SKIP)' ./...
+	$(GO) test -race -count=1 -timeout 40m ./...
 
 # fuzz runs every fuzz target for FUZZTIME each.
 fuzz:

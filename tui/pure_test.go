@@ -3,10 +3,13 @@ package tui
 import (
 	"fmt"
 	"reflect"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // memoFields are caches of drawn text that View may fill (memoised
@@ -56,6 +59,10 @@ func fingerprint(b *strings.Builder, v reflect.Value, seen map[uintptr]bool, dep
 			b.WriteString(v.Type().String())
 			return
 		}
+		// The fields a struct's locks guard are read holding them, as the
+		// goroutines that write them do (tasks' and terminals' goroutines
+		// run during the walk).
+		defer lockFields(v)()
 		b.WriteString("{")
 		t := v.Type()
 		for i := range v.NumField() {
@@ -121,6 +128,57 @@ func fingerprint(b *strings.Builder, v reflect.Value, seen map[uintptr]bool, dep
 		fmt.Fprint(b, v.Complex())
 	default:
 		fmt.Fprintf(b, "?%s", v.Kind())
+	}
+}
+
+var (
+	mutexType   = reflect.TypeFor[sync.Mutex]()
+	rwMutexType = reflect.TypeFor[sync.RWMutex]()
+)
+
+// lockFields takes every lock struct v holds as a field (all or none, so
+// that taking them in field order can never deadlock with code that takes
+// them in another) and returns what releases them. A struct that is not
+// addressable is a copy nobody else writes.
+func lockFields(v reflect.Value) (unlock func()) {
+	if !v.CanAddr() {
+		return func() {}
+	}
+	type lock struct{ try, release func() bool }
+	var locks []lock
+	for i := range v.NumField() {
+		f := v.Field(i)
+		switch f.Type() {
+		case mutexType:
+			m := (*sync.Mutex)(unsafe.Pointer(f.UnsafeAddr()))
+			locks = append(locks, lock{m.TryLock, func() bool { m.Unlock(); return true }})
+		case rwMutexType:
+			m := (*sync.RWMutex)(unsafe.Pointer(f.UnsafeAddr()))
+			locks = append(locks, lock{m.TryRLock, func() bool { m.RUnlock(); return true }})
+		}
+	}
+	if len(locks) == 0 {
+		return func() {}
+	}
+	release := func(n int) {
+		for _, l := range locks[:n] {
+			l.release()
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n := 0
+		for n < len(locks) && locks[n].try() {
+			n++
+		}
+		if n == len(locks) {
+			return func() { release(n) }
+		}
+		release(n)
+		if time.Now().After(deadline) {
+			panic(fmt.Sprintf("the locks of a %s stayed taken for 30s", v.Type()))
+		}
+		runtime.Gosched() // a goroutine holds one: let it finish and retry
 	}
 }
 
@@ -217,7 +275,10 @@ func TestViewChangesNothing(t *testing.T) {
 			if first.Content != second.Content {
 				t.Error("two Views of one state drew different screens")
 			}
-			time.Sleep(2 * resizeDebounce)
+			// View returns no command and this env runs none of
+			// Update's, so a resize View caused (a flush of the
+			// debounced size) would already be recorded: the fake
+			// terminals record resizes as they are called.
 			if n := resizes(); n != sent {
 				t.Errorf("View sent %d remote resizes", n-sent)
 			}
