@@ -132,7 +132,7 @@ func (s *tmuxSession) screen() string {
 // waitFor waits until the screen satisfies cond, or fails showing it.
 func (s *tmuxSession) waitFor(what string, cond func(screen string) bool) string {
 	s.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(60 * time.Second) // generous: -race on a loaded machine
 	var scr string
 	for time.Now().Before(deadline) {
 		scr = s.screen()

@@ -194,6 +194,9 @@ func (c *Client) end(err error) {
 		return
 	}
 	c.err = err
+	// Closed with err set, under the lock: whoever sees the error sees
+	// Done closed too.
+	close(c.done)
 	pending := c.pending
 	c.pending = map[string]*call{}
 	routes := c.routes
@@ -205,7 +208,6 @@ func (c *Client) end(err error) {
 	for _, r := range routes {
 		r.lost(err)
 	}
-	close(c.done)
 }
 
 // Call sends a request and decodes its result into result (which may be
