@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rexconsole/rex/internal/protocol"
 )
 
@@ -63,8 +65,11 @@ type process struct {
 	// roomWait is set while the pump waits for a resumable session's log
 	// to make room: output is pending, not lost, so the exit waits.
 	roomWait atomic.Bool
-	timer    *time.Timer
-	done     chan struct{} // closed after the exit event went out
+	// sending counts the pumps handing output on to the client (which a
+	// slow link can hold up): their pipes are not given up on meanwhile.
+	sending atomic.Int32
+	timer   *time.Timer
+	done    chan struct{} // closed after the exit event went out
 }
 
 func (p *process) ended() bool {
@@ -180,6 +185,8 @@ func (p *process) pump(r io.Reader, method string, counter *atomic.Int64, limitT
 		if len(b) == 0 {
 			return
 		}
+		p.sending.Add(1)
+		defer p.sending.Add(-1)
 		allowed, overrun := p.take(len(b))
 		if allowed > 0 {
 			seq++
@@ -235,9 +242,14 @@ func (p *process) waitAndReport(pumps <-chan struct{}, closers []io.Closer) {
 		if !p.alive() && !p.roomWait.Load() {
 			select {
 			case <-pumps:
+				drained = true
+				continue
 			case <-time.After(drainAfterExit):
 			}
-			drained = !p.roomWait.Load()
+			// Give up on the pipes only when they are empty and no pump is
+			// handing output on: what the group wrote before it ended is
+			// read to its end even when the client takes it slowly.
+			drained = !p.roomWait.Load() && p.sending.Load() == 0 && !unread(closers)
 		}
 	}
 	for _, c := range closers {
@@ -410,4 +422,24 @@ func (q *inputQueue) stop() {
 		close(q.stopped)
 		q.w.Close()
 	}
+}
+
+// unread reports whether any of the pipes still holds bytes to read.
+func unread(pipes []io.Closer) bool {
+	for _, c := range pipes {
+		f, ok := c.(*os.File)
+		if !ok {
+			continue
+		}
+		rc, err := f.SyscallConn()
+		if err != nil {
+			continue
+		}
+		n := 0
+		rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), fionread) })
+		if n > 0 {
+			return true
+		}
+	}
+	return false
 }
