@@ -69,7 +69,14 @@ func BenchmarkConsoleFlood(b *testing.B) {
 		m.Update(tea.KeyPressMsg{Code: r, Text: string(r)})
 	}
 	m.Update(tea.KeyPressMsg{Code: tea.KeyEnter})
-	time.Sleep(200 * time.Millisecond) // let the buffers fill
+	// Measure once the buffers hold output: a fifth of a second's worth
+	// fed (the flood's own pace), however long the machine takes.
+	for deadline := time.Now().Add(time.Minute); fed.Load() < panes*rate/5; {
+		if time.Now().After(deadline) {
+			b.Fatalf("the flood fed %d bytes in a minute", fed.Load())
+		}
+		time.Sleep(10 * time.Millisecond) // polling, bounded
+	}
 
 	keys := []tea.KeyPressMsg{{Code: 'x', Text: "x"}, {Code: tea.KeyBackspace}}
 	lat := make([]time.Duration, 0, b.N)

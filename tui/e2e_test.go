@@ -322,7 +322,7 @@ func BenchmarkConsoleKeystrokeTmux(b *testing.B) {
 		c.sendLine(filepath.Join(bin, "flood") + " -rate 1048576")
 	}
 	c.waitFor("16 running")
-	time.Sleep(time.Second)
+	c.waitFor(strings.Repeat("x", 40)) // the floods' lines are on the screen
 	b.ResetTimer()
 	lat := measure(b.N)
 	b.StopTimer()
