@@ -38,6 +38,7 @@ type Client struct {
 	dropped   error               // why it ended, while waiting for Resume
 	closing   bool                // Close or Abandon was called
 	kills     []pendingKill       // asked for while dropped; sent on Resume
+	back      chan struct{}       // while dropped: closed once resumed
 
 	// Counters of bytes on the wire, for tests and benchmarks.
 	bytesIn  counter
@@ -179,11 +180,14 @@ func (c *Client) readLoop(dec *protocol.Decoder, enc *protocol.Encoder, transpor
 	} else {
 		err = fmt.Errorf("%w: %v", ErrClosed, err)
 	}
-	close(transport)
+	// The transport's end is told after the connection's state is
+	// settled: dropped (waiting for Resume or Abandon) or ended.
 	if c.drop(err) {
-		return // Resume brings a new transport, or Abandon ends it all
+		close(transport)
+		return
 	}
 	c.end(err)
+	close(transport)
 }
 
 // end fails every call and process: the connection is over.

@@ -191,11 +191,26 @@ func (c *Client) drop(err error) bool {
 		return false
 	}
 	c.dropped = fmt.Errorf("%w: %v", ErrDropped, err)
+	if c.back == nil {
+		c.back = make(chan struct{})
+	}
 	pending := c.pending
 	c.pending = map[string]*call{}
+	// Processes of sessions that are not resumable ended with the
+	// connection (REXD v1's rule).
+	var lost []*route
+	for pid, r := range c.routes {
+		if c.resumable[r.sid] == nil {
+			lost = append(lost, r)
+			delete(c.routes, pid)
+		}
+	}
 	c.mu.Unlock()
 	for _, cl := range pending {
 		cl.resp <- nil
+	}
+	for _, r := range lost {
+		r.lost(fmt.Errorf("%w: the connection dropped and its session was not resumable", ErrClosed))
 	}
 	return true
 }
@@ -287,7 +302,16 @@ func (c *Client) Resume(ctx context.Context, r io.Reader, w io.Writer, closer io
 	}
 	c.mu.Lock()
 	old := c.closer
-	c.enc, c.closer, c.transport, c.dropped = enc, closer, transport, nil
+	c.enc, c.closer, c.transport = enc, closer, transport
+	select {
+	case <-transport: // it dropped again already: still waiting
+	default:
+		c.dropped = nil
+		if c.back != nil {
+			close(c.back)
+			c.back = nil
+		}
+	}
 	kills := c.kills
 	c.kills = nil
 	var orphans []liveProc
@@ -347,6 +371,29 @@ func (c *Client) Abandon(err error) {
 	if closer != nil {
 		closer.Close()
 	}
+}
+
+// waitBack waits, when the transport has dropped, until the connection
+// is resumed (true) or ends, or ctx does (false); it returns true at once
+// on a connection that is up.
+func (c *Client) waitBack(ctx context.Context) bool {
+	c.mu.Lock()
+	back, done := c.back, c.done
+	up := c.dropped == nil && c.err == nil
+	c.mu.Unlock()
+	if up {
+		return true
+	}
+	if back == nil {
+		return false
+	}
+	select {
+	case <-back:
+		return true
+	case <-done:
+	case <-ctx.Done():
+	}
+	return false
 }
 
 // queueKill keeps a kill asked for while the transport is down, for

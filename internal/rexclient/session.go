@@ -3,6 +3,7 @@ package rexclient
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -311,16 +312,32 @@ func (s *Session) OpenPTY(ctx context.Context, p protocol.PTYOpenParams, opts Ex
 }
 
 // Write sends keystrokes (any bytes) to the terminal.
+//
+// On a resumable session whose connection has dropped, it waits for the
+// connection to be resumed and sends the keys then: typing while the
+// network is away is not lost (a write that was in flight when the
+// connection dropped is sent again; rexd may have had it).
 func (t *PTY) Write(ctx context.Context, data []byte) error {
 	d, enc := protocol.EncodeData(data)
-	return t.s.c.Call(ctx, protocol.MethodPTYInput,
-		protocol.PTYInputParams{SessionID: t.s.ID, PTYID: t.PTYID, Data: d, Encoding: enc}, nil)
+	return t.s.c.callResumed(ctx, protocol.MethodPTYInput,
+		protocol.PTYInputParams{SessionID: t.s.ID, PTYID: t.PTYID, Data: d, Encoding: enc})
 }
 
-// Resize changes the terminal's size.
+// Resize changes the terminal's size (after a resume, as Write).
 func (t *PTY) Resize(ctx context.Context, cols, rows int) error {
-	return t.s.c.Call(ctx, protocol.MethodPTYResize,
-		protocol.PTYResizeParams{SessionID: t.s.ID, PTYID: t.PTYID, Cols: cols, Rows: rows}, nil)
+	return t.s.c.callResumed(ctx, protocol.MethodPTYResize,
+		protocol.PTYResizeParams{SessionID: t.s.ID, PTYID: t.PTYID, Cols: cols, Rows: rows})
+}
+
+// callResumed is Call that, when the connection has dropped, waits for
+// the resume and calls again.
+func (c *Client) callResumed(ctx context.Context, method string, params any) error {
+	for {
+		err := c.Call(ctx, method, params, nil)
+		if !errors.Is(err, ErrDropped) || !c.waitBack(ctx) {
+			return err
+		}
+	}
 }
 
 // Close ends the terminal's programs.

@@ -282,7 +282,8 @@ func (sess *session) expire() {
 
 // endResumable marks the session as ended for good: no resume from now on.
 // reason, when not empty, is left in the session directory for a late
-// session.resume to report.
+// session.resume to report. The session stays registered (rexd stays up)
+// until close has stopped its processes.
 func (sess *session) endResumable(reason string) {
 	rs := sess.resume
 	rs.mu.Lock()
@@ -303,7 +304,6 @@ func (sess *session) endResumable(reason string) {
 			dir.WriteFile(sess.id+".ended", b)
 		}
 	}
-	sess.srv.unregisterResumable(sess)
 }
 
 // tombstone is what a session that expired leaves behind.

@@ -213,6 +213,7 @@ func (s *session) close(disconnect bool) []*process {
 	if rs := s.resume; rs != nil {
 		s.endResumable("")
 		rs.log.close()
+		s.srv.unregisterResumable(s) // last: rexd may end now
 	}
 	return detached
 }
