@@ -31,11 +31,12 @@ func (c SSHConnector) Connect(ctx context.Context, t fanout.Target) (*fanout.Con
 	st := SSHTarget(dt)
 	st.ConnectTimeout = t.ConnectTimeout
 	st.Become = become
+	st.ResumeGrace = t.ResumeGrace
 	conn, err := c.Dialer.Connect(ctx, st)
 	if err != nil {
 		return nil, err
 	}
-	return &fanout.Conn{Session: conn.Session, Closer: conn, OpenLane: func(ctx context.Context) (*fanout.Conn, error) {
+	return &fanout.Conn{Session: conn.Session, Closer: conn, Resume: conn.Resume, OpenLane: func(ctx context.Context) (*fanout.Conn, error) {
 		rc, s, err := conn.Lane(ctx)
 		if err != nil {
 			return nil, err

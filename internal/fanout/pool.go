@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -31,6 +32,11 @@ type Target struct {
 	// handshake, bootstrap) in place of the connector's own default; the
 	// connector enforces it and names it when it fires.
 	ConnectTimeout time.Duration
+	// ResumeGrace, when set, asks the connector for a connection whose
+	// rexd sessions outlive a drop that long (resumable sessions); the
+	// pool then reconnects and resumes (Conn.Resume). PoolOptions
+	// sets it for every target.
+	ResumeGrace time.Duration
 }
 
 // Conn is a ready connection: a session on a rexd.
@@ -44,6 +50,10 @@ type Conn struct {
 	// transfers (Lease.Bulk): a push then never queues ahead of a keystroke
 	// in the connection's own stream, where a message is written whole.
 	OpenLane func(ctx context.Context) (*Conn, error)
+	// Resume, when set, carries on a connection whose transport dropped
+	// while its sessions are resumable: a new transport to the same rexd
+	// sessions (sshx.Conn.Resume). The pool calls it with backoff.
+	Resume func(ctx context.Context) error
 }
 
 // Connector opens connections. Implementations: local rexd, SSH.
@@ -64,6 +74,9 @@ const (
 	StateReady      = "ready"
 	StateError      = "error"
 	StateClosed     = "closed"
+	// StateReconnecting: the connection dropped and the pool is getting
+	// it back (resumable sessions); ready or error follows.
+	StateReconnecting = "reconnecting"
 )
 
 // PoolOptions tune a Pool.
@@ -84,6 +97,11 @@ type PoolOptions struct {
 	// the variables over the process's environment and mask their values
 	// as *** in its output; an error stops that process from starting.
 	Secrets func(ctx context.Context, t Target) (map[string]string, error)
+	// ResumeGrace, when set, opens resumable sessions on every target
+	// that has no grace of its own (Target.ResumeGrace): a connection
+	// that drops is dialled again, with backoff, and its sessions resumed,
+	// for as long as rexd keeps them.
+	ResumeGrace time.Duration
 }
 
 // DefaultIdleTimeout is how long the console keeps an unused connection.
@@ -135,6 +153,10 @@ type entry struct {
 	laneMu sync.Mutex
 	lane   *Conn
 	closed bool
+
+	// back, while the connection is being resumed, is closed once it is
+	// back or given up (guarded by Pool.mu).
+	back chan struct{}
 }
 
 // closeConn closes the entry's bulk lane, then its connection.
@@ -339,6 +361,17 @@ func (p *Pool) Acquire(ctx context.Context, t Target) (*Lease, error) {
 			p.mu.Unlock()
 			continue
 		}
+		if back := e.back; back != nil {
+			// Dropped and being resumed: wait for it, as for a dial.
+			p.mu.Unlock()
+			select {
+			case <-back:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			attempt--
+			continue
+		}
 		e.users++
 		e.lastUsed = time.Now()
 		p.mu.Unlock()
@@ -368,6 +401,7 @@ func (p *Pool) AcquireAs(ctx context.Context, t Target, client string) (*Lease, 
 		ClientName:     client,
 		ClientVersion:  version.Version,
 		WorkspaceRoots: base.Info.WorkspaceRoots,
+		ResumeGraceMS:  base.Info.ResumeGraceMS, // resumed with the rest
 	})
 	if err != nil {
 		l.Release()
@@ -386,6 +420,9 @@ func (p *Pool) dialLocked(t Target, k string) *entry {
 	// The connector bounds the dial by t.ConnectTimeout; the pool's bound
 	// only backs it up.
 	dctx, cancel := context.WithTimeout(context.Background(), max(p.opts.ConnectTimeout, t.ConnectTimeout+5*time.Second))
+	if t.ResumeGrace == 0 {
+		t.ResumeGrace = p.opts.ResumeGrace
+	}
 	e := &entry{key: k, name: t.Name, ready: make(chan struct{}), cancel: cancel, lastUsed: time.Now()}
 	p.entries[k] = e
 	p.wg.Add(1)
@@ -447,20 +484,108 @@ func (e *entry) dead() bool {
 	}
 }
 
-// watch reports a connection that dropped.
+// watch reports a connection that dropped, and gets back one whose
+// sessions are resumable.
 func (p *Pool) watch(t Target, e *entry) {
 	defer p.wg.Done()
-	select {
-	case <-e.conn.Session.Client().Done():
-		p.mu.Lock()
-		quiet := p.closed || e.removed
-		p.mu.Unlock()
-		if !quiet {
-			err := e.conn.Session.Client().Err()
-			p.state(t, StateError, fmt.Errorf("connection to %s lost: %v", t.Name, err))
+	c := e.conn.Session.Client()
+	for {
+		select {
+		case <-c.Done():
+			p.mu.Lock()
+			quiet := p.closed || e.removed
+			p.mu.Unlock()
+			if !quiet {
+				p.state(t, StateError, fmt.Errorf("connection to %s lost: %v", t.Name, c.Err()))
+			}
+			return
+		case <-c.Dropped():
+			select {
+			case <-c.Done():
+				continue // it ended; the case above reports it
+			default:
+			}
+			if e.conn.Resume == nil {
+				c.Abandon(errors.New("this connection cannot be resumed"))
+				continue
+			}
+			p.reconnect(t, e)
+		case <-p.stop:
+			return
 		}
-	case <-p.stop:
 	}
+}
+
+// resumeOverstay is how long, past the sessions' grace, the pool still
+// tries to reconnect: rexd then says how their processes ended.
+const resumeOverstay = time.Minute
+
+// Backoff between reconnection attempts.
+const (
+	reconnectFirst = time.Second
+	reconnectMax   = 5 * time.Second
+)
+
+// reconnect gets a dropped connection back: Conn.Resume with backoff
+// until it works, rexd refuses (the grace ran out), or the grace and
+// resumeOverstay have passed.
+func (p *Pool) reconnect(t Target, e *entry) {
+	c := e.conn.Session.Client()
+	back := make(chan struct{})
+	p.mu.Lock()
+	e.back = back
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		e.back = nil
+		p.mu.Unlock()
+		close(back)
+	}()
+	grace := c.ResumeGrace()
+	p.state(t, StateReconnecting, nil)
+	deadline := time.Now().Add(grace + resumeOverstay)
+	wait := reconnectFirst
+	for attempt := 1; ; attempt++ {
+		p.mu.Lock()
+		gone := p.closed || e.removed
+		p.mu.Unlock()
+		if gone {
+			c.Abandon(errors.New("the connection pool closed"))
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), max(p.opts.ConnectTimeout/4, 30*time.Second))
+		err := e.conn.Resume(ctx)
+		cancel()
+		if err == nil {
+			p.state(t, StateReady, nil)
+			return
+		}
+		select {
+		case <-c.Done(): // rexd refused: the client has ended with why
+			p.state(t, StateError, c.Err())
+			return
+		default:
+		}
+		if time.Now().After(deadline) {
+			err = fmt.Errorf("the connection to %s dropped and could not be made again within its resume grace of %s (%d attempts, the last: %v); rexd there stops what ran for it", t.Name, grace, attempt, err)
+			c.Abandon(err)
+			p.state(t, StateError, err)
+			return
+		}
+		t := time.NewTimer(jitter(wait))
+		select {
+		case <-t.C:
+		case <-p.stop:
+			t.Stop()
+		}
+		wait = min(wait*2, reconnectMax)
+	}
+}
+
+// jitter spreads d by ±20%, so that hosts that dropped together do not
+// all dial again at once.
+func jitter(d time.Duration) time.Duration {
+	return d + time.Duration(rand.Int64N(int64(d)*2/5)) - d/5
 }
 
 // reapIdle closes connections no lease has used for IdleTimeout.

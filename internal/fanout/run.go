@@ -455,7 +455,14 @@ func runOne(ctx context.Context, pool *Pool, t Target, task Task, opts Options, 
 	if err != nil {
 		if errors.Is(err, rexclient.ErrClosed) {
 			lease.Drop()
-			if !cancelled {
+			var re *rexclient.ResumeError
+			switch {
+			case cancelled:
+			case errors.As(err, &re):
+				// rexd's own sentence: why it stopped the command.
+				r.Unreachable = true
+				err = fmt.Errorf("%s: %w", t.Name, err)
+			default:
 				r.Unreachable = true
 				err = fmt.Errorf("%s: connection lost while the command ran", t.Name)
 			}

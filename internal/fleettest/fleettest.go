@@ -18,6 +18,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -68,6 +69,11 @@ type Fleet struct {
 	LocalHome string
 	// Dir is the client side's directory (known_hosts, registry).
 	Dir string
+	// Proxies, with Options.Proxied, stand between rex and each host, in
+	// order: cut one to lose its connection.
+	Proxies []*sshtest.Proxy
+	// States records the pool's reports, in order ("h1 reconnecting").
+	States *StateLog
 }
 
 // Options shape a Fleet.
@@ -76,6 +82,12 @@ type Options struct {
 	Hosts int
 	// Down adds a device "down" (in the group) whose port refuses.
 	Down bool
+	// Proxied reaches each host through a Proxy of its own.
+	Proxied bool
+	// ResumeGrace opens resumable sessions (PoolOptions.ResumeGrace).
+	ResumeGrace time.Duration
+	// RexdArgs are more arguments for every host's rexd.
+	RexdArgs []string
 }
 
 // New starts the hosts and returns the fleet; everything stops when the
@@ -96,12 +108,18 @@ func New(t testing.TB, opts Options) *Fleet {
 	}
 	known := filepath.Join(dir, "known_hosts")
 	sshtest.WriteKnownHosts(t, known, false, f.Hosts...)
-
 	devs := map[string]map[string]any{}
 	var group []string
 	for i, h := range f.Hosts {
 		name := "h" + strconv.Itoa(i+1)
-		devs[name] = map[string]any{"host": h.User + "@" + h.Host, "port": h.Port, "ssh_key": key.Path}
+		port := h.Port
+		if opts.Proxied {
+			p := sshtest.NewProxy(t, h.Addr)
+			f.Proxies = append(f.Proxies, p)
+			_, ps, _ := strings.Cut(p.Addr, ":")
+			port, _ = strconv.Atoi(ps)
+		}
+		devs[name] = map[string]any{"host": h.User + "@" + h.Host, "port": port, "ssh_key": key.Path}
 		group = append(group, name)
 	}
 	if opts.Down {
@@ -111,6 +129,23 @@ func New(t testing.TB, opts Options) *Fleet {
 		devs["down"] = map[string]any{"host": host, "port": p, "ssh_key": key.Path}
 		group = append(group, "down")
 	}
+	if opts.Proxied {
+		// The proxies' ports serve the same host keys.
+		var lines []string
+		for i, h := range f.Hosts {
+			for _, l := range h.KnownHostsLines(false) {
+				_, key, _ := strings.Cut(l, " ")
+				lines = append(lines, sshtest.KnownHostsName(f.Proxies[i].Addr)+" "+key)
+			}
+		}
+		kf, err := os.OpenFile(known, os.O_APPEND|os.O_WRONLY, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kf.WriteString(strings.Join(lines, "\n") + "\n")
+		kf.Close()
+	}
+
 	reg := map[string]any{"devices": devs, "groups": map[string][]string{"fleet": group}}
 	b, _ := json.MarshalIndent(reg, "", "  ")
 	regPath := filepath.Join(dir, "devices.json")
@@ -125,7 +160,7 @@ func New(t testing.TB, opts Options) *Fleet {
 		HomeDir:        dir,
 		AgentSocket:    "none",
 		Payload:        payload.Dir(rexdDir),
-		RexdArgs:       fanout.OperatorLimits(),
+		RexdArgs:       append(fanout.OperatorLimits(), opts.RexdArgs...),
 		ConnectTimeout: 10 * time.Second,
 	})
 	// local's rexd starts in LocalHome (its first root); it also reaches
@@ -137,6 +172,7 @@ func New(t testing.TB, opts Options) *Fleet {
 		Local: fanout.LocalConnector(Rexd(), localArgs...),
 		SSH:   commands.SSHConnector{Dialer: dialer},
 	}
+	f.States = &StateLog{}
 	f.App = &commands.App{
 		Resolve:        commands.Resolver(f.Store),
 		ConnectTimeout: 10 * time.Second,
@@ -145,7 +181,7 @@ func New(t testing.TB, opts Options) *Fleet {
 		CASDir:         filepath.Join(dir, "cache", "cas"),
 	}
 	// As commands.Setup wires it: a device's secrets reach its processes.
-	f.App.Pool = fanout.NewPool(conns, fanout.PoolOptions{Secrets: f.App.DeviceSecrets})
+	f.App.Pool = fanout.NewPool(conns, fanout.PoolOptions{Secrets: f.App.DeviceSecrets, ResumeGrace: opts.ResumeGrace, OnState: f.States.report})
 	t.Cleanup(func() { f.App.Pool.Close() })
 	return f
 }
@@ -216,4 +252,58 @@ func Context(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// StateLog records the pool's state reports and wakes whoever waits for
+// one.
+type StateLog struct {
+	mu    sync.Mutex
+	cond  *sync.Cond
+	lines []string
+}
+
+func (l *StateLog) report(target, state string, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cond == nil {
+		l.cond = sync.NewCond(&l.mu)
+	}
+	line := target + " " + state
+	if err != nil {
+		line += ": " + err.Error()
+	}
+	l.lines = append(l.lines, line)
+	l.cond.Broadcast()
+}
+
+// Wait waits until a report starting with prefix ("h1 reconnecting")
+// comes, after the first skip reports, and returns its index.
+func (l *StateLog) Wait(t testing.TB, skip int, prefix string) int {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cond == nil {
+		l.cond = sync.NewCond(&l.mu)
+	}
+	stop := time.AfterFunc(2*time.Minute, func() { l.mu.Lock(); l.cond.Broadcast(); l.mu.Unlock() })
+	defer stop.Stop()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		for i := skip; i < len(l.lines); i++ {
+			if strings.HasPrefix(l.lines[i], prefix) {
+				return i
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool never reported %q; it reported %q", prefix, l.lines)
+		}
+		l.cond.Wait()
+	}
+}
+
+// Lines are the reports so far.
+func (l *StateLog) Lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.lines...)
 }

@@ -103,6 +103,11 @@ type become struct {
 type launchOpts struct {
 	as   *become
 	args []string // after the Dialer's RexdArgs
+	// grace, when set, opens the session resumable (resume_grace_ms).
+	grace time.Duration
+	// resume, when set, takes the started rexd's stdio in place of a new
+	// client and session: a dropped connection carries on over it.
+	resume func(r io.Reader, w io.Writer, c io.Closer) error
 }
 
 func (d *Dialer) bootstrap(ctx context.Context, client *ssh.Client, name string, lo launchOpts) (*rexclient.Client, *rexclient.Session, BootstrapInfo, error) {
@@ -263,6 +268,7 @@ type launch struct {
 	status  int // the script's exit status when rexd did not start
 	stderr  string
 	err     error
+	resumed bool // launchOpts.resume took it
 }
 
 // launch starts rexd through bootScript. Through sudo, it first tries
@@ -349,9 +355,20 @@ func (d *Dialer) launchOnce(ctx context.Context, client *ssh.Client, name, mode 
 			return nil, becomeError(name, lo.as.user, err)
 		}
 	}
+	if lo.resume != nil {
+		err := lo.resume(hr, stdin, closer)
+		if err != nil {
+			closer.Close()
+		}
+		return &launch{err: err, status: -1, header: hr.header(), resumed: err == nil}, nil
+	}
 	rc := rexclient.NewConn(hr, stdin, closer)
 	// session.open goes out at once: on a hit, rexd finds it waiting.
-	s, err := rc.OpenSession(ctx, d.openParams())
+	params := d.openParams()
+	if lo.grace > 0 {
+		params.ResumeGraceMS = lo.grace.Milliseconds()
+	}
+	s, err := rc.OpenSession(ctx, params)
 	l := &launch{client: rc, session: s, err: err, status: -1}
 	if err != nil {
 		rc.Close()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -32,6 +33,10 @@ type Conn struct {
 	d      *Dialer
 	args   []string
 	became bool
+
+	// For Resume: the target, and the SSH connection of now (mu).
+	target Target
+	mu     sync.Mutex
 }
 
 // ErrNoLane is Lane's answer on a connection that cannot start a second
@@ -66,6 +71,10 @@ func (d *Dialer) Connect(ctx context.Context, t Target) (*Conn, error) {
 	lo := launchOpts{args: t.RexdArgs}
 	if t.Become != "" {
 		lo.as = &become{user: t.Become}
+	} else {
+		// A connection through sudo cannot be resumed without asking for
+		// the password again: it keeps REXD v1's rule.
+		lo.grace = t.ResumeGrace
 	}
 	bctx, stop := dl.b.context(ctx)
 	rc, sess, info, err := d.bootstrap(bctx, dl.client, dl.e.name, lo)
@@ -82,7 +91,53 @@ func (d *Dialer) Connect(ctx context.Context, t Target) (*Conn, error) {
 	}
 	d.state(dl.e.name, StateReady, nil)
 	return &Conn{Name: dl.e.name, Client: rc, Session: sess, SSH: dl.client, Info: info, conn: dl.conn,
-		d: d, args: t.RexdArgs, became: t.Become != ""}, nil
+		d: d, args: t.RexdArgs, became: t.Become != "", target: t}, nil
+}
+
+// Resume carries a dropped connection on: it dials the target again,
+// starts the cached rexd, which relays to the rexd that kept the
+// sessions, and resumes them there (rexclient.Client.Resume). An error
+// leaves the connection dropped, to try again; a refusal from rexd (the
+// grace ran out) ends it.
+func (c *Conn) Resume(ctx context.Context) error {
+	if !c.Client.Resumable() {
+		return fmt.Errorf("resume %s: the connection has no resumable session", c.Name)
+	}
+	d := c.d
+	builds, err := d.loadBuilds()
+	if err != nil {
+		return err
+	}
+	dl, err := d.dialTarget(ctx, c.target)
+	if err != nil {
+		return err
+	}
+	account := dl.client.User() + "@" + dl.client.RemoteAddr().String() + " " + dl.e.name
+	lo := launchOpts{args: c.args, resume: func(r io.Reader, w io.Writer, cl io.Closer) error {
+		return c.Client.Resume(ctx, r, w, cl)
+	}}
+	bctx, stop := dl.b.context(ctx)
+	l, err := d.launch(bctx, dl.client, dl.e.name, "run", builds, &lo, d.knownArgs(account)...)
+	stop()
+	if err == nil && !l.resumed {
+		err = l.err
+		if err == nil {
+			err = fmt.Errorf("rexd did not start")
+		}
+		err = newError(dl.e.name, ErrBootstrap, err, fmt.Sprintf("resume the sessions on %s: %v", dl.e.name, err))
+	}
+	if err != nil {
+		dl.client.Close()
+		d.state(dl.e.name, StateFailed, err)
+		return err
+	}
+	d.state(dl.e.name, StateReady, nil)
+	c.mu.Lock()
+	old := c.SSH
+	c.SSH, c.conn = dl.client, dl.conn
+	c.mu.Unlock()
+	old.Close() // the dead one
+	return nil
 }
 
 // used reports to OnState how the use of a dialled connection ended.
@@ -109,7 +164,10 @@ func (c *Conn) Close() error {
 		case <-done:
 		case <-time.After(closeGrace + time.Second):
 		}
-		if err := c.SSH.Close(); err != nil && !errors.Is(err, net.ErrClosed) && !strings.Contains(err.Error(), "use of closed") {
+		c.mu.Lock()
+		sshc := c.SSH
+		c.mu.Unlock()
+		if err := sshc.Close(); err != nil && !errors.Is(err, net.ErrClosed) && !strings.Contains(err.Error(), "use of closed") {
 			c.closeErr = fmt.Errorf("close connection to %s: %w", c.Name, err)
 		}
 		<-done

@@ -35,6 +35,9 @@ type Target struct {
 	// RexdArgs are this target's arguments for rexd after the Dialer's
 	// (its --root list, say).
 	RexdArgs []string
+	// ResumeGrace, when set, opens the session resumable: rexd keeps it
+	// that long when the connection drops, and Conn.Resume carries on.
+	ResumeGrace time.Duration
 }
 
 // Options configure a Dialer. The zero value behaves like OpenSSH with the
