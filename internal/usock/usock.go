@@ -198,6 +198,9 @@ func (d *Dir) WriteFile(name string, data []byte) error {
 	return nil
 }
 
+// Fd is the directory's descriptor (for *at calls next to the sockets).
+func (d *Dir) Fd() uintptr { return d.f.Fd() }
+
 // Close releases the directory handle.
 func (d *Dir) Close() error { return d.f.Close() }
 
