@@ -38,6 +38,7 @@ const ConfigFile = "config.toml"
 //	terminal_scrollback = 2000  # lines of history per terminal pane (/attach)
 //	mouse = true            # wheel scrolling and click to focus
 //	idle_timeout = "10m"    # close a connection unused that long; "0s" keeps it
+//	resume_grace = "10m"    # how long rexd keeps what runs when a connection drops; "0s": v1
 //	[keys]                  # action = [keys...]; see the help overlay
 //	zoom = ["ctrl+o", "f2"]
 type Config struct {
@@ -51,7 +52,12 @@ type Config struct {
 	Mouse          *bool `toml:"mouse"`
 	// IdleTimeout closes a target's connection (and its rexd) once no
 	// pane, task or terminal has used it for that long; 0 keeps it.
-	IdleTimeout time.Duration       `toml:"idle_timeout"`
+	IdleTimeout time.Duration `toml:"idle_timeout"`
+	// ResumeGrace is how long rexd keeps a connection's processes and
+	// their output when the connection drops, for the console to
+	// reconnect and resume (capped by rexd's own limit); 0 keeps REXD
+	// v1's rule: a dropped connection stops them.
+	ResumeGrace time.Duration       `toml:"resume_grace"`
 	Keys        map[string][]string `toml:"keys"`
 	// Agent is the [agent] table, which the agent reads and checks itself.
 	Agent toml.Primitive `toml:"agent"`
@@ -74,8 +80,12 @@ func defaultConfig() Config {
 		Scrollback:     DefaultScrollback,
 		TermScrollback: DefaultTermScrollback,
 		IdleTimeout:    fanout.DefaultIdleTimeout,
+		ResumeGrace:    DefaultResumeGrace,
 	}
 }
+
+// DefaultResumeGrace is resume_grace's default: rexd's own default cap.
+const DefaultResumeGrace = 10 * time.Minute
 
 // mouse reports whether mouse support is on (it is unless turned off).
 func (c Config) mouse() bool { return c.Mouse == nil || *c.Mouse }
@@ -119,7 +129,7 @@ func parseConfig(data []byte) (Config, error) {
 		if k[0] == "agent" {
 			continue
 		}
-		return defaultConfig(), fmt.Errorf("unknown setting %q; the settings are theme, layout, concurrency, scrollback, terminal_scrollback, mouse, idle_timeout, [keys] and [agent]", k.String())
+		return defaultConfig(), fmt.Errorf("unknown setting %q; the settings are theme, layout, concurrency, scrollback, terminal_scrollback, mouse, idle_timeout, resume_grace, [keys] and [agent]", k.String())
 	}
 	if err := themes.ValidateName(cfg.Theme); err != nil {
 		return defaultConfig(), fmt.Errorf("theme: %w", err)
@@ -138,6 +148,9 @@ func parseConfig(data []byte) (Config, error) {
 	}
 	if cfg.IdleTimeout < 0 {
 		return defaultConfig(), fmt.Errorf("idle_timeout %s: use a duration such as \"10m\", or \"0s\" to keep connections open", cfg.IdleTimeout)
+	}
+	if cfg.ResumeGrace < 0 {
+		return defaultConfig(), fmt.Errorf("resume_grace %s: use a duration such as \"10m\", or \"0s\" for REXD v1's rule", cfg.ResumeGrace)
 	}
 	keys := DefaultKeyMap()
 	if err := keys.apply(cfg.Keys); err != nil {

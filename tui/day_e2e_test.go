@@ -174,14 +174,14 @@ func TestConsoleWorkingDayE2E(t *testing.T) {
 		t.Errorf("%d panes show task #1's output alone, want 4:\n%s", opened, s)
 	}
 
-	// ctrl+q with a task running asks, naming it; keep working keeps it.
+	// ctrl+q with a task running asks, naming it; staying keeps it.
 	c.run("/close all", "closed 8 panes")
 	c.run("sleep 30", "1 running")
 	c.keys("C-q")
-	c.waitFor("Quit rex?", "1 task is running: sleep 30 on fleet (4 targets).", "Keep working (n)")
+	c.waitFor("Leave the console?", "1 task is running: sleep 30 on fleet (4 targets).", "Stay (n)")
 	c.keys("n")
 	deadline := time.Now().Add(30 * time.Second)
-	for strings.Contains(c.screen(), "Quit rex?") {
+	for strings.Contains(c.screen(), "Leave the console?") {
 		if time.Now().After(deadline) {
 			t.Fatalf("the dialog did not close:\n%s", c.screen())
 		}

@@ -69,8 +69,14 @@ func (m *Model) dialogKey(msg tea.KeyPressMsg) tea.Cmd {
 }
 
 // requestQuit is ctrl+q and /quit: with nothing running the console
-// closes; otherwise a dialog says what runs and asks first.
+// closes; otherwise a dialog says what runs and asks first. Behind a rex
+// server it always asks: detach (everything runs on) or quit (stop it
+// all).
 func (m *Model) requestQuit() tea.Cmd {
+	if m.host != nil {
+		m.askLeave()
+		return nil
+	}
 	text := m.runningWork()
 	if text == nil {
 		return m.quit()
@@ -86,6 +92,37 @@ func (m *Model) requestQuit() tea.Cmd {
 		return nil
 	})
 	return nil
+}
+
+// askLeave is the quit dialog behind a rex server: detach is the default.
+func (m *Model) askLeave() {
+	quitKeys := append([]string{"q"}, m.keys.Quit.Keys()...)
+	m.openDialog(dialog.NewConfirm(quitDialog, "Leave the console?", m.leaveText(), []dialog.Choice{
+		{Label: "Detach (tasks keep running)", Keys: key.NewBinding(key.WithKeys("d"), key.WithHelp("d", "detach"))},
+		{Label: "Quit (stop everything)", Keys: key.NewBinding(key.WithKeys(quitKeys...), key.WithHelp("q", "quit"))},
+		{Label: "Stay", Keys: key.NewBinding(key.WithKeys("n"), key.WithHelp("n", "stay"))},
+	}, 0), func(a dialog.Action) tea.Cmd {
+		c, ok := a.(dialog.Choose)
+		switch {
+		case !ok:
+		case c.Choice == 0:
+			m.host.Detach("detached from the console")
+		case c.Choice == 1:
+			return m.quit()
+		}
+		return nil
+	})
+}
+
+// leaveText is the text of the dialog behind a rex server.
+func (m *Model) leaveText() []string {
+	text := m.runningWork()
+	if text == nil {
+		text = []string{"Nothing runs."}
+	} else {
+		text = text[:len(text)-1] // the line about quitting
+	}
+	return append(text, "Detach leaves it all running in the rex server: rex attaches again. Quit stops it all.")
 }
 
 // runningWork says what quitting would stop, as the quit dialog's text;

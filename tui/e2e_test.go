@@ -3,12 +3,14 @@ package tui_test
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -51,6 +53,7 @@ type console struct {
 	socket string
 	home   string
 	env    []string // the shell's environment, rex's too
+	bin    string
 }
 
 // shellPrompt is sh's prompt in the tests; capture-pane drops its
@@ -72,10 +75,34 @@ func startConsole(t testing.TB, bin string, w, h int) *console {
 // test's own working directory).
 func startConsoleIn(t testing.TB, bin, dir string, w, h int) *console {
 	t.Helper()
+	return startConsoleWith(t, bin, dir, w, h)
+}
+
+// startConsoleWith is startConsoleIn with more arguments for rex
+// (--no-server). The console runs in a rex server of the test's own (its
+// XDG_RUNTIME_DIR is private), stopped by pid when the test ends.
+func startConsoleWith(t testing.TB, bin, dir string, w, h int, args ...string) *console {
+	t.Helper()
+	c := newConsoleShell(t, bin, dir, w, h)
+	c.sendLine(strings.Join(append([]string{filepath.Join(bin, "rex")}, args...), " "))
+	c.waitFor("local ❯")
+	return c
+}
+
+// newConsoleShell starts the tmux server and its shell, without rex.
+func newConsoleShell(t testing.TB, bin, dir string, w, h int) *console {
+	t.Helper()
 	var rnd [6]byte
 	rand.Read(rnd[:])
 	c := &console{t: t, socket: "rex-e2e-" + hex.EncodeToString(rnd[:]), home: sshtest.TempDir(t)}
+	c.bin = bin
+	run := filepath.Join(c.home, "run")
+	if err := os.Mkdir(run, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopServer(t, run) })
 	c.env = []string{
+		"XDG_RUNTIME_DIR=" + run,
 		"HOME=" + c.home,
 		"XDG_CONFIG_HOME=" + filepath.Join(c.home, ".config"),
 		"XDG_STATE_HOME=" + filepath.Join(c.home, ".local", "state"),
@@ -97,9 +124,43 @@ func startConsoleIn(t testing.TB, bin, dir string, w, h int) *console {
 	}
 	c.tmux(c.env, append(args, "/bin/sh")...)
 	c.waitFor(promptMark)
-	c.sendLine(filepath.Join(bin, "rex"))
-	c.waitFor("local ❯")
 	return c
+}
+
+// stopServer stops the rex server a test started (by the pid in its
+// server.json), waiting for it to stop its tasks and end.
+func stopServer(t testing.TB, run string) {
+	b, err := os.ReadFile(filepath.Join(run, "rex", "server.json"))
+	if err != nil {
+		return // none ran, or it stopped
+	}
+	var info struct {
+		Pid int `json:"pid"`
+	}
+	if json.Unmarshal(b, &info) != nil || info.Pid <= 0 {
+		return
+	}
+	syscall.Kill(info.Pid, syscall.SIGTERM)
+	deadline := time.Now().Add(20 * time.Second)
+	for syscall.Kill(info.Pid, 0) == nil && !zombie(info.Pid) {
+		if time.Now().After(deadline) {
+			syscall.Kill(info.Pid, syscall.SIGKILL)
+			t.Errorf("the rex server (pid %d) did not end on SIGTERM within 20s", info.Pid)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// zombie reports whether pid has ended and waits to be reaped.
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	return len(f) > 0 && f[0] == "Z"
 }
 
 func (c *console) tmux(env []string, args ...string) string {
@@ -174,6 +235,10 @@ func (c *console) quit() {
 		s := c.screen()
 		if !answered && strings.Contains(s, "Quit rex?") {
 			c.keys("y")
+			answered = true
+		}
+		if !answered && strings.Contains(s, "Leave the console?") {
+			c.keys("q") // quit, not detach: stop everything
 			answered = true
 		}
 		alt := strings.TrimSpace(c.tmux(nil, "display-message", "-p", "-t", "rex", "#{alternate_on}"))

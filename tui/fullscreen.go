@@ -170,6 +170,12 @@ func (m *Model) fullscreen() tea.Cmd {
 		m.fail(fmt.Errorf("the terminal on %s is not running; press %s or /reconnect first", p.target.Name, bindingHelp(m.keys.EnterPane)))
 		return nil
 	}
+	if m.host != nil {
+		// The terminal to hand over is the client's, across the server's
+		// socket: not done yet.
+		m.fail(fmt.Errorf("full screen hands rex's own terminal to the pane, which a console in the rex server does not have; %s zooms the pane, or run rex --no-server", bindingHelp(m.keys.Zoom)))
+		return nil
+	}
 	detach := keyBytes(m.keys.Detach.Keys()[0])
 	if len(detach) == 0 {
 		detach = []byte{commands.DetachKey}

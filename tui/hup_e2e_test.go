@@ -35,9 +35,10 @@ func alive(pid string) bool {
 }
 
 // TestConsoleClosedWindowE2E: closing the terminal window under a
-// console with a task running (tmux kills its pane: SIGHUP) cannot ask,
-// and leaves nothing running: the console stops the task on the host,
-// as a quit does, and exits.
+// console of its own (rex --no-server) with a task running (tmux kills its
+// pane: SIGHUP) cannot ask, and leaves nothing running: the console stops
+// the task on the host, as a quit does, and exits. (Attached to the rex
+// server, a closed window detaches instead: server_e2e_test.go.)
 func TestConsoleClosedWindowE2E(t *testing.T) {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Fatal("the console's end-to-end tests drive tmux; install tmux")
@@ -48,7 +49,7 @@ func TestConsoleClosedWindowE2E(t *testing.T) {
 	bin := buildConsole(t)
 	key := sshtest.NewKey(t, "ed25519")
 	host := sshtest.Fleet(t, 1, sshtest.Options{Authorized: []*sshtest.Key{key}})[0]
-	c := startConsole(t, bin, 120, 40)
+	c := startConsoleWith(t, bin, "", 120, 40, "--no-server")
 	c.run(fmt.Sprintf("/device add h1 %s@%s --key %s", host.User, host.Addr, key.Path), "added device h1")
 	c.run("/target h1", "target h1")
 

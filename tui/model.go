@@ -188,6 +188,18 @@ type Model struct {
 
 	// ag is the agent of `?` lines and /agent (agent.go), nil until used.
 	ag *agentConsole
+
+	// host is the rex server running this console for its clients, nil
+	// when the console is the whole program (rex --no-server).
+	host Host
+}
+
+// Host is what runs the console when it is not the whole program: the
+// rex server (console.go), whose clients attach and detach.
+type Host interface {
+	// Detach ends the attachment of the client whose key is being
+	// handled; the console runs on.
+	Detach(reason string)
 }
 
 // newModel builds the console's model. run is how tasks run; now is the
@@ -430,7 +442,9 @@ func (m *Model) onFrame(time.Time) tea.Cmd {
 	}
 	m.refreshTasks()
 	m.rolling = m.rollingStatus()
-	if d, ok := m.dialogs.Get(quitDialog).(*dialog.Confirm); ok {
+	if d, ok := m.dialogs.Get(quitDialog).(*dialog.Confirm); ok && m.host != nil {
+		d.SetText(m.leaveText())
+	} else if ok {
 		if text := m.runningWork(); text != nil {
 			d.SetText(text)
 		} else {

@@ -414,6 +414,14 @@ func (p *outputPane) headerStatus(c *paneCtx) []boxSeg {
 		}
 	case engine.Running:
 		spin := spinnerAt(c.now, started)
+		if c.states != nil && c.states.Get(r.Target).State == engine.Reconnecting {
+			// The connection dropped; the command runs on there.
+			return []boxSeg{
+				seg(st.Pane.Running, spin+" reconnecting… "+fmtDuration(c.now.Sub(started))),
+				seg(st.Pane.Running, spin+" reconnecting…"),
+				seg(st.Pane.Running, spin),
+			}
+		}
 		return []boxSeg{
 			seg(st.Pane.Running, spin+" "+fmtDuration(c.now.Sub(started))),
 			seg(st.Pane.Running, spin),

@@ -188,7 +188,9 @@ func TestTerminalPaneLocalE2E(t *testing.T) {
 	}
 	t.Parallel()
 	bin := buildConsole(t)
-	c := startConsole(t, bin, 120, 40)
+	// Full screen hands this process's terminal to the pane: the console
+	// runs in it (in the rex server, ctrl+t says it cannot).
+	c := startConsoleWith(t, bin, "", 120, 40, "--no-server")
 
 	t.Run("terminal", func(t *testing.T) { checkTerminal(t, c.on(t), "local", "/attach") })
 
@@ -267,8 +269,7 @@ func dropConnections(t *testing.T, s *sshtest.Server) {
 }
 
 // TestTerminalPaneSSHE2E drives terminal panes on loopback sshd hosts:
-// one terminal, broadcast into three, and a dropped connection
-// reconnected.
+// one terminal, broadcast into three, and a dropped connection resumed.
 func TestTerminalPaneSSHE2E(t *testing.T) {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Fatal("the console's end-to-end tests drive tmux; install tmux")
@@ -349,19 +350,22 @@ func TestTerminalPaneSSHE2E(t *testing.T) {
 		}
 	})
 
-	t.Run("reconnect", func(t *testing.T) {
+	t.Run("resume", func(t *testing.T) {
+		// The console's sessions are resumable (resume_grace): a dropped
+		// connection is dialled again and the same shell carries on.
 		c := c.on(t)
 		c.run("/attach h2", "╭─ h2 · login shell", "typing here")
-		c.sendLine("export PS1='PTY> '; echo first-$REX_HOST")
+		c.sendLine("export PS1='PTY> ' KEPT=same-$((40+2)); echo first-$REX_HOST")
 		c.waitPane("h2", "the first shell", bodyLine("first-h2"))
 		dropConnections(t, hosts[1])
-		c.waitFor("connection lost ─", "The connection to h2 was lost", "press enter or /reconnect")
-		c.keys("Enter")
-		c.waitFor("typing here")
-		c.sendLine("echo again-$REX_HOST")
-		body := c.waitPane("h2", "a new shell on a new connection", bodyLine("again-h2"))
+		// Typed at once: the keys wait for the connection to come back.
+		c.sendLine("echo again-$REX_HOST-$KEPT")
+		body := c.waitPane("h2", "the same shell over a new connection", bodyLine("again-h2-same-42"))
 		if !bodyLine("first-h2")(body) {
-			t.Errorf("the first shell's output is gone after reconnecting:\n%s", strings.Join(body, "\n"))
+			t.Errorf("the first shell's output is gone after the connection came back:\n%s", strings.Join(body, "\n"))
+		}
+		if s := c.screen(); strings.Contains(s, "connection lost") {
+			t.Errorf("the terminal was lost with its connection:\n%s", s)
 		}
 		c.keys("C-]")
 	})

@@ -105,18 +105,41 @@ func Run(ctx context.Context, opts Options) error {
 	ctx, stopHUP := signal.NotifyContext(ctx, syscall.SIGHUP)
 	defer stopHUP()
 
+	e := newRuntime(ctx, opts)
+	defer e.pool.Close()
+	p := tea.NewProgram(e.m, tea.WithContext(ctx))
+	e.start(p.Send)
+	_, err := p.Run()
+	e.stop()
+	return closeErr(ctx, err)
+}
+
+// consoleRuntime is the console's model with what it runs on: the connection
+// pool and the wiring of the connector's reports, shared by Run (one
+// process) and Console (the rex server).
+type consoleRuntime struct {
+	ctx  context.Context
+	opts Options
+	m    *Model
+	pool *fanout.Pool
+}
+
+// newRuntime builds the model and its pool.
+func newRuntime(ctx context.Context, opts Options) *consoleRuntime {
 	var m *Model
 	// A broken config.toml is reported by the model; its defaults serve.
 	cfg, _ := loadConfig(opts.ConfigDir)
 	pool := fanout.NewPool(opts.Connector, fanout.PoolOptions{
 		IdleTimeout: cfg.IdleTimeout,
+		// What runs outlives a dropped connection: the pool reconnects
+		// and resumes it.
+		ResumeGrace: cfg.ResumeGrace,
 		OnState:     func(target, state string, err error) { m.states.Report(engine.FromPool, target, state, err) },
 		// Every process the console starts gets its device's secrets.
 		Secrets: func(ctx context.Context, t fanout.Target) (map[string]string, error) {
 			return m.app.DeviceSecrets(ctx, t)
 		},
 	})
-	defer pool.Close()
 	run := func(ctx context.Context, targets []fanout.Target, t fanout.Task, o fanout.Options) *fanout.Summary {
 		return fanout.Run(ctx, pool, targets, t, o)
 	}
@@ -124,28 +147,36 @@ func Run(ctx context.Context, opts Options) error {
 	m = newModel(ctx, opts, run, time.Now)
 	m.app.Pool = pool
 	m.openTerm = poolTerminals(pool)
-	opts.States.attach(func(target, state string, err error) { m.states.Report(engine.FromSSH, target, state, err) })
-	defer opts.States.attach(func(string, string, error) {})
+	return &consoleRuntime{ctx: ctx, opts: opts, m: m, pool: pool}
+}
 
-	p := tea.NewProgram(m, tea.WithContext(ctx))
-	opts.Prompts.attach(p.Send)
-	defer opts.Prompts.detach()
-	send := p.Send
+// start connects the reports of the connector, the dialer's prompts, the
+// frame signal and the registry's watch to the program that runs the
+// model (send is its Send).
+func (e *consoleRuntime) start(send func(tea.Msg)) {
+	m, opts := e.m, e.opts
+	opts.States.attach(func(target, state string, err error) { m.states.Report(engine.FromSSH, target, state, err) })
+	opts.Prompts.attach(send)
 	m.signal.send.Store(&send)
 	if opts.Store != nil {
 		// devices.json changed by `rex device` in another shell, or an
 		// editor, shows in the sidebar at once.
-		if err := opts.Store.Watch(ctx, func() { p.Send(registryChangedMsg{}) }); err != nil {
+		if err := opts.Store.Watch(e.ctx, func() { send(registryChangedMsg{}) }); err != nil {
 			m.msg = message{kind: msgError, lines: append(m.msg.lines, err.Error()+"; the sidebar shows changes made elsewhere after the next /device command")}
 		}
 	}
-	_, err := p.Run()
+}
+
+// stop runs once the program has ended: nothing more is asked of it, and
+// whatever still runs is stopped, giving remote processes a moment to end.
+func (e *consoleRuntime) stop() {
+	m, opts := e.m, e.opts
 	m.signal.send.Store(nil)
+	opts.Prompts.detach()
+	opts.States.attach(func(string, string, error) {})
 	if opts.Secrets != nil {
 		opts.Secrets.close()
 	}
-
-	// Stop whatever still runs and give remote processes a moment to end.
 	for _, t := range m.tasks.List() {
 		t.Stop()
 	}
@@ -164,10 +195,9 @@ func Run(ctx context.Context, opts Options) error {
 		select {
 		case <-c:
 		case <-deadline.C:
-			return closeErr(ctx, err)
+			return
 		}
 	}
-	return closeErr(ctx, err)
 }
 
 // termConnectTimeout bounds reaching a target for a terminal (dial,

@@ -50,6 +50,7 @@ func slashCommands() []slashCmd {
 		{"agent", "on|off|new|resume|each", "the agent: ? asks once; on sends every line; each G -- TASK", (*Model).cmdAgent},
 		{"help", "", "show the commands and keys (f1)", (*Model).cmdHelp},
 		{"tasks", "[N]", "every command run this session with its status; N opens one again (f3)", (*Model).cmdTasks},
+		{"detach", "", "leave the console running in the rex server; rex attaches again", (*Model).cmdDetach},
 		{"quit", "", "leave the console; asks first while tasks run or terminals are open (ctrl+q)", (*Model).cmdQuit},
 	}
 }
@@ -439,4 +440,13 @@ func (m *Model) cmdHelp(args []string) tea.Cmd {
 
 func (m *Model) cmdQuit(args []string) tea.Cmd {
 	return m.requestQuit()
+}
+
+func (m *Model) cmdDetach(args []string) tea.Cmd {
+	if m.host == nil {
+		m.fail(errors.New("this console runs without a rex server (rex --no-server): there is nothing to detach from; /quit leaves"))
+		return nil
+	}
+	m.host.Detach("detached from the console")
+	return nil
 }

@@ -22,7 +22,11 @@ type rexEnv struct {
 
 func newRexEnv(t *testing.T, bin string) *rexEnv {
 	home := t.TempDir()
-	env := []string{"HOME=" + home}
+	// A private runtime directory: rex mcp asks the rex server there (none
+	// runs), never one of whoever runs the tests.
+	run := filepath.Join(home, "run")
+	os.Mkdir(run, 0o700)
+	env := []string{"HOME=" + home, "XDG_RUNTIME_DIR=" + run}
 	for _, kv := range os.Environ() {
 		if strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "XDG_") {
 			continue

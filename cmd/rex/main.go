@@ -216,6 +216,7 @@ func isTerminal(w io.Writer) bool {
 // newRoot builds the whole command tree.
 func newRoot(e *env) *cobra.Command {
 	var ag tui.AgentOptions
+	var noServer bool
 	root := &cobra.Command{
 		Use:   "rex",
 		Short: "A console and command line for many machines at once",
@@ -237,10 +238,11 @@ globs (web-*), ranges (node[1-16], n[01-08]), hosts that are not registered
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			e.holdsTerminal.Store(true)
-			return console(cmd.Context(), e, ag)
+			return console(cmd.Context(), e, cmd, ag, noServer)
 		},
 	}
 	root.Flags().BoolVar(&ag.Yolo, "yolo", false, "the console's agent runs every call without asking (deny patterns still ask); the status bar says YOLO")
+	root.Flags().BoolVar(&noServer, "no-server", false, "run the console in this process, not in the per-user rex server (closing the terminal then stops everything)")
 	agent.BindModelFlags(root.Flags(), &ag.Overrides)
 	root.SetIn(e.io.In)
 	root.SetOut(e.io.Out)
@@ -257,7 +259,7 @@ globs (web-*), ranges (node[1-16], n[01-08]), hosts that are not registered
 		c.GroupID = "fleet"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newDeviceCmd(e), newToolCmd(e), newSecretCmd(e), newVersionCmd(), newManCmd()} {
+	for _, c := range []*cobra.Command{newDeviceCmd(e), newToolCmd(e), newSecretCmd(e), newServerCmd(e), newStatusCmd(e, "ls"), newVersionCmd(), newManCmd()} {
 		c.GroupID = "setup"
 		root.AddCommand(c)
 	}
@@ -335,30 +337,4 @@ func helpOr(cmd *cobra.Command, err error) error {
 		return cmd.Help()
 	}
 	return err
-}
-
-// console opens the full-screen console.
-func console(ctx context.Context, e *env, ag tui.AgentOptions) error {
-	states, prompts := &tui.ConnStates{}, &tui.Prompts{}
-	secrets := tui.NewSecretAsker() // the sudo password: a masked prompt
-	setup, err := commands.NewSetup(e.paths, commands.SetupOptions{Console: true, OnState: states.Report, AskSecret: secrets.Ask,
-		Notice: prompts.Notice, AskHostKey: prompts.AskHostKey})
-	if err != nil {
-		return err
-	}
-	return tui.Run(ctx, tui.Options{
-		Store:     setup.Store,
-		Connector: setup.Connectors,
-		Resolve:   commands.Resolver(setup.Store),
-		ConfigDir: e.paths.Config,
-		StateDir:  e.paths.State,
-		CacheDir:  e.paths.Cache,
-		DeviceVerb: func(ctx context.Context, o commands.IO, args []string) error {
-			return commands.DeviceWith(ctx, setup.Store, setup.DeviceRemote(), o, args)
-		},
-		States:  states,
-		Secrets: secrets,
-		Agent:   ag,
-		Prompts: prompts,
-	})
 }

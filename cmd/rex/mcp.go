@@ -2,16 +2,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rexconsole/rex/internal/mcpserver"
+	"github.com/rexconsole/rex/internal/server"
 	"github.com/rexconsole/rex/internal/toolset"
 )
 
@@ -65,13 +68,31 @@ same flags.`,
 	return cmd
 }
 
-// consoleTarget asks the per-user rex server (issue 17) which target its
-// console is on. There is no server yet, so none runs. When it exists,
-// this asks it over its socket: ok false when no server runs, an error
-// when one runs but does not answer.
+// consoleTarget asks the per-user rex server which target its console is
+// on, over its socket: ok false when no server runs, an error when one
+// runs but does not answer (the call then fails rather than going to
+// local). A server is never started for this.
 func consoleTarget(ctx context.Context) (string, bool, error) {
-	return mcpserver.NoConsole(ctx)
+	ctx, cancel := context.WithTimeout(ctx, consoleAskWait)
+	defer cancel()
+	c, err := dialServer(ctx)
+	var none *server.ErrNoServer
+	if errors.As(err, &none) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("ask the rex server for the console's target: %w", err)
+	}
+	defer c.Close()
+	t, err := c.Target(ctx)
+	if err != nil {
+		return "", false, fmt.Errorf("ask the rex server (pid %d) for the console's target: %w", c.Hello.Pid, err)
+	}
+	return t, true, nil
 }
+
+// consoleAskWait bounds asking the rex server for its target.
+const consoleAskWait = 5 * time.Second
 
 // printMCPConfig prints the snippet on stdout and where it goes on
 // stderr.

@@ -32,7 +32,8 @@ func newTmux(t *testing.T, cols, rows int) *tmuxSession {
 	s := &tmuxSession{t: t, socket: fmt.Sprintf("rex-test-%d-%d", os.Getpid(), time.Now().UnixNano()), home: home}
 	s.env = []string{"HOME=" + home, "TERM=xterm-256color", "PATH=" + filepath.Dir(rexBin) + ":" + os.Getenv("PATH"),
 		"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "XDG_STATE_HOME=" + filepath.Join(home, ".local/state"),
-		"XDG_CACHE_HOME=" + filepath.Join(home, ".cache"), "LANG=C.UTF-8"}
+		"XDG_CACHE_HOME=" + filepath.Join(home, ".cache"), "XDG_RUNTIME_DIR=" + filepath.Join(home, "run"), "LANG=C.UTF-8"}
+	os.Mkdir(filepath.Join(home, "run"), 0o700)
 	rc := filepath.Join(home, ".testrc")
 	os.WriteFile(rc, []byte("PS1='LOCAL$ '\nunset PROMPT_COMMAND\nHISTFILE=/dev/null\n"), 0o644)
 	// The shell starts with exactly this environment, passed as words:

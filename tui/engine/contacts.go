@@ -31,6 +31,9 @@ const (
 	HostKeyChanged State = "host key changed"
 	HostKeyUnknown State = "host key unknown"
 	Failed         State = "failed"
+	// Reconnecting: a connection with resumable sessions dropped and the
+	// pool is getting it back; what ran there runs on.
+	Reconnecting State = "reconnecting…"
 )
 
 // Failure reports whether s is how a contact failed.
@@ -75,9 +78,10 @@ const (
 // contact is one target's record: the last contact and the dials in
 // flight, per source.
 type contact struct {
-	last      Contact
-	dials     [sources]int
-	bootstrap bool
+	last         Contact
+	dials        [sources]int
+	bootstrap    bool
+	reconnecting bool // the pool is resuming it: that wins over its dials
 }
 
 // Contacts holds every target's connection state. Reports come from the
@@ -123,11 +127,19 @@ func (c *Contacts) Report(src Source, target, state string, err error) {
 		r.dials[src]++
 	case sshx.StateBootstrapping:
 		r.bootstrap = true
+	case fanout.StateReconnecting:
+		r.reconnecting = true
 	case fanout.StateReady:
 		end()
+		if src == FromPool {
+			r.reconnecting = false
+		}
 		r.last = Contact{State: Ready, At: c.now()}
 	case fanout.StateError, sshx.StateFailed:
 		end()
+		if src == FromPool {
+			r.reconnecting = false
+		}
 		if st, reason := Classify(err); st != "" {
 			r.last = Contact{State: st, Reason: reason, At: c.now()}
 			if err != nil {
@@ -154,6 +166,10 @@ func (c *Contacts) Get(target string) Contact {
 		return Contact{State: Idle}
 	}
 	out := r.last
+	if r.reconnecting {
+		out.State, out.Reason = Reconnecting, ""
+		return out
+	}
 	if r.dials != [sources]int{} {
 		out.State, out.Reason = Connecting, ""
 		if r.bootstrap {

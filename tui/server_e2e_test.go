@@ -1,0 +1,388 @@
+package tui_test
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rexconsole/rex/internal/sshtest"
+)
+
+// These tests drive the console through its rex server: each `rex` in a
+// tmux window is a client; closing the window or detaching leaves the
+// console (and what runs in it) in the server, which the next `rex`
+// attaches to.
+
+// again starts another terminal (a tmux server of its own) with c's
+// environment, and rex attached in it: a second client of the same
+// server.
+func (c *console) again(t *testing.T, w, h int, args ...string) *console {
+	t.Helper()
+	d := c.terminal(t, w, h)
+	d.sendLine(strings.Join(append([]string{filepath.Join(c.bin, "rex")}, args...), " "))
+	return d
+}
+
+// terminal starts another terminal with c's environment: a shell, with
+// rex on its PATH.
+func (c *console) terminal(t *testing.T, w, h int) *console {
+	t.Helper()
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	env := append(append([]string(nil), c.env...), "PATH="+c.bin+":"+os.Getenv("PATH"))
+	d := &console{t: t, socket: "rex-e2e-" + hex.EncodeToString(rnd[:]), home: c.home, env: env, bin: c.bin}
+	t.Cleanup(func() { exec.Command("tmux", "-L", d.socket, "kill-server").Run() })
+	d.tmux(d.env, "-f", "/dev/null", "-u", "new-session", "-d", "-s", "rex", "-x", fmt.Sprint(w), "-y", fmt.Sprint(h), "/bin/sh")
+	d.waitFor(promptMark)
+	return d
+}
+
+// shell runs a command line in a shell with the console's environment
+// and returns its output (stdout and stderr) and exit status.
+func (c *console) shell(line string) (string, int) {
+	c.t.Helper()
+	cmd := exec.Command("/bin/sh", "-c", line)
+	cmd.Env = append(c.env, "PATH="+c.bin+":"+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		c.t.Fatalf("%s: %v", line, err)
+	}
+	return string(out), code
+}
+
+// serverPid is the pid in the rex server's server.json, 0 without one.
+func (c *console) serverPid() int {
+	b, err := os.ReadFile(filepath.Join(c.home, "run", "rex", "server.json"))
+	if err != nil {
+		return 0
+	}
+	var info struct {
+		Pid int `json:"pid"`
+	}
+	json.Unmarshal(b, &info)
+	return info.Pid
+}
+
+// detach leaves the console by ctrl+q → detach and waits for the shell.
+func (c *console) detach() {
+	c.t.Helper()
+	c.keys("C-q")
+	c.waitFor("Leave the console?", "Detach (tasks keep running)")
+	c.keys("d")
+	c.waitFor("[detached from the console: it runs on in the rex server", promptMark)
+}
+
+// waitGone waits until no process runs with marker in its command line.
+func waitGone(t *testing.T, marker string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for running(t, marker) {
+		if time.Now().After(deadline) {
+			out, _ := exec.Command("pgrep", "-a", "-f", marker).Output()
+			t.Fatalf("still running after %s:\n%s", within, out)
+		}
+		time.Sleep(50 * time.Millisecond) // the hosts are processes here: polling /proc
+	}
+}
+
+// waitRunning waits until a process with marker in its command line runs.
+func waitRunning(t *testing.T, marker string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !running(t, marker) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no process runs with %s", marker)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// lastLine is the highest N of line-N on the screen.
+func lastLine(s string) int {
+	n := 0
+	for _, m := range regexp.MustCompile(`line-(\d+)`).FindAllStringSubmatch(s, -1) {
+		if v, _ := strconv.Atoi(m[1]); v > n {
+			n = v
+		}
+	}
+	return n
+}
+
+// serverFleet is a console in its rex server with hosts h1..hN in group
+// fleet, and the target on the group.
+func serverFleet(t *testing.T, n int) (*console, []*sshtest.Server) {
+	t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Fatal("the console's end-to-end tests drive tmux; install tmux")
+	}
+	if _, err := exec.LookPath("pgrep"); err != nil {
+		t.Fatal("these tests look for remote processes with pgrep; install procps")
+	}
+	bin := buildConsole(t)
+	key := sshtest.NewKey(t, "ed25519")
+	hosts := sshtest.Fleet(t, n, sshtest.Options{Authorized: []*sshtest.Key{key}})
+	c := startConsole(t, bin, 140, 40)
+	names := []string{}
+	for i, h := range hosts {
+		name := fmt.Sprintf("h%d", i+1)
+		c.run(fmt.Sprintf("/device add %s %s@%s --key %s", name, h.User, h.Addr, key.Path), "added device "+name)
+		names = append(names, name)
+	}
+	c.run("/device group create fleet", "created group fleet")
+	c.run("/device group add fleet "+strings.Join(names, " "), "to group fleet")
+	c.run("/target fleet", "target fleet")
+	return c, hosts
+}
+
+// slowLoop prints line-1..line-n, one every 0.3 s, with marker in its
+// command line so that the hosts can be asked whether it still runs.
+func slowLoop(marker string, n int) string {
+	return fmt.Sprintf(`sh -c 'i=0; while [ $i -lt %d ]; do i=$((i+1)); echo line-$i; sleep 0.3; done' %s`, n, marker)
+}
+
+func newMarker(prefix string) string {
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	return prefix + hex.EncodeToString(rnd[:])
+}
+
+// TestServerDetachReattachE2E: a slow loop on a group survives a detach
+// by key and a closed window (the hosts still run it); rex from a new
+// terminal attaches to the same panes, with the lines that arrived
+// meanwhile; two clients attached at once both show new output; quit
+// stops everything, on the hosts and here.
+func TestServerDetachReattachE2E(t *testing.T) {
+	c, _ := serverFleet(t, 2)
+	marker := newMarker("rex-srv-")
+	c.run(slowLoop(marker, 1000), "line-3")
+	waitRunning(t, marker)
+	pid := c.serverPid()
+	if pid == 0 {
+		t.Fatal("no server.json: the console is not in a rex server")
+	}
+
+	// Detach by key: the loop runs on.
+	seen := lastLine(c.screen())
+	c.detach()
+	if !running(t, marker) {
+		t.Fatal("the loop stopped when the client detached")
+	}
+	out, code := c.shell("rex ls")
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("rex server pid %d", pid)) || !regexp.MustCompile(`task +sh -c .* +on h1,h2 +2 running`).MatchString(out) {
+		t.Fatalf("rex ls (status %d):\n%s", code, out)
+	}
+
+	// A new terminal attaches to the same panes, lines that came while
+	// nobody was attached included.
+	c2 := c.again(t, 140, 40)
+	c2.waitFor(fmt.Sprintf("line-%d", seen+3), "fleet (2) ❯")
+	// Closing that window (tmux gone: SIGHUP) detaches too.
+	c2.tmux(nil, "kill-server")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, _ := c.shell("rex ls")
+		if strings.Contains(out, "0 clients attached") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the closed window is still attached:\n%s", out)
+		}
+		time.Sleep(50 * time.Millisecond) // the server notices the end of the connection
+	}
+	if !running(t, marker) {
+		t.Fatal("the loop stopped when the window closed")
+	}
+	if c.serverPid() != pid {
+		t.Fatalf("the server changed: pid %d, was %d", c.serverPid(), pid)
+	}
+
+	// Two clients at once, of different sizes: both show new output.
+	a := c.again(t, 140, 40)
+	a.waitFor("fleet (2) ❯")
+	b := c.again(t, 100, 30)
+	b.waitFor("fleet (2) ❯")
+	a.run("echo both-$((6*7))", "both-42")
+	b.waitFor("both-42")
+	out, _ = c.shell("rex ls")
+	if !strings.Contains(out, "2 clients attached") {
+		t.Fatalf("rex ls with two clients:\n%s", out)
+	}
+
+	// Quit from one: both are told, and everything stops.
+	a.keys("C-q")
+	a.waitFor("Leave the console?", "1 task is running")
+	a.keys("q")
+	a.waitFor("[the console quit", promptMark)
+	b.waitFor("[the console quit", promptMark)
+	waitGone(t, marker, 30*time.Second)
+	deadline = time.Now().Add(30 * time.Second)
+	for syscall.Kill(pid, 0) == nil && !zombie(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the rex server (pid %d) runs on after quit", pid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := os.Stat(filepath.Join(c.home, "run", "rex", "server.json")); !os.IsNotExist(err) {
+		t.Fatalf("server.json left after a clean quit: %v", err)
+	}
+}
+
+// TestServerTerminalSurvivesDetachE2E: vi in a terminal pane keeps
+// running while no client is attached and is drawn again, from its
+// emulator, on reattach; it still takes keys.
+func TestServerTerminalSurvivesDetachE2E(t *testing.T) {
+	c, hosts := serverFleet(t, 1)
+	if _, err := exec.LookPath("vi"); err != nil {
+		t.Fatal("this test edits a file with vi on the host; install vim-tiny")
+	}
+	file := filepath.Join(hosts[0].Home, "notes.txt")
+	c.run("/attach h1 -- vi "+file, "typing here")
+	c.waitFor("~")
+	c.keys("i")
+	c.tmux(nil, "send-keys", "-t", "rex", "-l", "kept-by-the-server")
+	c.keys("Escape")
+	c.waitFor("kept-by-the-server")
+	deadline := time.Now().Add(30 * time.Second)
+	for strings.Contains(c.screen(), "-- INSERT --") {
+		if time.Now().After(deadline) {
+			t.Fatalf("vi did not leave insert mode:\n%s", c.screen())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.tmux(nil, "kill-server") // the window closes
+	d := c.again(t, 140, 40)
+	d.waitFor("kept-by-the-server", "~", "notes.txt")
+	// The terminal still has the keys: save and quit vi.
+	d.tmux(nil, "send-keys", "-t", "rex", "-l", ":wq")
+	d.keys("Enter")
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		b, _ := os.ReadFile(file)
+		if strings.Contains(string(b), "kept-by-the-server") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("vi did not save after the reattach:\n%s", d.screen())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestServerStopAsksE2E: rex server stop with a task running says what
+// runs and asks; no keeps it running, yes stops it all.
+func TestServerStopAsksE2E(t *testing.T) {
+	c, _ := serverFleet(t, 1)
+	marker := newMarker("rex-stop-")
+	c.run(slowLoop(marker, 1000), "line-2")
+	waitRunning(t, marker)
+	pid := c.serverPid()
+
+	sh := c.terminal(t, 140, 30)
+	sh.sendLine("clear; rex server stop; echo status=$?")
+	sh.waitFor("task", "on h1", "Stop the rex server and all of this? [y/N]")
+	sh.sendLine("n")
+	sh.waitFor("ex server runs on: work is running in it", "status=1")
+	if !running(t, marker) {
+		t.Fatal("no stopped the task")
+	}
+	sh.sendLine("clear; rex server stop; echo status=$?")
+	sh.waitFor("Stop the rex server and all of this? [y/N]")
+	sh.sendLine("y")
+	sh.waitFor(fmt.Sprintf("stopped the rex server (pid %d)", pid), "status=0")
+	c.waitFor("[the console quit", promptMark)
+	waitGone(t, marker, 30*time.Second)
+}
+
+// TestServerKilledE2E: a rex server killed with SIGKILL leaves nothing
+// running on the hosts once rexd's resume grace (3 s here) has run out,
+// and the next rex says in one sentence that it was gone before starting
+// a fresh one.
+func TestServerKilledE2E(t *testing.T) {
+	c, hosts := serverFleet(t, 1)
+	marker := newMarker("rex-kill-")
+	// The session of that rexd expires 3 s after its connection drops.
+	cfg := filepath.Join(c.home, ".config", "rex", "config.toml")
+	if err := os.WriteFile(cfg, []byte("resume_grace = \"3s\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The console reads config.toml when it starts: a fresh one.
+	c.quit()
+	c.sendLine(filepath.Join(c.bin, "rex"))
+	c.waitFor("local ❯")
+	c.run("/target h1", "target h1")
+	c.run(slowLoop(marker, 1000), "line-2")
+	waitRunning(t, marker)
+	pid := c.serverPid()
+	syscall.Kill(pid, syscall.SIGKILL)
+	c.waitFor(fmt.Sprintf("ex server (pid %d) closed the connection unexpectedly", pid), promptMark)
+	// rexd keeps the session for its grace, then stops the loop.
+	waitGone(t, marker, 60*time.Second)
+	audit, _ := os.ReadFile(filepath.Join(hosts[0].Home, ".local", "state", "rexd", "audit.log"))
+	if !strings.Contains(string(audit), "not resumed within the resume grace of 3s, so rexd stopped 1 process") {
+		t.Fatalf("h1's audit log does not say why the loop stopped:\n%s", audit)
+	}
+	c.sendLine("clear; " + filepath.Join(c.bin, "rex"))
+	c.waitFor(fmt.Sprintf("the rex server (pid %d, started", pid))
+	c.waitFor("local ❯")
+	if p := c.serverPid(); p == 0 || p == pid {
+		t.Fatalf("no fresh server: pid %d (the dead one was %d)", p, pid)
+	}
+}
+
+// TestServerVersionMismatchE2E: a rex of another version does not attach
+// to the server that runs: it says which version runs and offers to stop
+// it; no leaves it, yes replaces it.
+func TestServerVersionMismatchE2E(t *testing.T) {
+	c, _ := serverFleet(t, 1)
+	other := filepath.Join(t.TempDir(), "rex")
+	build := exec.Command("go", "build", "-ldflags", "-X github.com/rexconsole/rex/internal/version.Version=9.9.9", "-o", other, consoleMain)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build rex 9.9.9: %v\n%s", err, out)
+	}
+	for _, name := range []string{"rexd"} { // it finds rexd beside itself
+		b, _ := os.ReadFile(filepath.Join(c.bin, name))
+		os.WriteFile(filepath.Join(filepath.Dir(other), name), b, 0o755)
+	}
+	pid := c.serverPid()
+	c.detach()
+	c.sendLine("clear; " + other + "; echo status=$?")
+	c.waitFor(fmt.Sprintf("the rex server that runs (pid %d) is rex 0.1.0", pid), "this is rex 9.9.9", "Stop it", "[y/N]")
+	c.sendLine("n")
+	c.waitFor("status=2")
+	if c.serverPid() != pid {
+		t.Fatal("no stopped the server")
+	}
+	c.sendLine("clear; " + other)
+	c.waitFor("Stop it", "[y/N]")
+	c.sendLine("y")
+	c.waitFor("local ❯")
+	out, _ := c.shell(other + " ls")
+	if !strings.Contains(out, "rex 9.9.9") || c.serverPid() == pid {
+		t.Fatalf("the new server:\n%s", out)
+	}
+}
+
+// TestNoServerE2E: rex --no-server runs the console in its own process:
+// no rex server starts.
+func TestNoServerE2E(t *testing.T) {
+	bin := buildConsole(t)
+	c := startConsoleWith(t, bin, "", 100, 30, "--no-server")
+	c.run("echo in-process", "in-process")
+	if _, err := os.Stat(filepath.Join(c.home, "run", "rex", "server.json")); !os.IsNotExist(err) {
+		t.Fatalf("a rex server started under --no-server: %v", err)
+	}
+	c.quit()
+}
