@@ -204,6 +204,9 @@ func newServerCmd(e *env) *cobra.Command {
 		Long: `rex (the console) runs in a per-user server and attaches to it: closing the
 terminal, or ctrl+q → detach, leaves tasks and terminals running there, and
 rex attaches again. rex --no-server runs the console in its own process.`,
+		Example: `  rex server status
+  rex server stop
+  rex server stop --force`,
 	})
 	var force bool
 	stop := &cobra.Command{
@@ -214,7 +217,9 @@ rex attaches again. rex --no-server runs the console in its own process.`,
 			return serverStop(cmd.Context(), e, force)
 		},
 	}
-	stop.Flags().BoolVarP(&force, "force", "f", false, "stop it without asking, whatever runs")
+	stop.Example = `  rex server stop           # asks when tasks or terminals run
+  rex server stop --force   # stops whatever runs`
+	stop.Flags().BoolVar(&force, "force", false, "stop it without asking, whatever runs")
 	var ag tui.AgentOptions
 	run := &cobra.Command{
 		Use:    "run",
@@ -226,6 +231,7 @@ rex attaches again. rex --no-server runs the console in its own process.`,
 			return serverRun(cmd.Context(), e, ag)
 		},
 	}
+	run.Example = `  rex server run   # what rex starts in the background; rex attaches to it`
 	run.Flags().BoolVar(&ag.Yolo, "yolo", false, "the console's agent runs every call without asking")
 	bindAgentFlags(run.Flags(), &ag)
 	cmd.AddCommand(newStatusCmd(e, "status"), stop, run)
@@ -236,15 +242,25 @@ rex attaches again. rex --no-server runs the console in its own process.`,
 func newStatusCmd(e *env, use string) *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
-		Use:   use,
-		Short: "What runs in the rex server: tasks, terminals, connections",
-		Args:  cobra.NoArgs,
+		Use:     use,
+		Short:   "What runs in the rex server: tasks, terminals, connections",
+		Example: "  " + exampleStatus(use),
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return serverStatus(cmd.Context(), e, asJSON)
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
 	return c
+}
+
+// exampleStatus is the examples of rex ls and rex server status.
+func exampleStatus(use string) string {
+	name := "rex ls"
+	if use == "status" {
+		name = "rex server status"
+	}
+	return name + "\n  " + name + " --json | jq '.tasks[].command'"
 }
 
 func serverStatus(ctx context.Context, e *env, asJSON bool) error {
