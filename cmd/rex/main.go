@@ -136,6 +136,8 @@ type env struct {
 
 	setup *commands.Setup
 	app   *commands.App
+	// pool tunes the pool App makes (rex run --resumable).
+	pool fanout.PoolOptions
 }
 
 func newEnv(stdin io.Reader, stdout, stderr io.Writer) *env {
@@ -169,7 +171,7 @@ func (e *env) App() (*commands.App, error) {
 		if err != nil {
 			return nil, err
 		}
-		e.app = s.App(fanout.PoolOptions{})
+		e.app = s.App(e.pool)
 	}
 	return e.app, nil
 }

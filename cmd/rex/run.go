@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	"github.com/spf13/cobra"
 
 	"github.com/rexconsole/rex/internal/commands"
@@ -8,6 +10,7 @@ import (
 
 func newRunCmd(e *env) *cobra.Command {
 	var spec commands.RunSpec
+	var resumable time.Duration
 	cmd := &cobra.Command{
 		Use:   "run TARGETS [flags] -- CMD [ARG...]",
 		Short: "Run a command on many targets at once, output prefixed by host",
@@ -35,12 +38,17 @@ command and exits 130 (SIGTERM: 143).`,
   rex run -w web-* -x web9 -t 30s -- apt-get -y upgrade
   rex run ^hosts.txt --batch 2 --max-fail 1 -- ./upgrade.sh
   rex run web --canary 1 -- systemctl restart nginx
+  rex run web --resumable -- ./long-migration.sh
   tar c conf | rex run web -- 'tar x -C /etc/app'`,
 		ValidArgsFunction: completeTargets(e, 0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := spec.Args(cmd.Flags(), args); err != nil {
 				return helpOr(cmd, err)
 			}
+			if resumable < 0 {
+				return helpOr(cmd, commands.Usagef("--resumable %s: use a duration such as 10m", resumable))
+			}
+			e.pool.ResumeGrace = resumable
 			app, err := e.App()
 			if err != nil {
 				return err
@@ -52,5 +60,7 @@ command and exits 130 (SIGTERM: 143).`,
 		},
 	}
 	spec.Bind(cmd.Flags())
+	cmd.Flags().DurationVar(&resumable, "resumable", 0, "open resumable sessions: a dropped connection is dialled again and resumed while the commands run on, for up to this long (10m when given alone; capped by rexd's resume_grace_ms)")
+	cmd.Flags().Lookup("resumable").NoOptDefVal = "10m"
 	return cmd
 }
