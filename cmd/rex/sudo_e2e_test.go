@@ -44,6 +44,23 @@ func TestPushWithSudo(t *testing.T) {
 	}
 	assertRootFile(t, filepath.Join(etc, "nopw/app.conf"), "setting = 1\n")
 
+	// --sudo on the other verbs: run and pull go as root too.
+	out, errOut, code = f.run("run", "--sudo", "hn", "--", "id", "-u")
+	if code != 0 || out != "hn: 0\n" {
+		t.Fatalf("run --sudo: %d %q %q", code, out, errOut)
+	}
+	private := filepath.Join(etc, "private")
+	os.MkdirAll(private, 0o700)
+	os.WriteFile(filepath.Join(private, "key"), []byte("root only\n"), 0o600)
+	pulled := filepath.Join(f.home, "pulled")
+	if out, errOut, code = f.run("pull", private, pulled, "hn"); code == 0 {
+		t.Fatalf("pull of a root-only directory without --sudo: %q %q", out, errOut)
+	}
+	out, errOut, code = f.run("pull", "--sudo", private, pulled, "hn")
+	if code != 0 || !strings.Contains(out, "+ key") || read(t, filepath.Join(pulled, "key")) != "root only\n" {
+		t.Fatalf("pull --sudo: %d %q %q", code, out, errOut)
+	}
+
 	// --chown and --chmod set what is written.
 	out, errOut, code = f.run("push", "--sudo", "--chown", "nobody", "--chmod", "F600", conf, etc+"/owned/", "hn")
 	if code != 0 {
