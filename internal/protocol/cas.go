@@ -226,6 +226,12 @@ func (r *CASPutRequest) AppendRequest(dst []byte, id int64, method string) []byt
 // data, no spaces, strings without escapes, strict base64. ok is false
 // for anything else (read those with encoding/json).
 func ParseCASPutParams(raw []byte) (sessionID, txn string, digests []string, data [][]byte, ok bool) {
+	return readCASPutParams(raw, true)
+}
+
+// readCASPutParams is ParseCASPutParams; without decode it only checks the
+// layout, every data string holding base64's alphabet only (data is nil).
+func readCASPutParams(raw []byte, decode bool) (sessionID, txn string, digests []string, data [][]byte, ok bool) {
 	p := fastParser{b: raw}
 	fail := func() (string, string, []string, [][]byte, bool) { return "", "", nil, nil, false }
 	if !p.lit(`{"session_id":`) {
@@ -258,9 +264,18 @@ func ParseCASPutParams(raw []byte) (sessionID, txn string, digests []string, dat
 		if !ok1 || !p.lit(`}`) {
 			return fail()
 		}
+		if !decode {
+			for _, c := range enc {
+				if !isBase64Char[c] {
+					return fail()
+				}
+			}
+			digests = append(digests, d)
+			continue
+		}
 		b := make([]byte, base64.StdEncoding.DecodedLen(len(enc)))
 		n, err := base64.StdEncoding.Strict().Decode(b, enc)
-		if err != nil || bytes.ContainsAny(enc, "\r\n") {
+		if err != nil || bytes.IndexByte(enc, '\n') >= 0 || bytes.IndexByte(enc, '\r') >= 0 { // Decode skips newlines; IndexByte is vectorised, ContainsAny is not
 			return fail()
 		}
 		digests, data = append(digests, d), append(data, b[:n])
@@ -269,4 +284,39 @@ func ParseCASPutParams(raw []byte) (sessionID, txn string, digests []string, dat
 		return fail()
 	}
 	return sessionID, txn, digests, data, true
+}
+
+// isBase64Char holds standard base64's alphabet and its padding: bytes a
+// JSON string holds as they are.
+var isBase64Char = func() (t [256]bool) {
+	for _, c := range []byte("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") {
+		t[c] = true
+	}
+	return t
+}()
+
+// parseCASPutMessage reads a whole cas.put line in the layout
+// CASPutRequest writes, envelope and params, without encoding/json: its
+// scanner would walk every byte of the base64 twice (validating the line,
+// then skipping params), most of a receiving rexd's time in a push. The
+// params are checked for that layout (ParseCASPutParams decodes them later,
+// once). ok is false for any other line: ParseMessage reads those.
+func parseCASPutMessage(line []byte) (*Message, bool) {
+	p := fastParser{b: line}
+	if !p.lit(`{"jsonrpc":"2.0","id":`) {
+		return nil, false
+	}
+	start := p.i
+	if _, ok := p.uint(); !ok || (line[start] == '0' && p.i-start > 1) { // JSON numbers have no leading zeros
+		return nil, false
+	}
+	id := line[start:p.i]
+	if !p.lit(`,"method":"`+MethodCASPut+`","params":`) || line[len(line)-1] != '}' {
+		return nil, false
+	}
+	params := line[p.i : len(line)-1]
+	if _, _, _, _, ok := readCASPutParams(params, false); !ok {
+		return nil, false
+	}
+	return &Message{JSONRPC: JSONRPC, ID: bytes.Clone(id), Method: MethodCASPut, Params: bytes.Clone(params)}, true
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -45,6 +46,84 @@ func TestCASPutFastPath(t *testing.T) {
 		if _, _, _, _, ok := ParseCASPutParams([]byte(bad)); ok {
 			t.Errorf("fast path took %s", bad)
 		}
+	}
+}
+
+// The envelope of rex's cas.put line is read without encoding/json, to
+// the same Message; any other line goes to encoding/json.
+func TestCASPutMessageFastPath(t *testing.T) {
+	r := &CASPutRequest{SessionID: "s_1", Txn: "u_7", Digests: []string{"ab/3", "cd/0"}, Data: [][]byte{{1, 2, 3}, {}}}
+	line := bytes.TrimSuffix(r.AppendRequest(nil, 42, MethodCASPut), []byte("\n"))
+	m, ok := parseCASPutMessage(line)
+	var want Message
+	if err := json.Unmarshal(line, &want); err != nil || !ok || !sameMessage(m, &want) {
+		t.Fatalf("fast %+v %v, json %+v %v", m, ok, want, err)
+	}
+	if &m.Params[0] == &line[len(`{"jsonrpc":"2.0","id":42,"method":"cas.put","params":`)] {
+		t.Error("the params alias the line, which the reader reuses")
+	}
+	for _, bad := range []string{
+		strings.Replace(string(line), `"id":42`, `"id":042`, 1),
+		strings.Replace(string(line), `"id":42`, `"id":"42"`, 1),
+		strings.Replace(string(line), `"id":42`, `"id":-1`, 1),
+		strings.Replace(string(line), `"cas.put"`, `"cas.get"`, 1),
+		strings.Replace(string(line), `"AQID"`, `"AQ\u0049D"`, 1),
+		strings.Replace(string(line), `"AQID"`, `"AQ ID"`, 1),
+		string(line) + " ",
+		" " + string(line),
+		string(line[:len(line)-1]),
+		string(line) + "}",
+	} {
+		if _, ok := parseCASPutMessage([]byte(bad)); ok {
+			t.Errorf("fast path took %s", bad)
+		}
+	}
+}
+
+// sameMessage compares two messages field by field.
+func sameMessage(a, b *Message) bool {
+	return a.JSONRPC == b.JSONRPC && bytes.Equal(a.ID, b.ID) && a.Method == b.Method &&
+		bytes.Equal(a.Params, b.Params) && bytes.Equal(a.Result, b.Result) && (a.Error == nil) == (b.Error == nil)
+}
+
+// BenchmarkParseCASPutLine: a receiving rexd reads a 128 KiB batch of
+// blobs (envelope, then params) through the fast path and through
+// encoding/json's envelope.
+func BenchmarkParseCASPutLine(b *testing.B) {
+	data := make([]byte, 128<<10)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	r := &CASPutRequest{SessionID: "s_1", Txn: "u_7", Digests: []string{"ab/3"}, Data: [][]byte{data}}
+	line := bytes.TrimSuffix(r.AppendRequest(nil, 42, MethodCASPut), []byte("\n"))
+	for _, c := range []struct {
+		name  string
+		parse func([]byte) (*Message, error)
+	}{
+		{"fast", func(l []byte) (*Message, error) {
+			m, perr := ParseMessage(l)
+			if perr != nil {
+				return nil, perr
+			}
+			return m, nil
+		}},
+		{"encoding-json", func(l []byte) (*Message, error) {
+			var m Message
+			return &m, json.Unmarshal(l, &m)
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(line)))
+			for b.Loop() {
+				m, err := c.parse(line)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, _, _, _, ok := ParseCASPutParams(m.Params); !ok {
+					b.Fatal("params")
+				}
+			}
+		})
 	}
 }
 

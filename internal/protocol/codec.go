@@ -84,6 +84,9 @@ func (d *Decoder) ReadLine() ([]byte, error) {
 // returned *Error is a parse error (-32700) or an invalid request (-32600);
 // for the latter the message's id is filled in when it could be read.
 func ParseMessage(line []byte) (*Message, *Error) {
+	if m, ok := parseCASPutMessage(line); ok {
+		return m, nil
+	}
 	var m Message
 	if err := json.Unmarshal(line, &m); err != nil {
 		return nil, Errorf(CodeParseError, nil, "invalid JSON: %v", err)

@@ -187,12 +187,21 @@ func FuzzCompleteUTF8(f *testing.F) {
 }
 
 // FuzzParseMessage: any line gives a message or a parse/invalid-request
-// error, never a panic.
+// error, never a panic; a line the cas.put fast path takes reads the same
+// through encoding/json.
 func FuzzParseMessage(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"session.open","params":{"client_name":"x"}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":null,"result":1}`))
 	f.Add([]byte(`{`))
+	put := &CASPutRequest{SessionID: "s_1", Txn: "u_1", Digests: []string{"ab/3"}, Data: [][]byte{{1, 2, 3}}}
+	f.Add(bytes.TrimSuffix(put.AppendRequest(nil, 7, MethodCASPut), []byte("\n")))
 	f.Fuzz(func(t *testing.T, line []byte) {
+		if fast, ok := parseCASPutMessage(line); ok {
+			var m Message
+			if err := json.Unmarshal(line, &m); err != nil || !sameMessage(fast, &m) {
+				t.Fatalf("fast path read %q as %+v; encoding/json: %+v %v", line, fast, m, err)
+			}
+		}
 		m, e := ParseMessage(line)
 		if e != nil {
 			if e.Code != CodeParseError && e.Code != CodeInvalidRequest {
