@@ -8,12 +8,14 @@
 # rsync gets the key exchange and cipher x/crypto/ssh negotiates. Medians of REPS runs go to
 # bench/results/push.md, with the file bytes each tool put on the wire in the other-dir step.
 #
-# Environment: SHARED_BENCH (default ../shared/bench), FILES (10000), MB (100), REPS (3),
-# FLEET_PORT (2422, so the fleet does not meet another on the default port).
+# Environment: SHARED_BENCH (default: shared/bench beside the main checkout), FILES (10000),
+# MB (100), REPS (3), FLEET_PORT (2422, so the fleet does not meet another on the default port).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd -P)
-SHARED=${SHARED_BENCH:-$ROOT/../shared/bench}
+# shared/bench sits beside the main checkout, also when this is a worktree of it.
+SHARED=${SHARED_BENCH:-$(cd "$(git rev-parse --git-common-dir)/../.." && pwd -P)/shared/bench}
+[[ -x $SHARED/fleet.sh ]] || { echo "push.sh: no fleet.sh in $SHARED; set SHARED_BENCH" >&2; exit 1; }
 N=${1:-8}
 FILES=${FILES:-10000}
 MB=${MB:-100}
@@ -85,6 +87,7 @@ print(int(total))' "$WORK/rex.out"; }
 
 printf 'step\ttool\twall_s\n' >"$OUT/push.tsv"
 printf 'tool\tother_dir_bytes_out\n' >"$OUT/push-bytes.tsv"
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 for rep in $(seq 1 "$REPS"); do
 	clean_remote
 	t=$({ time rexpush pushed; } 2>&1); printf 'first\trex\t%s\n' "$t" >>"$OUT/push.tsv"
@@ -105,7 +108,8 @@ done
 median() { sort -n | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 {
 	echo "$FILES files, $MB MB, to $N loopback sshd hosts at once; medians of $REPS runs, seconds."
-	echo "rex's first push includes reading the tree into the local store. $(nproc) cores, $(date -u +%Y-%m-%d)."
+	echo "rex's first push includes reading the tree into the local store. $(nproc) cores, $(date -u +%Y-%m-%d);"
+	echo "load average (1, 5, 15 min) $LOAD0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end."
 	echo
 	echo "| step | rex push | rsync -a ×$N | rex / rsync |"
 	echo "|---|---:|---:|---:|"
