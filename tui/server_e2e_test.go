@@ -386,3 +386,132 @@ func TestNoServerE2E(t *testing.T) {
 	}
 	c.quit()
 }
+
+// cutLoop prints n-1..n-40, one every 0.6 s, each also into cut.log in
+// the host's home (what the process did, seen from the host), with
+// marker in its command line.
+func cutLoop(marker string) string {
+	return fmt.Sprintf(`sh -c 'i=0; while [ $i -lt 40 ]; do i=$((i+1)); echo n-$i; echo n-$i >> cut.log; sleep 0.6; done' %s`, marker)
+}
+
+// numbers are the N of every n-N in lines, in order.
+func numbers(lines []string) []int {
+	var out []int
+	for _, m := range regexp.MustCompile(`\bn-(\d+)\b`).FindAllStringSubmatch(strings.Join(lines, "\n"), -1) {
+		v, _ := strconv.Atoi(m[1])
+		out = append(out, v)
+	}
+	return out
+}
+
+// oneToForty reports whether ns is 1..40, each once, in order.
+func oneToForty(ns []int) bool {
+	if len(ns) != 40 {
+		return false
+	}
+	for i, v := range ns {
+		if v != i+1 {
+			return false
+		}
+	}
+	return true
+}
+
+// waitForty waits until the pane titled title shows n-1..n-40, each
+// once, in order: the 40th line comes, and then any gap or repeat fails.
+func waitForty(t *testing.T, c *console, title string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		body, _, ok := paneBox(c.screen(), title)
+		ns := numbers(body)
+		if ok && len(ns) > 0 && ns[len(ns)-1] == 40 {
+			if !oneToForty(ns) {
+				t.Fatalf("%s's pane does not show n-1..n-40 once each: %v\n%s", title, ns, c.screen())
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's pane never showed n-40: %v\n%s", title, ns, c.screen())
+		}
+		time.Sleep(100 * time.Millisecond) // the console draws on its own
+	}
+}
+
+// TestServerNetworkLossE2E: a task streams on two hosts through the rex
+// server; h1's network is cut (its proxy drops the connection and turns
+// new ones away) for 20 s, then restored. With the default grace the
+// pane says reconnecting…, then shows every line exactly once and the
+// process never stopped; with resume_grace = "5s" the same cut ends in
+// the process stopped, with rexd's sentence in the pane and its audit
+// log, while h2 finishes.
+func TestServerNetworkLossE2E(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Fatal("the console's end-to-end tests drive tmux; install tmux")
+	}
+	bin := buildConsole(t)
+	key := sshtest.NewKey(t, "ed25519")
+	hosts := sshtest.Fleet(t, 2, sshtest.Options{Authorized: []*sshtest.Key{key}})
+	proxies := []*sshtest.Proxy{sshtest.NewProxy(t, hosts[0].Addr), sshtest.NewProxy(t, hosts[1].Addr)}
+	c := startConsole(t, bin, 200, 100)
+	for i, h := range hosts {
+		name := fmt.Sprintf("h%d", i+1)
+		c.run(fmt.Sprintf("/device add %s %s@%s --key %s", name, h.User, proxies[i].Addr, key.Path), "added device "+name)
+	}
+	c.run("/device group create fleet", "created group fleet")
+	c.run("/device group add fleet h1 h2", "to group fleet")
+	c.run("/target fleet", "target fleet")
+
+	cut := func(marker string) {
+		t.Helper()
+		c.run(cutLoop(marker), "n-3")
+		waitRunning(t, marker)
+		proxies[0].Cut()
+		c.waitFor("reconnecting…")
+		// 20 s without a network, as the operator's Wi-Fi drops.
+		time.Sleep(20 * time.Second)
+		proxies[0].Restore()
+	}
+
+	t.Run("resumed", func(t *testing.T) {
+		c := c.on(t)
+		marker := newMarker("rex-cut-")
+		cut(marker)
+		if !running(t, marker) {
+			t.Fatal("the loop on h1 stopped during the cut")
+		}
+		waitForty(t, c, "h1")
+		waitForty(t, c, "h2")
+		// The process never stopped: it wrote every line itself.
+		b, _ := os.ReadFile(filepath.Join(hosts[0].Home, "cut.log"))
+		if !oneToForty(numbers(strings.Split(string(b), "\n"))) {
+			t.Fatalf("h1's cut.log:\n%s", b)
+		}
+		os.Remove(filepath.Join(hosts[0].Home, "cut.log"))
+		os.Remove(filepath.Join(hosts[1].Home, "cut.log"))
+	})
+
+	t.Run("grace runs out", func(t *testing.T) {
+		c := c.on(t)
+		cfg := filepath.Join(c.home, ".config", "rex", "config.toml")
+		if err := os.WriteFile(cfg, []byte("resume_grace = \"5s\"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// The console reads config.toml when it starts: a fresh one.
+		c.run("/close all", "closed")
+		c.quit()
+		c.sendLine(filepath.Join(c.bin, "rex"))
+		c.waitFor("local ❯")
+		c.run("/target fleet", "target fleet")
+		marker := newMarker("rex-cut5-")
+		cut(marker)
+		c.waitFor("not resumed within the resume grace of 5s")
+		waitGone(t, marker, 30*time.Second) // rexd stopped it (TERM, then KILL)
+		audit, _ := os.ReadFile(filepath.Join(hosts[0].Home, ".local", "state", "rexd", "audit.log"))
+		if !strings.Contains(string(audit), "not resumed within the resume grace of 5s, so rexd stopped 1 process") {
+			t.Fatalf("h1's audit log does not say why the loop stopped:\n%s", audit)
+		}
+		waitForty(t, c, "h2")
+	})
+	c.quit()
+}
