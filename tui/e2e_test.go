@@ -360,12 +360,19 @@ func TestConsoleE2E(t *testing.T) {
 
 // BenchmarkConsoleKeystrokeTmux measures, on the real binary under tmux,
 // how long a typed character takes to appear on the screen while 16
-// panes each receive 1 MB/s from local commands. One op is one keystroke;
+// panes each receive 1 MB/s from local commands, the console in the rex
+// server (rex attached to it). One op is one keystroke;
 // the time includes tmux's own send-keys and capture-pane round trips,
 // which idle-key-ms measures with no output flowing.
-func BenchmarkConsoleKeystrokeTmux(b *testing.B) {
+func BenchmarkConsoleKeystrokeTmux(b *testing.B) { benchKeystrokeTmux(b) }
+
+// BenchmarkConsoleKeystrokeTmuxNoServer is the same with the console in
+// rex's own process (rex --no-server), for the rex server's cost.
+func BenchmarkConsoleKeystrokeTmuxNoServer(b *testing.B) { benchKeystrokeTmux(b, "--no-server") }
+
+func benchKeystrokeTmux(b *testing.B, args ...string) {
 	bin := buildConsole(b)
-	c := startConsole(b, bin, 200, 50)
+	c := startConsoleWith(b, bin, "", 200, 50, args...)
 	measure := func(n int) []time.Duration {
 		var lat []time.Duration
 		for i := range n {
