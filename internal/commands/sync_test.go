@@ -129,3 +129,52 @@ func TestWithSudoKeys(t *testing.T) {
 		t.Errorf("sudo twice: %q", again.Key)
 	}
 }
+
+// A push refuses, naming them, the files a pull left unresolved: a file
+// still holding conflict markers and a .theirs copy still present; once
+// both are resolved the push goes and the record is gone.
+func TestCheckConflictsNamesWhatIsLeft(t *testing.T) {
+	st, err := cas.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "img"), 0o755)
+	os.WriteFile(filepath.Join(dir, "a.conf"), []byte("x\n<<<<<<< local\nmine\n=======\ntheirs\n>>>>>>> h1\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "img/logo.png.theirs"), []byte{0x89, 'P', 'N', 'G'}, 0o644)
+	if err := saveConflicts(st, conflictRecord{Dir: dir, Markers: []string{"a.conf"}, Theirs: []string{"img/logo.png.theirs"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		name string
+		do   func()
+		want []string // in the refusal; none: the push goes
+	}{
+		{"both open", func() {}, []string{"2 unresolved conflicts", "a.conf (conflict markers)", "img/logo.png.theirs (the remote side, kept by a pull)", "--force"}},
+		{"markers resolved", func() { os.WriteFile(filepath.Join(dir, "a.conf"), []byte("x\nmine\n"), 0o644) }, []string{"1 unresolved conflict:", "img/logo.png.theirs"}},
+		{"theirs removed", func() { os.Remove(filepath.Join(dir, "img/logo.png.theirs")) }, nil},
+	} {
+		step.do()
+		err := checkConflicts(st, dir)
+		if len(step.want) == 0 {
+			if err != nil {
+				t.Fatalf("%s: %v", step.name, err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Fatalf("%s: the push was not refused", step.name)
+		}
+		for _, w := range step.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q lacks %q", step.name, err, w)
+			}
+		}
+		if step.name == "markers resolved" && strings.Contains(err.Error(), "a.conf") {
+			t.Errorf("%s: a resolved file is still named: %v", step.name, err)
+		}
+	}
+	if _, err := os.Stat(conflictFile(st, dir)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the record outlived the conflicts: %v", err)
+	}
+}
