@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# wan.sh [RTT_MS] [HOSTS] - cold start behind added round-trip time (../shared/bench/wan.sh):
+# one host, `ssh h1 true` beside a cold `rex run h1 -- true` (REPS each, medians), then
+# HOSTS hosts with rex beside pdsh, pssh and bare parallel ssh. The difference on one host,
+# divided by the RTT, is the round trips rex pays beyond ssh. Results: bench/results/wan.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd -P)
+SHARED=${SHARED_BENCH:-$ROOT/../shared/bench}
+RTT=${1:-50}
+N=${2:-16}
+REPS=${REPS:-5}
+WORK=$(mktemp -d /tmp/rexwan.XXXXXX)
+chmod 755 "$WORK"
+FLEET=$WORK/fleet WAN=$WORK/wan OUT=$ROOT/bench/results
+mkdir -p "$OUT"
+trap '"$SHARED/wan.sh" down "$WAN" >/dev/null 2>&1 || true; "$SHARED/fleet.sh" down "$FLEET" >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
+export SSH_EXTRA="-o KexAlgorithms=curve25519-sha256 -o Ciphers=aes128-gcm@openssh.com"
+make -s build
+REX=$ROOT/bin/rex
+"$SHARED/fleet.sh" up "$FLEET" "$N" >/dev/null
+"$SHARED/wan.sh" up "$FLEET" "$WAN" "$RTT" >/dev/null
+H=$WORK/home
+mkdir -p "$H/.config/rex" "$H/.ssh"
+cp "$WAN/devices.json" "$H/.config/rex/devices.json"
+cp "$WAN/known_hosts" "$H/.ssh/known_hosts"
+ENV=(env HOME="$H" XDG_CONFIG_HOME="$H/.config" XDG_CACHE_HOME="$H/.cache" XDG_STATE_HOME="$H/.state")
+"${ENV[@]}" "$REX" device prepare all-bench >/dev/null
+median() { sort -n | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+TIMEFORMAT=%3R
+ssh1=() rex1=() rexN=() peers=()
+for _ in $(seq 1 "$REPS"); do
+	# shellcheck disable=SC2086
+	ssh1+=("$({ time ssh -F "$WAN/ssh_config" $SSH_EXTRA -n h1 true; } 2>&1)")
+	rex1+=("$({ time "${ENV[@]}" "$REX" run h1 -- true >/dev/null 2>&1; } 2>&1)")
+	rexN+=("$({ time "${ENV[@]}" "$REX" run all-bench -- true >/dev/null 2>&1; } 2>&1)")
+	peers+=("$(PEERS="pdsh pssh ssh-par" "$SHARED/peers.sh" "$WAN" true)")
+done
+{
+	echo "Cold start behind +$RTT ms RTT (latency-proxy), medians of $REPS, seconds; $(nproc) cores, $(date -u +%Y-%m-%d), load $(cut -d' ' -f1-3 /proc/loadavg)."
+	echo
+	echo "| case | seconds |"
+	echo "|---|---:|"
+	s=$(printf '%s\n' "${ssh1[@]}" | median) r=$(printf '%s\n' "${rex1[@]}" | median)
+	echo "| \`ssh h1 true\` | $s |"
+	echo "| \`rex run h1 -- true\` (cold) | $r |"
+	awk -v s="$s" -v r="$r" -v rtt="$RTT" 'BEGIN {printf "| rex - ssh, in round trips | %.1f |\n", (r - s) * 1000 / rtt}'
+	echo "| rex cold, $N hosts | $(printf '%s\n' "${rexN[@]}" | median) |"
+	for p in pdsh pssh ssh-par; do
+		echo "| $p, $N hosts | $(printf '%s\n' "${peers[@]}" | awk -v p="$p" '$1 == p && $4 == 0 {print $3}' | median) |"
+	done
+} >"$OUT/wan.md"
+cat "$OUT/wan.md"
