@@ -22,7 +22,7 @@ chmod 1777 "$WORK/barrier"
 cp "$FLEET/devices.json" "$H/.config/rex/devices.json"
 cp "$FLEET/known_hosts" "$H/.ssh/known_hosts"
 ENV=(env HOME="$H" XDG_CONFIG_HOME="$H/.config" XDG_CACHE_HOME="$H/.cache" XDG_STATE_HOME="$H/.state")
-"${ENV[@]}" "$REX" device prepare all-bench >/dev/null 2>"$WORK/prepare.err" || { echo "device prepare:"; grep -v "^rex: " "$WORK/prepare.err" | head -5; }
+"${ENV[@]}" "$REX" device prepare all-bench >/dev/null 2>"$WORK/prepare.err" || { echo "device prepare failed:"; tail -5 "$WORK/prepare.err"; }
 B=$WORK/barrier
 barrier="touch $B/\$REX_TARGET; i=0; while [ \$(ls $B | wc -l) -lt $N ] && [ \$i -lt 1200 ]; do i=\$((i+1)); sleep 0.1; done"
 run() { # label, args...

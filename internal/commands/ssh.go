@@ -70,22 +70,27 @@ type SSHDeviceRemote struct{ Dialer *sshx.Dialer }
 
 var _ DeviceRemote = SSHDeviceRemote{}
 
-// each runs fn on every SSH target at once and prints the lines in target
-// order; local is answered without SSH.
+// each runs fn on the SSH targets, fanout.DefaultConcurrency at a time (as
+// `rex run` does: all of a big fleet at once starves the machine and its
+// connect timeouts fire), and prints the lines in target order; local is
+// answered without SSH.
 func (r SSHDeviceRemote) each(ctx context.Context, o IO, targets []devices.Target,
 	local func() string, fn func(ctx context.Context, t sshx.Target) (string, error)) error {
 	connect := connectTimeoutFrom(ctx)
 	lines := make([]string, len(targets))
 	errs := make([]error, len(targets))
 	var wg sync.WaitGroup
+	sem := make(chan struct{}, fanout.DefaultConcurrency)
 	for i, t := range targets {
 		if t.Kind == devices.KindLocal {
 			lines[i] = local()
 			continue
 		}
 		wg.Add(1)
+		sem <- struct{}{}
 		go func(i int, t devices.Target) {
 			defer wg.Done()
+			defer func() { <-sem }()
 			st := SSHTarget(t)
 			st.ConnectTimeout = connect
 			lines[i], errs[i] = fn(ctx, st)
