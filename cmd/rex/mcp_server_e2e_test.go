@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -107,9 +109,34 @@ func TestMCPFollowsTheConsole(t *testing.T) {
 	// A server that does not answer: the call fails, it does not go to
 	// local. (SIGSTOP keeps its socket but nobody answers.)
 	srv.Process.Signal(syscall.SIGSTOP)
+	for !stopped(srv.Process.Pid) {
+		if ctx.Err() != nil {
+			t.Fatal("the rex server never stopped on SIGSTOP")
+		}
+		time.Sleep(10 * time.Millisecond) // the kernel stops every thread
+	}
 	r, text := mcpCall(t, cs, "bash", map[string]any{"command": "echo routed"}, nil)
 	srv.Process.Signal(syscall.SIGCONT)
 	if !r.IsError || !strings.Contains(text, "rex server") || strings.Contains(text, "routed") {
 		t.Fatalf("with a server that does not answer: error %v, %q", r.IsError, text)
 	}
+}
+
+// stopped reports whether every thread of pid is stopped (state T).
+func stopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return false
+		}
+		f := strings.Fields(string(b)[strings.LastIndexByte(string(b), ')')+1:])
+		if len(f) == 0 || f[0] != "T" {
+			return false
+		}
+	}
+	return true
 }
