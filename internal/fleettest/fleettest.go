@@ -161,7 +161,7 @@ func New(t testing.TB, opts Options) *Fleet {
 		AgentSocket:    "none",
 		Payload:        payload.Dir(rexdDir),
 		RexdArgs:       append(fanout.OperatorLimits(), opts.RexdArgs...),
-		ConnectTimeout: 10 * time.Second,
+		ConnectTimeout: 60 * time.Second, // starting rexd is slow on a loaded machine
 	})
 	// local's rexd starts in LocalHome (its first root); it also reaches
 	// rex's config and cache, where the user and system spaces of tools
@@ -175,7 +175,7 @@ func New(t testing.TB, opts Options) *Fleet {
 	f.States = &StateLog{}
 	f.App = &commands.App{
 		Resolve:        commands.Resolver(f.Store),
-		ConnectTimeout: 10 * time.Second,
+		ConnectTimeout: 60 * time.Second, // starting rexd is slow on a loaded machine
 		ConfigDir:      filepath.Join(dir, "config"),
 		CacheDir:       filepath.Join(dir, "cache"),
 		CASDir:         filepath.Join(dir, "cache", "cas"),

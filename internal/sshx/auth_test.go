@@ -109,9 +109,11 @@ func TestEncryptedKey(t *testing.T) {
 	})
 	t.Run("typing does not count against the connect timeout", func(t *testing.T) {
 		o := e.opts()
-		o.ConnectTimeout = 2 * time.Second
+		// The bound also covers starting rexd, slow on a loaded
+		// machine: typing takes longer than the bound, not the rest.
+		o.ConnectTimeout = 15 * time.Second
 		o.Passphrase = func(string) ([]byte, error) {
-			time.Sleep(3 * time.Second)
+			time.Sleep(16 * time.Second)
 			return []byte("open sesame"), nil
 		}
 		connect(t, NewDialer(o), tg)

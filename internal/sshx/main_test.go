@@ -76,7 +76,9 @@ func (e *env) opts() Options {
 		HomeDir:        e.home,
 		AgentSocket:    "none",
 		Payload:        payload.Dir(rexdDir),
-		ConnectTimeout: 5 * time.Second,
+		// Generous: it bounds starting rexd, which takes many seconds
+		// on a loaded machine (and under -race).
+		ConnectTimeout: 60 * time.Second,
 	}
 }
 
