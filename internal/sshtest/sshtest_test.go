@@ -60,9 +60,12 @@ func TestStopAndAddresses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for len(s.Descendants()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	// The banner comes from this connection's handler, so it is alive when
+	// the read returns. Polling for "any descendant" instead could catch the
+	// exiting handler of Start's readiness probe and then find none.
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(c, make([]byte, 4)); err != nil {
+		t.Fatalf("no banner from %s: %v", s.Addr, err)
 	}
 	kids := s.Descendants()
 	if len(kids) == 0 {
