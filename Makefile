@@ -15,14 +15,21 @@ all: build
 rexd:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o $(BIN)/rexd ./cmd/rexd
 
-# payload cross-builds rexd (static, stripped) for every platform and
-# compresses it into the directory rex embeds.
+# payload cross-builds rexd (static, stripped) for every platform,
+# compresses it into the directory rex embeds, and writes its manifest
+# rexd-<os>-<arch>.sum ("<sha256> <size>"): rex learns the build hash from
+# it without decompressing, and refuses a build that does not match it.
 payload:
 	@mkdir -p $(PAYLOAD_DIR)
 	@for p in $(PAYLOAD_PLATFORMS); do \
-		os=$${p%/*}; arch=$${p#*/}; \
-		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags="-s -w" -o $(PAYLOAD_DIR)/rexd-$$os-$$arch ./cmd/rexd || exit 1; \
-		gzip -9 -n -f $(PAYLOAD_DIR)/rexd-$$os-$$arch || exit 1; \
+		os=$${p%/*}; arch=$${p#*/}; f=$(PAYLOAD_DIR)/rexd-$$os-$$arch; \
+		rm -f $$f.sum; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags="-s -w" -o $$f ./cmd/rexd || exit 1; \
+		sum=$$( (sha256sum 2>/dev/null || shasum -a 256) < $$f | cut -d' ' -f1); \
+		[ -n "$$sum" ] || { echo "make payload: needs sha256sum or shasum"; exit 1; }; \
+		size=$$(wc -c < $$f | tr -d ' '); \
+		gzip -9 -n -f $$f || exit 1; \
+		printf '%s %s\n' "$$sum" "$$size" > $$f.sum.tmp && mv -f $$f.sum.tmp $$f.sum || exit 1; \
 	done
 
 build: rexd payload

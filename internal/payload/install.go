@@ -31,13 +31,17 @@ func LocalRexd(src Source, cacheDir, version string) (string, error) {
 	if ok, _ := sameHash(path, b.SHA256); ok {
 		return path, nil
 	}
+	data, err := b.Bytes()
+	if err != nil {
+		return "", fmt.Errorf("install local rexd: %w", err)
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("install local rexd: %w", err)
 	}
 	var rnd [6]byte
 	rand.Read(rnd[:])
 	tmp := filepath.Join(dir, ".rexd-"+hex.EncodeToString(rnd[:])+".tmp")
-	if err := os.WriteFile(tmp, b.Data, 0o755); err != nil {
+	if err := os.WriteFile(tmp, data, 0o755); err != nil {
 		os.Remove(tmp)
 		return "", fmt.Errorf("install local rexd: %w", err)
 	}

@@ -14,8 +14,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
+	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -23,15 +24,38 @@ import (
 //go:embed rexd
 var embedded embed.FS
 
-// Binary is one rexd build.
+// Binary is one rexd build: its identity, known without reading it, and a
+// way to read it when it must be copied.
 type Binary struct {
 	GOOS, GOARCH string
-	Data         []byte // the executable, uncompressed
-	SHA256       string // hex of Data: rexd's build hash
+	SHA256       string // hex of the executable: rexd's build hash
+	Size         int64  // bytes of the executable
+
+	// read returns the executable's bytes (unchecked); nil for a zero Binary.
+	read func() ([]byte, error)
 }
 
 // Platform is "goos/goarch".
 func (b Binary) Platform() string { return b.GOOS + "/" + b.GOARCH }
+
+// Bytes reads the executable, decompressing it if need be, and refuses it
+// unless its size and SHA-256 are the ones SHA256 and Size promise: a
+// manifest that does not match its build is never copied anywhere.
+func (b Binary) Bytes() ([]byte, error) {
+	if b.read == nil {
+		return nil, fmt.Errorf("%w: %s", ErrUnsupported, b.Platform())
+	}
+	data, err := b.read()
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(data)
+	if got := hex.EncodeToString(sum[:]); got != b.SHA256 || int64(len(data)) != b.Size {
+		return nil, fmt.Errorf("%w: the rexd build for %s is %d bytes with sha256 %.12s…, but its manifest says %d bytes with %.12s…; rebuild rex with `make build`",
+			ErrManifest, b.Platform(), len(data), got, b.Size, b.SHA256)
+	}
+	return data, nil
+}
 
 // Source finds the rexd build for a platform.
 type Source interface {
@@ -43,11 +67,19 @@ type Source interface {
 // ErrUnsupported is wrapped by errors for a platform without a build.
 var ErrUnsupported = errors.New("no rexd build for this platform")
 
+// ErrManifest is wrapped by errors for a build whose bytes are not the
+// ones its manifest names.
+var ErrManifest = errors.New("rexd build does not match its manifest")
+
 // Embedded returns the builds compiled into this rex binary.
 func Embedded() Source { return &fsSource{fsys: embedded, dir: "rexd"} }
 
 // Dir returns builds read from dir, named rexd-<goos>-<goarch> with or
-// without a .gz suffix.
+// without a .gz suffix, each with an optional manifest
+// rexd-<goos>-<goarch>.sum ("<sha256 hex> <size>\n", written by `make
+// payload`). With a manifest, the build's identity costs one small read and
+// the build itself is read only by Binary.Bytes; without one, it is read
+// and hashed at once.
 func Dir(dir string) Source { return &fsSource{fsys: os.DirFS(dir), dir: "."} }
 
 type fsSource struct {
@@ -65,19 +97,16 @@ func (s *fsSource) Rexd(goos, goarch string) (Binary, error) {
 	if b, ok := s.cache[key]; ok {
 		return b, nil
 	}
-	name := filepath.ToSlash(filepath.Join(s.dir, "rexd-"+key))
-	var data []byte
-	if raw, err := fs.ReadFile(s.fsys, name+".gz"); err == nil {
-		zr, err := gzip.NewReader(bytes.NewReader(raw))
-		if err != nil {
-			return Binary{}, fmt.Errorf("rexd build for %s/%s is corrupt: %w", goos, goarch, err)
-		}
-		data, err = io.ReadAll(zr)
-		if err != nil {
-			return Binary{}, fmt.Errorf("rexd build for %s/%s is corrupt: %w", goos, goarch, err)
-		}
-	} else if raw, err := fs.ReadFile(s.fsys, name); err == nil {
-		data = raw
+	name := path.Join(s.dir, "rexd-"+key)
+	b := Binary{GOOS: goos, GOARCH: goarch}
+	var (
+		stored string // the file holding the build
+		gz     bool
+	)
+	if _, err := fs.Stat(s.fsys, name+".gz"); err == nil {
+		stored, gz = name+".gz", true
+	} else if _, err := fs.Stat(s.fsys, name); err == nil {
+		stored = name
 	} else {
 		have := s.platformsLocked()
 		if len(have) == 0 {
@@ -85,13 +114,67 @@ func (s *fsSource) Rexd(goos, goarch string) (Binary, error) {
 		}
 		return Binary{}, fmt.Errorf("%w: %s/%s (this rex carries %s)", ErrUnsupported, goos, goarch, strings.Join(have, ", "))
 	}
-	sum := sha256.Sum256(data)
-	b := Binary{GOOS: goos, GOARCH: goarch, Data: data, SHA256: hex.EncodeToString(sum[:])}
+	fsys := s.fsys
+	b.read = func() ([]byte, error) {
+		raw, err := fs.ReadFile(fsys, stored)
+		if err != nil {
+			return nil, fmt.Errorf("read the rexd build for %s/%s: %w", goos, goarch, err)
+		}
+		if !gz {
+			return raw, nil
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			return nil, fmt.Errorf("rexd build for %s/%s is corrupt: %w", goos, goarch, err)
+		}
+		data, err := io.ReadAll(zr)
+		if err != nil {
+			return nil, fmt.Errorf("rexd build for %s/%s is corrupt: %w", goos, goarch, err)
+		}
+		return data, nil
+	}
+	if m, err := fs.ReadFile(s.fsys, name+".sum"); err == nil {
+		sum, size, err := parseManifest(m)
+		if err != nil {
+			return Binary{}, fmt.Errorf("%w: %s/%s: %v; rebuild rex with `make build`", ErrManifest, goos, goarch, err)
+		}
+		b.SHA256, b.Size = sum, size
+	} else {
+		data, err := b.read()
+		if err != nil {
+			return Binary{}, err
+		}
+		b = withData(b, data)
+	}
 	if s.cache == nil {
 		s.cache = map[string]Binary{}
 	}
 	s.cache[key] = b
 	return b, nil
+}
+
+// withData is b identified by, and reading, data held in memory.
+func withData(b Binary, data []byte) Binary {
+	sum := sha256.Sum256(data)
+	b.SHA256, b.Size = hex.EncodeToString(sum[:]), int64(len(data))
+	b.read = func() ([]byte, error) { return data, nil }
+	return b
+}
+
+// parseManifest reads "<64 hex digits> <decimal size>\n".
+func parseManifest(m []byte) (sum string, size int64, err error) {
+	f := strings.Fields(string(m))
+	if len(f) != 2 || len(f[0]) != sha256.Size*2 {
+		return "", 0, fmt.Errorf("the manifest %q is not \"<sha256> <size>\"", m)
+	}
+	if _, err := hex.DecodeString(f[0]); err != nil || strings.ToLower(f[0]) != f[0] {
+		return "", 0, fmt.Errorf("the manifest's hash %q is not lowercase hex", f[0])
+	}
+	size, err = strconv.ParseInt(f[1], 10, 64)
+	if err != nil || size <= 0 {
+		return "", 0, fmt.Errorf("the manifest's size %q is not a positive number", f[1])
+	}
+	return f[0], size, nil
 }
 
 func (s *fsSource) Platforms() []string {
@@ -105,6 +188,9 @@ func (s *fsSource) platformsLocked() []string {
 	var out []string
 	for _, e := range ents {
 		n := strings.TrimSuffix(e.Name(), ".gz")
+		if strings.Contains(n, ".") {
+			continue // a manifest or something else, not a build
+		}
 		if rest, ok := strings.CutPrefix(n, "rexd-"); ok {
 			if goos, goarch, ok := strings.Cut(rest, "-"); ok {
 				out = append(out, goos+"/"+goarch)
@@ -177,9 +263,9 @@ func (s *fileSource) Rexd(goos, goarch string) (Binary, error) {
 	if err != nil {
 		return Binary{}, fmt.Errorf("%w: %s/%s (%v)", ErrUnsupported, goos, goarch, err)
 	}
-	sum := sha256.Sum256(data)
-	s.b = &Binary{GOOS: goos, GOARCH: goarch, Data: data, SHA256: hex.EncodeToString(sum[:])}
-	return *s.b, nil
+	b := withData(Binary{GOOS: goos, GOARCH: goarch}, data)
+	s.b = &b
+	return b, nil
 }
 
 func (s *fileSource) Platforms() []string {

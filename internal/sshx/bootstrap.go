@@ -49,8 +49,9 @@ type build struct {
 // validVersion keeps the version safe as a remote directory name.
 var validVersion = regexp.MustCompile(`^[0-9A-Za-z._+-]+$`)
 
-// loadBuilds reads every rexd build of the payload once (they are
-// decompressed and hashed; Connect starts this while the handshake runs).
+// loadBuilds learns every rexd build of the payload once: its hash and
+// size, from the manifest `make payload` wrote beside it (the build itself
+// is read only by install). Connect starts this while the handshake runs.
 func (d *Dialer) loadBuilds() ([]build, error) {
 	d.payloadOnce.Do(func() {
 		if !validVersion.MatchString(version.Version) {
@@ -429,6 +430,13 @@ func (d *Dialer) install(ctx context.Context, client *ssh.Client, name, dir stri
 		return 0, "", newError(name, ErrBootstrap, err, fmt.Sprintf(format, args...))
 	}
 
+	// Only now is the build read (decompressed, checked against the hash
+	// its manifest promised): a target that has it never costs that.
+	data, err := b.Bytes()
+	if err != nil {
+		return failf(err, "cannot copy rexd to %s: %v", name, err)
+	}
+
 	// Copying is a transfer, not waiting for an answer: the connect
 	// timeout does not run meanwhile (keepalives catch a dead link).
 	defer pauseBudget(ctx)()
@@ -437,10 +445,10 @@ func (d *Dialer) install(ctx context.Context, client *ssh.Client, name, dir stri
 	var n int64
 	if err == nil {
 		defer closeFS()
-		n, err = uploadSFTP(ctx, fsc, tmp, b.Data)
+		n, err = uploadSFTP(ctx, fsc, tmp, data)
 	} else {
 		method = "exec"
-		n, err = uploadExec(ctx, client, tmp, b.Data)
+		n, err = uploadExec(ctx, client, tmp, data)
 	}
 	cleanup := func() {
 		if fsc != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -442,6 +443,31 @@ func TestUnsupportedPlatform(t *testing.T) {
 		t.Fatalf("error %v, want unsupported", err)
 	}
 	assertOneSentence(t, err, "h1 is linux/"+runtime.GOARCH, "only for linux/"+other)
+}
+
+// TestManifestMismatchIsNotUploaded: a payload whose manifest promises a
+// hash its build does not have is refused before anything is copied, in
+// one sentence that says to rebuild; nothing is left on the target.
+func TestManifestMismatchIsNotUploaded(t *testing.T) {
+	e := newEnv(t)
+	s := e.server(sshtest.Options{})
+	bin, _ := rexdBinary(t)
+	dir := sshtest.TempDir(t)
+	name := filepath.Join(dir, "rexd-"+runtime.GOOS+"-"+runtime.GOARCH)
+	writeFile(t, name, string(bin))
+	other := sha256.Sum256([]byte("another build"))
+	writeFile(t, name+".sum", fmt.Sprintf("%x %d\n", other, len(bin)))
+	o := e.opts()
+	o.Payload = payload.Dir(dir)
+	err, _ := dialErr(t, NewDialer(o), e.target("h1", s))
+	if !errors.Is(err, ErrBootstrap) || !errors.Is(err, payload.ErrManifest) {
+		t.Fatalf("error %v, want a refused build", err)
+	}
+	assertOneSentence(t, err, "cannot copy rexd to h1", "manifest", "make build")
+	entry := filepath.Join(s.Home, ".cache", "rexd", version.Version+"-"+hex.EncodeToString(other[:])[:12])
+	if ents, _ := os.ReadDir(entry); len(ents) != 0 {
+		t.Errorf("%s holds %v after a refused build", entry, ents)
+	}
 }
 
 // TestCheckAndClean: Check reports the platform and the cached rexd

@@ -36,10 +36,27 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
+	// The manifest `make payload` writes: the Dialer learns the build's
+	// hash from it, as it does from the builds rex embeds.
+	if err := writeManifest(out); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
 	rexdDir = dir
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// writeManifest writes build's manifest, build.sum, as `make payload` does.
+func writeManifest(build string) error {
+	data, err := os.ReadFile(build)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(data)
+	return os.WriteFile(build+".sum", fmt.Appendf(nil, "%x %d\n", sum, len(data)), 0o644)
 }
 
 // rexdBinary is the local build and its SHA-256.
