@@ -282,10 +282,17 @@ func TestPoolReusesAndRedials(t *testing.T) {
 	f := newFleet(t)
 	var states []string
 	var mu sync.Mutex
+	lost := make(chan struct{}, 1)
 	pool := fanout.NewPool(f, fanout.PoolOptions{OnState: func(target, state string, err error) {
 		mu.Lock()
 		states = append(states, target+":"+state)
 		mu.Unlock()
+		if target == "h1" && state == fanout.StateError {
+			select {
+			case lost <- struct{}{}:
+			default:
+			}
+		}
 	}})
 	defer pool.Close()
 	ts := targets("h1", "h2")
@@ -308,6 +315,14 @@ func TestPoolReusesAndRedials(t *testing.T) {
 	f.procs["h1"].Process.Kill()
 	f.mu.Unlock()
 	<-gone // the client has seen its connection end
+	// The pool's watcher reports the loss on its own goroutine; a run that
+	// started first would replace the entry and the report would (rightly)
+	// be dropped as stale.
+	select {
+	case <-lost:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the pool never reported h1's lost connection")
+	}
 	if s := fanout.Run(context.Background(), pool, ts, fanout.Task{Argv: []string{"true"}}, fanout.Options{}); s.OK != 2 {
 		t.Fatalf("after a dead connection: %+v", s.Results[0].Err)
 	}
