@@ -2,7 +2,9 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -146,4 +148,53 @@ func waitStatus(s *tmuxSession, tag string) string {
 		}
 		return false
 	})
+}
+
+// TestBecomeUser: a device's "become_user" names who its rexd runs as
+// (through sudo, NOPASSWD here), for run and push alike; --sudo on such a
+// device becomes that user too.
+func TestBecomeUser(t *testing.T) {
+	f := newSSHFleet(t, 0, false)
+	login := sshtest.NewUser(t, sshtest.UserOptions{Sudo: sshtest.SudoNoPasswd})
+	app := sshtest.NewUser(t, sshtest.UserOptions{})
+	h := f.addHost(t, sshtest.Options{User: login.Name, Home: login.Home})
+	dev := f.deviceFor(h)
+	dev["become"] = true
+	dev["become_user"] = app.Name
+	f.setDevice(t, "h1", dev)
+
+	out, errOut, code := f.run("run", "h1", "--", "id", "-un")
+	if code != 0 || out != "h1: "+app.Name+"\n" {
+		t.Fatalf("run as become_user: %d %q %q", code, out, errOut)
+	}
+	if out, errOut, code = f.run("run", "--sudo", "h1", "--", "id", "-un"); code != 0 || out != "h1: "+app.Name+"\n" {
+		t.Fatalf("run --sudo on a device with become_user: %d %q %q", code, out, errOut)
+	}
+	// rexd runs from app's own 0700 cache; the login user's is left as it is.
+	cache := filepath.Join(app.Home, ".cache", "rexd")
+	if fi, err := os.Lstat(cache); err != nil || fi.Mode().Perm() != 0o700 || int(fi.Sys().(*syscall.Stat_t).Uid) != app.UID {
+		t.Errorf("%s: %v, want a 0700 directory of %s", cache, err, app.Name)
+	}
+	conf := filepath.Join(f.home, "app.conf")
+	os.WriteFile(conf, []byte("setting = 2\n"), 0o644)
+	dest := filepath.Join(app.Home, "conf") + "/"
+	if out, errOut, code = f.run("push", conf, dest, "h1"); code != 0 {
+		t.Fatalf("push as become_user: %d %q %q", code, out, errOut)
+	}
+	fi, err := os.Stat(filepath.Join(app.Home, "conf/app.conf"))
+	if err != nil || read(t, filepath.Join(app.Home, "conf/app.conf")) != "setting = 2\n" {
+		t.Fatalf("the push did not land in %s: %v", dest, err)
+	}
+	if uid := fi.Sys().(*syscall.Stat_t).Uid; strconv.Itoa(int(uid)) != strings.TrimSpace(runOut(t, "id", "-u", app.Name)) {
+		t.Errorf("app.conf is owned by uid %d, want %s's", uid, app.Name)
+	}
+}
+
+func runOut(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).Output()
+	if err != nil {
+		t.Fatalf("%s %v: %v", name, args, err)
+	}
+	return string(out)
 }

@@ -35,7 +35,7 @@ type BootstrapInfo struct {
 	Hashed        bool          // the cached rexd was hashed on the target before it ran
 	Uploaded      bool          // rex copied it now
 	BytesUploaded int64         // file bytes written (0 when cached)
-	Method        string        // "sftp" or "exec" (no SFTP subsystem), when uploaded
+	Method        string        // "sftp", "exec" (no SFTP subsystem) or "sudo" (into another user's cache), when uploaded
 	Duration      time.Duration // of the whole bootstrap
 }
 
@@ -100,6 +100,11 @@ type become struct {
 	password []byte
 }
 
+// root says whether sudo makes the superuser, who runs the login user's
+// own verified rexd where it is; any other user cannot read the login
+// user's cache and gets a copy in a cache of its own.
+func (b *become) root() bool { return b.user == "root" || b.user == "#0" }
+
 // launchOpts are what one target adds to how rexd starts.
 type launchOpts struct {
 	as   *become
@@ -123,6 +128,10 @@ func (d *Dialer) bootstrap(ctx context.Context, client *ssh.Client, name string,
 	}
 
 	account := client.User() + "@" + client.RemoteAddr().String() + " " + name
+	other := lo.as != nil && !lo.as.root() // rexd runs from that user's own cache
+	if other {
+		account += " as " + lo.as.user
+	}
 	l, err := d.launch(ctx, client, name, "run", builds, &lo, d.knownArgs(account)...)
 	if err != nil {
 		return fail(err)
@@ -138,7 +147,18 @@ func (d *Dialer) bootstrap(ctx context.Context, client *ssh.Client, name string,
 		l.client.Close() // a stale or damaged copy: replace it
 	}
 	h := l.header
-	if h.uname == "" {
+	switch {
+	case h.uname == "" && other:
+		// The same, in that user's own cache: the probe runs through sudo.
+		pl, err := d.launch(ctx, client, name, "probe", builds, &lo)
+		if err != nil {
+			return fail(err)
+		}
+		h = pl.header
+		if err := d.probeError(name, h, pl.status, pl.stderr); err != nil {
+			return fail(err)
+		}
+	case h.uname == "":
 		// A cached rexd ran but was stale or damaged (or the shell never
 		// got that far): probe afresh and replace it. A fresh copy that
 		// fails too is reported below, with its stderr.
@@ -146,12 +166,22 @@ func (d *Dialer) bootstrap(ctx context.Context, client *ssh.Client, name string,
 		if err != nil {
 			return fail(err)
 		}
-	} else if err := d.probeError(name, h, l.status, l.stderr); err != nil {
-		return fail(err)
+	default:
+		if err := d.probeError(name, h, l.status, l.stderr); err != nil {
+			return fail(err)
+		}
 	}
 	b := pickBuild(builds, h.uname)
 	d.state(name, StateBootstrapping, nil)
-	n, method, err := d.install(ctx, client, name, h.dir, b)
+	var (
+		n      int64
+		method string
+	)
+	if other {
+		n, method, err = d.installAs(ctx, client, name, h.dir, b, &lo)
+	} else {
+		n, method, err = d.install(ctx, client, name, h.dir, b)
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -165,6 +195,10 @@ func (d *Dialer) bootstrap(ctx context.Context, client *ssh.Client, name string,
 	}
 	d.remember(account, l.header)
 	if l.session == nil {
+		if lo.as != nil {
+			return fail(newError(name, ErrBootstrap, l.err, fmt.Sprintf(
+				"rexd was copied to %s on %s but did not start through sudo as %s (exit status %d)%s; check what sudo allows %s there", h.dir, name, lo.as.user, l.status, oneSentence(l.stderr), lo.as.user)))
+		}
 		return fail(newError(name, ErrBootstrap, l.err, fmt.Sprintf(
 			"rexd was copied to %s on %s but did not start (exit status %d)%s; check that the directory allows executing programs", h.dir, name, l.status, oneSentence(l.stderr))))
 	}
@@ -486,6 +520,85 @@ func (d *Dialer) install(ctx context.Context, client *ssh.Client, name, dir stri
 		return failf(err, "install rexd as %s on %s: %v", final, name, err)
 	}
 	return n, method, nil
+}
+
+// installAs copies b into dir/<entry>/rexd on the target as the become
+// user, through sudo: the login user's SFTP cannot write into that user's
+// 0700 cache, so the build goes to installScript's standard input once
+// sudo has let it run, and that user's shell checks its SHA-256 before
+// renaming it into place.
+func (d *Dialer) installAs(ctx context.Context, client *ssh.Client, name, dir string, b build, lo *launchOpts) (int64, string, error) {
+	vdir := path.Join(dir, b.entry)
+	user := lo.as.user
+	failf := func(err error, format string, args ...any) (int64, string, error) {
+		return 0, "", newError(name, ErrBootstrap, err, fmt.Sprintf(format, args...))
+	}
+	data, err := b.Bytes()
+	if err != nil {
+		return failf(err, "cannot copy rexd to %s: %v", name, err)
+	}
+	defer pauseBudget(ctx)() // a transfer, like install's
+
+	sess, err := client.NewSession()
+	if err != nil {
+		return failf(err, "copy rexd to %s as %s: open an SSH session: %v", name, user, err)
+	}
+	stdin, err := sess.StdinPipe()
+	if err != nil {
+		sess.Close()
+		return failf(err, "copy rexd to %s as %s: %v", name, user, err)
+	}
+	stdout, err := sess.StdoutPipe()
+	if err != nil {
+		sess.Close()
+		return failf(err, "copy rexd to %s as %s: %v", name, user, err)
+	}
+	tail := &tailBuffer{max: 4096}
+	watch := sudo.NewWatcher()
+	sess.Stderr = io.MultiWriter(tail, watch)
+	argv := append([]string{"exec", "sudo"}, sudo.Args(user, lo.as.password != nil, "/bin/sh", "-c", installScript, "rexd-install", vdir, b.SHA256)...)
+	if err := sess.Start(command(argv...)); err != nil {
+		sess.Close()
+		return failf(err, "copy rexd to %s as %s: start the remote shell: %v", name, user, err)
+	}
+	hr := newHeaderReader(stdout)
+	closer := newSessionCloser(sess, stdin)
+	defer closer.Close()
+	stop := context.AfterFunc(ctx, func() { sess.Close() })
+	defer stop()
+	err = sudo.Wait(ctx, hr.headerLine, watch, stdin, lo.as.password)
+	if errors.Is(err, sudo.ErrEnded) {
+		<-closer.done // all of stderr is read once the session ends
+		err = watch.Failure()
+	}
+	if errors.Is(err, sudo.ErrPasswordRequired) {
+		return failf(err, "copy rexd to %s as %s: sudo asked for a password it did not ask for a moment before; run again", name, user)
+	}
+	if err != nil {
+		return 0, "", becomeError(name, user, err)
+	}
+	if _, err := stdin.Write(data); err != nil {
+		return failf(err, "copy rexd to %s in %s as %s: %v; check free space there", name, vdir, user, err)
+	}
+	stdin.Close()
+	io.Copy(io.Discard, hr) // keeps the script's "rexd-" lines
+	<-closer.done
+	if ctx.Err() != nil {
+		return failf(ctx.Err(), "copy rexd to %s as %s: %v", name, user, ctx.Err())
+	}
+	h := hr.header()
+	switch status := closer.exitStatus(); {
+	case status == 0 && h.sum == b.SHA256:
+		return int64(len(data)), "sudo", nil
+	case status == exitInstallDir:
+		return failf(nil, "copy rexd to %s as %s: %s", name, user, describeBad(h.bad))
+	case status == exitNoSumTool:
+		return failf(nil, "copy rexd to %s as %s: the target has neither sha256sum nor shasum, so the copy cannot be checked; install one of them", name, user)
+	case status == exitInstallDamaged:
+		return failf(nil, "the rexd copied to %s on %s as %s is damaged (sha256 %.12s…, want %.12s…); retry, and check the disk there if it happens again", vdir, name, user, h.sum, b.SHA256)
+	default:
+		return failf(nil, "copy rexd to %s in %s as %s: exit status %d%s; check free space and permissions there", name, vdir, user, status, oneSentence(tail.String()))
+	}
 }
 
 func randomHex(n int) string {

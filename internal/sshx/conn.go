@@ -59,7 +59,7 @@ func (c *Conn) Lane(ctx context.Context) (*rexclient.Client, *rexclient.Session,
 
 // Connect dials t, bootstraps rexd and opens a session.
 func (d *Dialer) Connect(ctx context.Context, t Target) (*Conn, error) {
-	// Decompressing and hashing the rexd builds overlaps the handshake.
+	// Reading the rexd builds' manifests overlaps the handshake.
 	go d.loadBuilds()
 	dl, err := d.dialTarget(ctx, t)
 	if err != nil {

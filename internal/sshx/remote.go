@@ -122,21 +122,54 @@ const exitNoSumTool = 7
 
 // bootCommand is the command line that runs bootScript in mode; extra are
 // further ARGs (known=, fresh=).
+//
+// Through sudo as root, the script runs as the login user and starts the
+// login user's verified rexd through sudo (become=). As any other user,
+// who cannot read the login user's 0700 cache, the whole script runs
+// through sudo as that user instead: it finds, checks and (on a miss)
+// probes that user's own cache directories, and installScript copies rexd
+// there.
 func bootCommand(mode string, builds []build, rexdArgs []string, as *become, extra ...string) string {
-	argv := []string{"exec", "/bin/sh", "-c", bootScript, "rexd-boot", mode}
+	script := []string{"/bin/sh", "-c", bootScript, "rexd-boot", mode}
 	for _, b := range builds {
 		for _, n := range b.unames {
-			argv = append(argv, n+"="+b.entry, "sum="+n+"="+b.SHA256)
+			script = append(script, n+"="+b.entry, "sum="+n+"="+b.SHA256)
 		}
 	}
-	argv = append(argv, extra...)
-	if as != nil {
-		argv = append(argv, "become="+as.user, "bmode="+sudo.Mode(as.password != nil), "bprompt="+sudo.Prompt, "bready="+sudo.ReadyScript)
+	script = append(script, extra...)
+	if as != nil && as.root() {
+		script = append(script, "become="+as.user, "bmode="+sudo.Mode(as.password != nil), "bprompt="+sudo.Prompt, "bready="+sudo.ReadyScript)
 	}
-	argv = append(argv, "version="+version.Version, "--")
-	argv = append(argv, rexdArgs...)
-	return command(argv...)
+	script = append(script, "version="+version.Version, "--")
+	script = append(script, rexdArgs...)
+	if as != nil && !as.root() {
+		return command(append([]string{"exec", "sudo"}, sudo.Args(as.user, as.password != nil, script...)...)...)
+	}
+	return command(append([]string{"exec"}, script...)...)
 }
+
+// installScript runs as the become user, through sudo, after sudo's Ready
+// line: it writes its standard input (the rexd build) to a temporary file
+// in $1, a version directory of that user's cache that bootScript's probe
+// made (checked again here without following symlinks: a directory of
+// this user with mode 0700), prints "rexd-sum HEX" of what it got and,
+// when that is $2, makes it executable and renames it to $1/rexd. Exit 6:
+// the directory is not usable ("rexd-bad WHY DIR"); 7: no SHA-256 tool;
+// 8: the copy is damaged. Like bootScript it holds no single quote, no "!"
+// and no newline.
+const installScript = `d=$1; want=$2; me=$(id -u); umask 077; ` +
+	`if [ -L "$d" ]; then echo "rexd-bad symlink $d"; exit 6; fi; if [ -d "$d" ]; then :; else echo "rexd-bad create $d"; exit 6; fi; ` +
+	`set -- $(ls -ldn "$d" 2>/dev/null); if [ "$3" = "$me" ]; then :; else echo "rexd-bad notowned $d"; exit 6; fi; ` +
+	`case $1 in drwx------*) ;; *) echo "rexd-bad mode $d"; exit 6;; esac; ` +
+	`t=$d/.rexd.tmp.$$; cat > "$t" || { rm -f "$t"; exit 6; }; ` +
+	`x=$(sha256sum < "$t" 2>/dev/null) || x=$(shasum -a 256 < "$t" 2>/dev/null) || { rm -f "$t"; exit 7; }; x=${x%% *}; echo "rexd-sum $x"; ` +
+	`if [ "$x" = "$want" ]; then chmod 700 "$t" && mv -f "$t" "$d/rexd" && exit 0; fi; rm -f "$t"; exit 8`
+
+// Exit statuses of installScript (7 is exitNoSumTool).
+const (
+	exitInstallDir     = 6
+	exitInstallDamaged = 8
+)
 
 // header is what bootScript reported.
 type header struct {
