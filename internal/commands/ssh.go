@@ -32,6 +32,7 @@ func (c SSHConnector) Connect(ctx context.Context, t fanout.Target) (*fanout.Con
 	st.ConnectTimeout = t.ConnectTimeout
 	st.Become = become
 	st.ResumeGrace = t.ResumeGrace
+	st.First = t.First
 	conn, err := c.Dialer.Connect(ctx, st)
 	if err != nil {
 		return nil, err

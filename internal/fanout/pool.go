@@ -37,6 +37,11 @@ type Target struct {
 	// pool then reconnects and resumes (Conn.Resume). PoolOptions
 	// sets it for every target.
 	ResumeGrace time.Duration
+	// First, when set, is a command a connector that can may start with
+	// the connection's first session, in the same flight (sshx does; see
+	// rexclient.FirstExec). Only the caller whose Acquire dials passes it
+	// on; it finds out from First.Sent whether it was started.
+	First *rexclient.FirstExec
 }
 
 // Conn is a ready connection: a session on a rexd.

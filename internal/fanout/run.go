@@ -330,22 +330,6 @@ func runOne(ctx context.Context, pool *Pool, t Target, task Task, opts Options, 
 		r.Err = fmt.Errorf("%s: %w", t.Name, err)
 		return r
 	}
-	t.ConnectTimeout = opts.ConnectTimeout
-	lease, err := pool.AcquireAs(ctx, t, opts.ClientName)
-	if err != nil {
-		if ctx.Err() != nil {
-			r.Cancelled, r.Err = true, fmt.Errorf("%s: cancelled", t.Name)
-			return r
-		}
-		r.Err, r.Unreachable = err, true
-		return r
-	}
-	if opts.Release {
-		defer lease.Close()
-	} else {
-		defer lease.Release()
-	}
-	sess := lease.Session()
 
 	env := make(map[string]string, len(task.Env)+len(sec)+2)
 	for k, v := range task.Env {
@@ -373,7 +357,6 @@ func runOne(ctx context.Context, pool *Pool, t Target, task Task, opts Options, 
 	if task.Timeout > 0 {
 		p.TimeoutMS = task.Timeout.Milliseconds()
 	}
-	started := time.Now()
 	// Output can arrive before Exec returns (events are routed as soon as
 	// the start reply is read): whichever comes first reports the start.
 	var startOnce sync.Once
@@ -389,7 +372,7 @@ func runOne(ctx context.Context, pool *Pool, t Target, task Task, opts Options, 
 		defer me.Flush()
 		stdout, stderr = mo, me
 	}
-	proc, err := sess.Exec(ctx, p, rexclient.ExecOptions{OnEvent: func(ev rexclient.Event) {
+	eopts := rexclient.ExecOptions{OnEvent: func(ev rexclient.Event) {
 		startOnce.Do(reportStart)
 		switch ev.Kind {
 		case rexclient.Stdout:
@@ -397,7 +380,38 @@ func runOne(ctx context.Context, pool *Pool, t Target, task Task, opts Options, 
 		case rexclient.Stderr:
 			stderr.Write(ev.Data)
 		}
-	}})
+	}}
+	var first *rexclient.FirstExec
+	if opts.Release && opts.ClientName == "" {
+		// A one-shot run's connection is this command's alone: the
+		// command goes out with the session's opening (a cold start
+		// then waits for one round trip less), when the connector can.
+		first = &rexclient.FirstExec{Params: p, Opts: eopts}
+		t.First = first
+	}
+	t.ConnectTimeout = opts.ConnectTimeout
+	lease, err := pool.AcquireAs(ctx, t, opts.ClientName)
+	if err != nil {
+		if ctx.Err() != nil {
+			r.Cancelled, r.Err = true, fmt.Errorf("%s: cancelled", t.Name)
+			return r
+		}
+		r.Err, r.Unreachable = err, true
+		return r
+	}
+	if opts.Release {
+		defer lease.Close()
+	} else {
+		defer lease.Release()
+	}
+	sess := lease.Session()
+	started := time.Now()
+	var proc *rexclient.Process
+	if first != nil && first.Sent {
+		proc, err = first.Proc, first.Err
+	} else {
+		proc, err = sess.Exec(ctx, p, eopts)
+	}
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:

@@ -1,6 +1,9 @@
 package protocol
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Encodings of byte payloads. Text that is valid UTF-8 travels as utf8;
 // anything else as base64.
@@ -40,6 +43,11 @@ type SessionOpenParams struct {
 	// session.resume): how long rexd keeps it after its connection drops.
 	// rexd may grant less (its resume_grace_ms limit).
 	ResumeGraceMS int64 `json:"resume_grace_ms,omitempty"`
+	// BuildHashes, when set, opens the session only on a rexd whose build
+	// hash is one of them (capability pipeline): a client that sent work
+	// behind session.open before learning which rexd answers knows that
+	// nothing ran on a rexd it did not want.
+	BuildHashes []string `json:"build_hashes,omitempty"`
 }
 
 // SessionOpenResult is the result of session.open.
@@ -101,7 +109,11 @@ type SessionInfoResult struct {
 // written to the process and then closed; when absent, stdin stays open for
 // exec.input.
 type ExecStartParams struct {
-	SessionID      string            `json:"session_id"`
+	SessionID string `json:"session_id,omitempty"`
+	// SessionOpenID names the session instead of SessionID (capability
+	// pipeline): the one opened by the session.open request with this
+	// JSON-RPC id, earlier on the same connection.
+	SessionOpenID  json.RawMessage   `json:"session_open_id,omitempty"`
 	Argv           []string          `json:"argv,omitempty"`
 	Cwd            string            `json:"cwd,omitempty"`
 	Env            map[string]string `json:"env,omitempty"`

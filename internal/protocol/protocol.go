@@ -67,6 +67,10 @@ const (
 	CapExecInput = "exec.input"
 	CapPTY       = "pty"
 	CapCancel    = "cancel" // $/cancelRequest is honoured
+	// CapPipeline: exec.start may name its session by the id of the
+	// session.open request that opened it (session_open_id), so a client
+	// sends both at once, and session.open takes build_hashes.
+	CapPipeline = "pipeline"
 )
 
 // Message is one JSON-RPC 2.0 object on the wire: a request (ID and Method),

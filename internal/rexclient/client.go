@@ -110,6 +110,16 @@ func (c *Client) Err() error {
 	return c.err
 }
 
+// Idle reports whether nothing is under way on the connection: no
+// process or PTY whose end has not been seen, no request unanswered. An
+// idle rexd has nothing to clean up when its input ends, so its transport
+// may be cut without waiting for it to confirm.
+func (c *Client) Idle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.routes) == 0 && len(c.pending) == 0 && len(c.resumable) == 0
+}
+
 // Close ends the connection. Processes that were not detached are stopped by
 // rexd when it sees the end of its input.
 func (c *Client) Close() error {
@@ -243,17 +253,35 @@ func (c *Client) call(ctx context.Context, method string, params, result any, on
 // callOn is call on the transport of enc (Resume's requests, before the
 // connection is back), or on the current one when enc is nil.
 func (c *Client) callOn(ctx context.Context, enc *protocol.Encoder, method string, params, result any, onResult, onAbandon func(json.RawMessage)) error {
+	sent, err := c.send(enc, method, params, onResult, onAbandon)
+	if err != nil {
+		return err
+	}
+	return c.await(ctx, sent, result)
+}
+
+// sent is a request on the wire whose answer has not been read yet.
+type sent struct {
+	cl     *call
+	key    string
+	id     json.RawMessage // as sent
+	method string
+}
+
+// send writes a request without waiting for its answer (await does), so
+// several can go out in one flight.
+func (c *Client) send(enc *protocol.Encoder, method string, params any, onResult, onAbandon func(json.RawMessage)) (*sent, error) {
 	cl := &call{resp: make(chan *protocol.Message, 1), onResult: onResult, onAbandon: onAbandon}
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
 		c.mu.Unlock()
-		return err
+		return nil, err
 	}
 	if enc == nil && c.dropped != nil {
 		err := c.dropped
 		c.mu.Unlock()
-		return err
+		return nil, err
 	}
 	if enc == nil {
 		enc = c.enc
@@ -281,8 +309,16 @@ func (c *Client) callOn(ctx context.Context, enc *protocol.Encoder, method strin
 		c.mu.Lock()
 		delete(c.pending, key)
 		c.mu.Unlock()
-		return fmt.Errorf("send %s: %w", method, err)
+		return nil, fmt.Errorf("send %s: %w", method, err)
 	}
+	return &sent{cl: cl, key: key, id: reqID, method: method}, nil
+}
+
+// await waits for the answer to a sent request and decodes its result.
+// When ctx ends first, rexd is told to stop working on it (and a call
+// with onAbandon undoes what its late answer started).
+func (c *Client) await(ctx context.Context, s *sent, result any) error {
+	cl, key, reqID, method, onAbandon := s.cl, s.key, s.id, s.method, s.cl.onAbandon
 	var resp *protocol.Message
 	select {
 	case resp = <-cl.resp:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -86,6 +87,56 @@ func (c *Client) OpenSession(ctx context.Context, p protocol.SessionOpenParams) 
 	return s, nil
 }
 
+// OpenSessionExec opens a session and starts a process in it in one
+// flight: exec.start goes out right behind session.open, naming the
+// session by that request's id (capability pipeline), so a cold start pays
+// one round trip for both. It returns the session and, separately, the
+// start's outcome: startErr is set when the session opened but the process
+// did not start. A rexd without the capability refuses the early start
+// (it names no session) and the process is then started the usual way.
+// When op names BuildHashes, a rexd of another build opens nothing and
+// starts nothing.
+func (c *Client) OpenSessionExec(ctx context.Context, op protocol.SessionOpenParams, p protocol.ExecStartParams, opts ExecOptions) (s *Session, proc *Process, startErr, err error) {
+	s = &Session{c: c}
+	open, err := c.send(nil, protocol.MethodSessionOpen, op, func(raw json.RawMessage) {
+		// On the reader, before exec.start's answer is read: the
+		// process's route names its session.
+		var r protocol.SessionOpenResult
+		if json.Unmarshal(raw, &r) == nil {
+			s.ID = r.SessionID
+		}
+	}, nil)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("open session: %w", err)
+	}
+	p.SessionID, p.SessionOpenID = "", open.id
+	proc, start, serr := s.sendExec(p, opts)
+	var res protocol.SessionOpenResult
+	err = c.await(ctx, open, &res)
+	if serr == nil {
+		// Always collected: when ctx ended, a start rexd made anyway is
+		// stopped (onAbandon).
+		serr = proc.started(ctx, start)
+	}
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("open session: %w", err)
+	}
+	if res.Protocol != protocol.Version {
+		return nil, nil, nil, fmt.Errorf("open session: rexd speaks %q, this client %q; update one of them", res.Protocol, protocol.Version)
+	}
+	s.Info = res // s.ID was set on the reader, which may be reading it now
+	c.register(s)
+	if serr != nil && !slices.Contains(res.Capabilities, protocol.CapPipeline) && ctx.Err() == nil {
+		// An older rexd: it could not tell which session was meant.
+		p.SessionOpenID = nil
+		proc, serr = s.Exec(ctx, p, opts)
+	}
+	if serr != nil {
+		return s, nil, serr, nil
+	}
+	return s, proc, nil, nil
+}
+
 // Resumable reports whether rexd keeps this session when the connection
 // drops.
 func (s *Session) Resumable() bool { return s.resume != nil }
@@ -134,9 +185,29 @@ type Process struct {
 // Exec calls exec.start and streams the process's events to opts.
 func (s *Session) Exec(ctx context.Context, p protocol.ExecStartParams, opts ExecOptions) (*Process, error) {
 	p.SessionID = s.ID
-	proc := &Process{s: s, done: make(chan struct{})}
+	proc, st, err := s.sendExec(p, opts)
+	if err != nil {
+		return nil, err
+	}
+	return proc, proc.started(ctx, st)
+}
+
+// started waits for the answer to the exec.start of p.
+func (p *Process) started(ctx context.Context, st *sent) error {
 	var res protocol.ExecStartResult
-	err := s.c.call(ctx, protocol.MethodExecStart, p, &res, func(raw json.RawMessage) {
+	if err := p.s.c.await(ctx, st, &res); err != nil {
+		return err
+	}
+	p.Pid, p.StartedAt = res.Pid, res.StartedAt
+	return nil
+}
+
+// sendExec sends exec.start without waiting for its answer. The process
+// is routed from the answer on (on the reader, before the next message),
+// so no event is missed; s.ID is read only then.
+func (s *Session) sendExec(p protocol.ExecStartParams, opts ExecOptions) (*Process, *sent, error) {
+	proc := &Process{s: s, done: make(chan struct{})}
+	st, err := s.c.send(nil, protocol.MethodExecStart, p, func(raw json.RawMessage) {
 		var r protocol.ExecStartResult
 		if json.Unmarshal(raw, &r) == nil {
 			proc.startRoute(r.ProcessID, opts)
@@ -149,10 +220,9 @@ func (s *Session) Exec(ctx context.Context, p protocol.ExecStartParams, opts Exe
 		}
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	proc.Pid, proc.StartedAt = res.Pid, res.StartedAt
-	return proc, nil
+	return proc, st, nil
 }
 
 // abandonWait bounds the call that stops a process whose start the caller
@@ -387,4 +457,19 @@ func (s *Session) Glob(ctx context.Context, p protocol.FSGlobParams) (protocol.F
 	var res protocol.FSGlobResult
 	err := s.c.Call(ctx, protocol.MethodFSGlob, p, &res)
 	return res, err
+}
+
+// FirstExec is a process to start together with a connection's first
+// session (OpenSessionExec), handed down to whoever opens that session.
+// Params and Opts are the caller's; Sent, Proc and Err say what became of
+// it: when Sent is false it was never sent and the caller starts it
+// itself; otherwise Proc is the started process, or Err why it did not
+// start.
+type FirstExec struct {
+	Params protocol.ExecStartParams
+	Opts   ExecOptions
+
+	Sent bool
+	Proc *Process
+	Err  error
 }

@@ -52,8 +52,13 @@ type conn struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
-	closed   bool
-	inflight map[string]*request // by id, as sent
+	// opened maps the id of a session.open request (as sent) to the
+	// session it opened, for an exec.start that names its session so
+	// (session_open_id); only the last maxOpened are kept.
+	opened     map[string]string
+	openedKeys []string
+	closed     bool
+	inflight   map[string]*request // by id, as sent
 
 	handlers    sync.WaitGroup
 	outstanding chan struct{}
@@ -475,6 +480,48 @@ func (c *conn) session(req *request, id string) *protocol.Error {
 	}
 	req.session = s
 	return nil
+}
+
+// maxOpened bounds how many session.open ids a connection remembers for
+// session_open_id: a pipelining client names the one it has just sent.
+const maxOpened = 16
+
+// rememberOpened records that the session.open request key opened id.
+// c.mu is held.
+func (c *conn) rememberOpenedLocked(key, id string) {
+	if c.opened == nil {
+		c.opened = map[string]string{}
+	}
+	if _, ok := c.opened[key]; !ok {
+		c.openedKeys = append(c.openedKeys, key)
+	}
+	c.opened[key] = id
+	for len(c.openedKeys) > maxOpened {
+		delete(c.opened, c.openedKeys[0])
+		c.openedKeys = c.openedKeys[1:]
+	}
+}
+
+// sessionByOpen is the id of the session the session.open request with
+// JSON-RPC id openID opened on this connection, for exec.start's
+// session_open_id. Requests are read in order and session.open is handled
+// before the next line is read, so an open sent just before is known.
+func (c *conn) sessionByOpen(openID json.RawMessage) (string, *protocol.Error) {
+	c.mu.Lock()
+	id, ok := c.opened[string(openID)]
+	c.mu.Unlock()
+	if !ok {
+		return "", protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"reason": "unknown_session"},
+			"no session was opened by request %s on this connection; session_open_id names an earlier session.open that succeeded", truncate(string(openID), 64))
+	}
+	return id, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
 }
 
 // takeSession removes the session id from the connection; of two

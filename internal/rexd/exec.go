@@ -148,6 +148,13 @@ func (c *conn) execStart(ctx context.Context, req *request) (any, *protocol.Erro
 	if e := decode(req.msg.Params, &p); e != nil {
 		return nil, e
 	}
+	if p.SessionID == "" && len(p.SessionOpenID) > 0 {
+		id, e := c.sessionByOpen(p.SessionOpenID)
+		if e != nil {
+			return nil, e
+		}
+		p.SessionID = id
+	}
 	if e := c.session(req, p.SessionID); e != nil {
 		return nil, e
 	}

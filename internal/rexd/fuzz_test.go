@@ -23,6 +23,11 @@ func FuzzServe(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":9,"method":"exec.wait","params":{"session_id":"s_1","process_id":"p_1","timeout_ms":1}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":2,"method":"pty.open","params":{"session_id":"s_1","argv":["true"],"cols":5,"rows":5}}`))
 	f.Add([]byte("\x00\xff{\n[]\n{\"jsonrpc\":\"2.0\"}\n"))
+	// Pipelined: exec.start naming its session by the open request's id.
+	f.Add([]byte(`{"jsonrpc":"2.0","id":2,"method":"exec.start","params":{"session_open_id":1,"argv":["echo","hi"]}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":"o","method":"session.open","params":{"client_name":"f","build_hashes":["x"]}}
+{"jsonrpc":"2.0","id":3,"method":"exec.start","params":{"session_open_id":"o","argv":["true"]}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":2,"method":"exec.start","params":{"session_open_id":{"a":[1]},"argv":["true"]}}`))
 	f.Fuzz(func(t *testing.T, input []byte) {
 		root := t.TempDir()
 		srv, err := New(Config{

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -102,7 +103,7 @@ func (s *Server) newID(prefix string) string {
 
 // capabilities are what this server implements.
 func (s *Server) capabilities() []string {
-	caps := []string{protocol.CapExec, protocol.CapFS, protocol.CapEvents, protocol.CapExecInput, protocol.CapPTY, protocol.CapCAS, protocol.CapCancel}
+	caps := []string{protocol.CapExec, protocol.CapFS, protocol.CapEvents, protocol.CapExecInput, protocol.CapPTY, protocol.CapCAS, protocol.CapCancel, protocol.CapPipeline}
 	if s.cfg.ResumeGrace > 0 {
 		caps = append(caps, protocol.CapResume)
 	}
@@ -196,6 +197,10 @@ func (c *conn) sessionOpen(ctx context.Context, req *request) (any, *protocol.Er
 	if p.ClientName == "" {
 		return nil, protocol.Errorf(protocol.CodeInvalidParams, nil, "client_name is required")
 	}
+	if len(p.BuildHashes) > 0 && !slices.Contains(p.BuildHashes, c.srv.cfg.BuildHash) {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"reason": "build_hash", "build_hash": c.srv.cfg.BuildHash},
+			"this rexd's build hash %s is not one the client asked for; no session was opened", c.srv.cfg.BuildHash)
+	}
 	caps := c.srv.capabilities()
 	var unsupported []string
 	for _, rc := range p.RequestedCapabilities {
@@ -258,6 +263,7 @@ func (c *conn) sessionOpen(ctx context.Context, req *request) (any, *protocol.Er
 		return nil, protocol.Errorf(protocol.CodeInvalidRequest, nil, "connection is closing")
 	}
 	c.sessions[s.id] = s
+	c.rememberOpenedLocked(req.key, s.id)
 	c.mu.Unlock()
 	req.session = s
 	var token, resumeErr string

@@ -111,6 +111,10 @@ type launchOpts struct {
 	args []string // after the Dialer's RexdArgs
 	// grace, when set, opens the session resumable (resume_grace_ms).
 	grace time.Duration
+	// first, when set, is the first command to run once rexd is up: it
+	// is sent with session.open (rexclient.OpenSessionExec), and what
+	// became of it is recorded in it.
+	first *rexclient.FirstExec
 	// resume, when set, takes the started rexd's stdio in place of a new
 	// client and session: a dropped connection carries on over it.
 	resume func(r io.Reader, w io.Writer, c io.Closer) error
@@ -210,6 +214,15 @@ func (d *Dialer) bootstrap(ctx context.Context, client *ssh.Client, name string,
 	info.Platform, info.RemotePath = l.session.Info.Platform, l.header.exec
 	info.Duration = time.Since(start)
 	return l.client, l.session, info, nil
+}
+
+// buildHashes are the hashes of builds, for session.open's build_hashes.
+func buildHashes(builds []build) []string {
+	out := make([]string, 0, len(builds))
+	for _, b := range builds {
+		out = append(out, b.SHA256)
+	}
+	return out
 }
 
 // knownArgs are the known= arguments of bootScript for an account.
@@ -329,37 +342,23 @@ func (d *Dialer) launch(ctx context.Context, client *ssh.Client, name, mode stri
 }
 
 func (d *Dialer) launchOnce(ctx context.Context, client *ssh.Client, name, mode string, builds []build, lo *launchOpts, extra ...string) (*launch, error) {
-	sess, err := client.NewSession()
-	if err != nil {
-		return nil, newError(name, ErrBootstrap, err, fmt.Sprintf("bootstrap rexd on %s: open an SSH session: %v", name, err))
-	}
-	stdin, err := sess.StdinPipe()
-	if err != nil {
-		sess.Close()
-		return nil, newError(name, ErrBootstrap, err, fmt.Sprintf("bootstrap rexd on %s: %v", name, err))
-	}
-	stdout, err := sess.StdoutPipe()
-	if err != nil {
-		sess.Close()
-		return nil, newError(name, ErrBootstrap, err, fmt.Sprintf("bootstrap rexd on %s: %v", name, err))
-	}
 	tail := &tailBuffer{max: 4096}
-	sess.Stderr = tail
+	stderr := io.Writer(tail)
 	if d.opts.Stderr != nil {
-		sess.Stderr = io.MultiWriter(tail, &prefixWriter{w: d.opts.Stderr, prefix: name + ": "})
+		stderr = io.MultiWriter(tail, &prefixWriter{w: d.opts.Stderr, prefix: name + ": "})
 	}
 	var watch *sudo.Watcher
 	if lo.as != nil {
 		watch = sudo.NewWatcher()
-		sess.Stderr = io.MultiWriter(sess.Stderr, watch)
+		stderr = io.MultiWriter(stderr, watch)
 	}
 	args := append(slices.Clip(d.opts.RexdArgs), lo.args...)
-	if err := sess.Start(bootCommand(mode, builds, args, lo.as, extra...)); err != nil {
-		sess.Close()
+	x, err := startExec(client, bootCommand(mode, builds, args, lo.as, extra...), stderr)
+	if err != nil {
 		return nil, newError(name, ErrBootstrap, err, fmt.Sprintf("bootstrap rexd on %s: start the remote shell: %v", name, err))
 	}
+	stdout, stdin, closer := io.Reader(x), x.stdin(), x
 	hr := newHeaderReader(stdout)
-	closer := newSessionCloser(sess, stdin)
 	if watch != nil {
 		// Nothing goes to rexd before sudo has let it run: sudo -S would
 		// take the first line for a password.
@@ -398,13 +397,29 @@ func (d *Dialer) launchOnce(ctx context.Context, client *ssh.Client, name, mode 
 		return &launch{err: err, status: -1, header: hr.header(), resumed: err == nil}, nil
 	}
 	rc := rexclient.NewConn(hr, stdin, closer)
-	// session.open goes out at once: on a hit, rexd finds it waiting.
+	// session.open goes out at once, right behind the exec request: on a
+	// hit, rexd finds it waiting.
 	params := d.openParams()
 	if lo.grace > 0 {
 		params.ResumeGraceMS = lo.grace.Milliseconds()
 	}
-	s, err := rc.OpenSession(ctx, params)
-	l := &launch{client: rc, session: s, err: err, status: -1}
+	var s *rexclient.Session
+	l := &launch{client: rc, status: -1}
+	if first := lo.first; first != nil && !first.Sent && watch == nil {
+		// The first command goes out with it (pipelined): a rexd of
+		// another build opens nothing, so it never runs there, and on a
+		// miss the script, which reads no input, ends without it.
+		params.BuildHashes = buildHashes(builds)
+		var proc *rexclient.Process
+		var startErr error
+		s, proc, startErr, err = rc.OpenSessionExec(ctx, params, first.Params, first.Opts)
+		if err == nil {
+			first.Sent, first.Proc, first.Err = true, proc, startErr
+		}
+	} else {
+		s, err = rc.OpenSession(ctx, params)
+	}
+	l.session, l.err = s, err
 	if err != nil {
 		rc.Close()
 		if ctx.Err() != nil {

@@ -68,7 +68,7 @@ func (d *Dialer) Connect(ctx context.Context, t Target) (*Conn, error) {
 	// Bootstrapping spends what is left of the connect timeout, except
 	// while rexd itself is copied (a transfer, which keepalives bound) and
 	// while the operator is asked for a sudo password.
-	lo := launchOpts{args: t.RexdArgs}
+	lo := launchOpts{args: t.RexdArgs, first: t.First}
 	if t.Become != "" {
 		lo.as = &become{user: t.Become}
 	} else {
@@ -153,6 +153,18 @@ func (d *Dialer) used(name string, err *error) {
 // detached) and the SSH connection.
 func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
+		if c.Client.Idle() {
+			// Nothing runs on rexd (a one-shot run's command has
+			// ended): cutting the connection ends it at once, as the
+			// end of its input, and spares the round trip of waiting
+			// for it to confirm.
+			c.mu.Lock()
+			sshc := c.SSH
+			c.mu.Unlock()
+			sshc.Close()
+			c.Client.Close()
+			return
+		}
 		done := make(chan struct{})
 		go func() {
 			c.Client.Close()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -339,56 +340,100 @@ func (h *headerReader) header() header {
 	return parseHeader(h.lines)
 }
 
+// remoteExec is a command on an SSH session channel. Its exec request asks
+// for no reply: what follows it (rexd's first requests) goes out in the
+// same flight instead of a round trip later, as OpenSSH's ssh does. sshd
+// handles a channel's messages in order, so the exec is in place before
+// the input arrives. A server that refused the exec would say nothing: the
+// connect timeout bounds that, as it bounds a silent host.
+type remoteExec struct {
+	ch     ssh.Channel
+	done   chan struct{} // closed when the channel has closed and stderr is read
+	status int           // exit status; -1 unknown; set before done closes
+	once   sync.Once
+}
+
+// startExec opens a session channel and runs cmd there; stderr gets the
+// command's standard error.
+func startExec(client *ssh.Client, cmd string, stderr io.Writer) (*remoteExec, error) {
+	ch, reqs, err := client.OpenChannel("session", nil)
+	if err != nil {
+		return nil, err
+	}
+	x := &remoteExec{ch: ch, done: make(chan struct{}), status: -1}
+	errDone := make(chan struct{})
+	go func() {
+		io.Copy(stderr, ch.Stderr())
+		close(errDone)
+	}()
+	go func() {
+		status := -1
+		for r := range reqs {
+			switch r.Type {
+			case "exit-status":
+				if len(r.Payload) >= 4 {
+					status = int(binary.BigEndian.Uint32(r.Payload))
+				}
+			case "exit-signal":
+				if status < 0 {
+					status = 128 // killed by a signal; which one is in the payload
+				}
+			}
+			if r.WantReply {
+				r.Reply(false, nil)
+			}
+		}
+		<-errDone
+		x.status = status
+		close(x.done)
+	}()
+	if _, err := ch.SendRequest("exec", false, ssh.Marshal(struct{ Command string }{cmd})); err != nil {
+		ch.Close()
+		return nil, err
+	}
+	return x, nil
+}
+
+// Read reads the command's standard output.
+func (x *remoteExec) Read(p []byte) (int, error) { return x.ch.Read(p) }
+
+// Write writes to the command's standard input.
+func (x *remoteExec) Write(p []byte) (int, error) { return x.ch.Write(p) }
+
 // closeGrace is how long a remote rexd has to exit after its input closes.
 const closeGrace = 3 * time.Second
 
-// sessionCloser ends a remote rexd: close its input, give it closeGrace to
-// exit (so its processes are stopped cleanly), then close the channel.
-type sessionCloser struct {
-	sess  *ssh.Session
-	stdin io.Closer
-
-	done    chan struct{}
-	waitErr error
-	once    sync.Once
-}
-
-func newSessionCloser(sess *ssh.Session, stdin io.Closer) *sessionCloser {
-	s := &sessionCloser{sess: sess, stdin: stdin, done: make(chan struct{})}
-	go func() {
-		s.waitErr = sess.Wait()
-		close(s.done)
-	}()
-	return s
-}
-
-func (s *sessionCloser) Close() error {
-	s.once.Do(func() {
-		s.stdin.Close()
+// Close ends a remote rexd: close its input, give it closeGrace to exit
+// (so its processes are stopped cleanly), then close the channel.
+func (x *remoteExec) Close() error {
+	x.once.Do(func() {
+		x.ch.CloseWrite()
 		select {
-		case <-s.done:
+		case <-x.done:
 		case <-time.After(closeGrace):
 		}
-		s.sess.Close()
+		x.ch.Close()
 	})
 	return nil
 }
 
+// stdin is the command's input as a closer of its own: closing it sends
+// EOF and leaves the output open.
+func (x *remoteExec) stdin() io.WriteCloser { return execStdin{x} }
+
+type execStdin struct{ x *remoteExec }
+
+func (s execStdin) Write(p []byte) (int, error) { return s.x.ch.Write(p) }
+func (s execStdin) Close() error                { return s.x.ch.CloseWrite() }
+
 // exitStatus is the remote exit status, -1 if unknown (yet).
-func (s *sessionCloser) exitStatus() int {
+func (x *remoteExec) exitStatus() int {
 	select {
-	case <-s.done:
+	case <-x.done:
+		return x.status
 	default:
 		return -1
 	}
-	var ee *ssh.ExitError
-	switch {
-	case s.waitErr == nil:
-		return 0
-	case errors.As(s.waitErr, &ee):
-		return ee.ExitStatus()
-	}
-	return -1
 }
 
 // run runs cmd on the target and returns its output and exit status; ctx

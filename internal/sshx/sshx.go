@@ -14,6 +14,7 @@ import (
 	"github.com/rexconsole/rex/internal/fdlimit"
 	"github.com/rexconsole/rex/internal/payload"
 	"github.com/rexconsole/rex/internal/protocol"
+	"github.com/rexconsole/rex/internal/rexclient"
 )
 
 // Target is where to connect. Zero fields are filled from ssh_config, then
@@ -38,6 +39,10 @@ type Target struct {
 	// ResumeGrace, when set, opens the session resumable: rexd keeps it
 	// that long when the connection drops, and Conn.Resume carries on.
 	ResumeGrace time.Duration
+	// First, when set, is started with the connection's first session,
+	// in the same flight (see rexclient.FirstExec): a cold one-shot run
+	// then pays no round trip of its own for it.
+	First *rexclient.FirstExec
 }
 
 // Options configure a Dialer. The zero value behaves like OpenSSH with the
