@@ -426,6 +426,56 @@ type execStdin struct{ x *remoteExec }
 func (s execStdin) Write(p []byte) (int, error) { return s.x.ch.Write(p) }
 func (s execStdin) Close() error                { return s.x.ch.CloseWrite() }
 
+// sessionCloser ends a command on an x/crypto session (installAs) as
+// remoteExec.Close does: close its input, give it closeGrace, then close
+// the channel.
+type sessionCloser struct {
+	sess  *ssh.Session
+	stdin io.Closer
+
+	done    chan struct{}
+	waitErr error
+	once    sync.Once
+}
+
+func newSessionCloser(sess *ssh.Session, stdin io.Closer) *sessionCloser {
+	s := &sessionCloser{sess: sess, stdin: stdin, done: make(chan struct{})}
+	go func() {
+		s.waitErr = sess.Wait()
+		close(s.done)
+	}()
+	return s
+}
+
+func (s *sessionCloser) Close() error {
+	s.once.Do(func() {
+		s.stdin.Close()
+		select {
+		case <-s.done:
+		case <-time.After(closeGrace):
+		}
+		s.sess.Close()
+	})
+	return nil
+}
+
+// exitStatus is the remote exit status, -1 if unknown (yet).
+func (s *sessionCloser) exitStatus() int {
+	select {
+	case <-s.done:
+	default:
+		return -1
+	}
+	var ee *ssh.ExitError
+	switch {
+	case s.waitErr == nil:
+		return 0
+	case errors.As(s.waitErr, &ee):
+		return ee.ExitStatus()
+	}
+	return -1
+}
+
 // exitStatus is the remote exit status, -1 if unknown (yet).
 func (x *remoteExec) exitStatus() int {
 	select {
