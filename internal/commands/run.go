@@ -12,6 +12,7 @@ import (
 	"hash"
 	"hash/maphash"
 	"io"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -506,13 +507,22 @@ func (p *prefixSink) finish(*fanout.Summary) {
 // or clush -b). A target's output is kept in chunks of gatherChunk bytes,
 // up to maxGathered: a full chunk identical to one already kept (the same
 // output on many hosts, the point of gathering) is kept once, and nothing
-// is copied again to print it.
+// is copied again to print it. Past memCap bytes of chunks in memory, new
+// chunks go to a spill file (created 0600 and unlinked at once, so it is
+// gone when rex exits however it exits): memory stays bounded whatever the
+// number of targets.
 type gatherSink struct {
 	mu     sync.Mutex
 	o      IO
 	outs   map[string]*gathered
 	seed   maphash.Seed
-	chunks map[uint64][][]byte // full chunks kept, by hash
+	chunks map[uint64][]chunk // full chunks kept, by hash
+
+	memCap   int64 // bytes of chunks kept in memory before spilling
+	inMem    int64
+	spill    *os.File
+	spillOff int64
+	spillErr error // why spilling stopped; chunks then stay in memory
 }
 
 // maxGathered bounds the output kept per target; the digest still covers
@@ -522,16 +532,27 @@ const maxGathered = 16 << 20
 // gatherChunk is the unit a target's output is kept and shared in.
 const gatherChunk = 256 << 10
 
+// gatherMemory is how much gathered output is kept in memory; the rest is
+// spilled to a temporary file.
+const gatherMemory = 256 << 20
+
+// chunk is a full chunk of output: in memory, or gatherChunk bytes at off
+// in the spill file.
+type chunk struct {
+	mem []byte
+	off int64
+}
+
 type gathered struct {
-	chunks    [][]byte // full chunks, shared between targets
-	tail      []byte   // the chunk being filled
+	chunks    []chunk // full chunks, shared between targets
+	tail      []byte  // the chunk being filled
 	kept      int
 	sum       hash.Hash
 	truncated bool
 }
 
 func newGatherSink(o IO) *gatherSink {
-	return &gatherSink{o: o, outs: map[string]*gathered{}, seed: maphash.MakeSeed(), chunks: map[uint64][][]byte{}}
+	return &gatherSink{o: o, outs: map[string]*gathered{}, seed: maphash.MakeSeed(), chunks: map[uint64][]chunk{}, memCap: gatherMemory}
 }
 
 func (g *gatherSink) event(ev fanout.Event) {
@@ -575,17 +596,79 @@ func (g *gatherSink) keep(o *gathered, d []byte) {
 	}
 }
 
-// intern returns the kept chunk equal to c (c itself when it is new) and a
-// buffer for the next chunk (c again when an equal one was kept already).
-func (g *gatherSink) intern(c []byte) (kept, next []byte) {
+// intern returns the kept chunk equal to c (c itself, in memory or
+// spilled, when it is new) and a buffer for the next chunk (c again when
+// it is not kept in memory).
+func (g *gatherSink) intern(c []byte) (kept chunk, next []byte) {
 	h := maphash.Bytes(g.seed, c)
 	for _, k := range g.chunks[h] {
-		if bytes.Equal(k, c) {
+		if g.equal(k, c) {
 			return k, c[:0]
 		}
 	}
-	g.chunks[h] = append(g.chunks[h], c)
-	return c, nil
+	if g.inMem+int64(len(c)) > g.memCap && g.spillErr == nil {
+		if off, err := g.spillChunk(c); err == nil {
+			k := chunk{off: off}
+			g.chunks[h] = append(g.chunks[h], k)
+			return k, c[:0]
+		}
+	}
+	g.inMem += int64(len(c))
+	k := chunk{mem: c}
+	g.chunks[h] = append(g.chunks[h], k)
+	return k, nil
+}
+
+// equal compares a kept chunk with c (a spilled one is read back: only
+// for chunks whose hashes are equal).
+func (g *gatherSink) equal(k chunk, c []byte) bool {
+	if k.mem != nil {
+		return bytes.Equal(k.mem, c)
+	}
+	buf := make([]byte, gatherChunk)
+	if _, err := g.spill.ReadAt(buf, k.off); err != nil {
+		return false
+	}
+	return bytes.Equal(buf, c)
+}
+
+// spillChunk appends c to the spill file, creating it on first use.
+func (g *gatherSink) spillChunk(c []byte) (int64, error) {
+	if g.spill == nil {
+		f, err := os.CreateTemp("", "rex-gather-*")
+		if err != nil {
+			g.spillErr = err
+			return 0, err
+		}
+		// Unlinked at once: nothing is left behind, even after kill -9.
+		os.Remove(f.Name())
+		g.spill = f
+	}
+	if _, err := g.spill.WriteAt(c, g.spillOff); err != nil {
+		g.spillErr = err
+		return 0, err
+	}
+	off := g.spillOff
+	g.spillOff += int64(len(c))
+	return off, nil
+}
+
+// write prints a kept chunk.
+func (g *gatherSink) write(w io.Writer, k chunk) error {
+	if k.mem != nil {
+		_, err := w.Write(k.mem)
+		return err
+	}
+	_, err := io.Copy(w, io.NewSectionReader(g.spill, k.off, gatherChunk))
+	return err
+}
+
+// close drops the spill file.
+func (g *gatherSink) close() {
+	if g.spill != nil {
+		g.spill.Close()
+		g.spill = nil
+	}
 }
 
 // GatherGroup is a set of targets with the same output and status.
@@ -624,6 +707,10 @@ func Gather(results []*fanout.Result, output func(target string) ([]byte, string
 func (g *gatherSink) finish(s *fanout.Summary) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	defer g.close()
+	if g.spillErr != nil && g.o.Err != nil {
+		fmt.Fprintf(g.o.Err, "rex: could not spill gathered output to a temporary file (%v); it was kept in memory\n", g.spillErr)
+	}
 	groups := Gather(s.Results, func(t string) ([]byte, string) {
 		o := g.outs[t]
 		if o == nil {
@@ -650,12 +737,21 @@ func (g *gatherSink) finish(s *fanout.Summary) {
 		// Every target of the group printed the same: the first one's.
 		if o := g.outs[gr.Targets[0]]; o != nil {
 			for _, c := range o.chunks {
-				bw.Write(c)
+				if err := g.write(bw, c); err != nil {
+					fmt.Fprintf(bw, "\n[rex: reading the output kept on disk failed: %v]\n", err)
+					break
+				}
 			}
 			bw.Write(o.tail)
 			last := o.tail
 			if len(last) == 0 && len(o.chunks) > 0 {
-				last = o.chunks[len(o.chunks)-1]
+				var end [1]byte
+				if lc := o.chunks[len(o.chunks)-1]; lc.mem != nil {
+					end[0] = lc.mem[len(lc.mem)-1]
+				} else if _, err := g.spill.ReadAt(end[:], lc.off+gatherChunk-1); err != nil {
+					end[0] = '\n'
+				}
+				last = end[:]
 			}
 			if o.truncated {
 				if len(last) > 0 && last[len(last)-1] != '\n' {

@@ -306,6 +306,59 @@ func TestOutdirSink(t *testing.T) {
 	}
 }
 
+// TestGatherSpillsPastItsMemory: past its memory budget the gather sink
+// keeps new chunks in a temporary file that is already unlinked (nothing
+// in the temporary directory, ever), still shares identical chunks (read
+// back to compare), and prints every byte kept.
+func TestGatherSpillsPastItsMemory(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	const size = 3<<20 + 12345
+	texts := map[string][]byte{}
+	for _, name := range []string{"h1", "h2", "h3", "h4"} {
+		var b bytes.Buffer
+		for i := 0; b.Len() < size; i++ {
+			fmt.Fprintf(&b, "%s line %09d\n", name[:1]+map[string]string{"h1": "x", "h2": "y", "h3": "x", "h4": "z"}[name], i)
+		}
+		texts[name] = b.Bytes()[:size]
+		texts[name][size-1] = '\n'
+	}
+	// h3 prints what h1 does: its chunks are found among the spilled ones.
+	var out bytes.Buffer
+	g := newGatherSink(IO{Out: &out})
+	g.memCap = 1 << 20 // four chunks in memory, the rest on disk
+	var results []*fanout.Result
+	for _, name := range []string{"h1", "h2", "h3", "h4"} {
+		d := texts[name]
+		for len(d) > 0 {
+			n := min(len(d), 40000)
+			g.event(fanout.Event{Target: name, Kind: fanout.EventStdout, Data: d[:n]})
+			d = d[n:]
+		}
+		results = append(results, &fanout.Result{Target: name, ExitCode: code(0)})
+		if entries, _ := os.ReadDir(tmp); len(entries) != 0 {
+			t.Fatalf("the spill file is visible in the temporary directory: %v", entries)
+		}
+	}
+	if g.spill == nil || g.inMem > g.memCap {
+		t.Fatalf("spill file %v, %d bytes of chunks in memory over a budget of %d", g.spill, g.inMem, g.memCap)
+	}
+	full := size / gatherChunk
+	if want := int64(3*full-4) * gatherChunk; g.spillOff != want {
+		t.Errorf("%d bytes spilled, want %d (three distinct outputs, four chunks in memory)", g.spillOff, want)
+	}
+	spill := g.spill
+	g.finish(&fanout.Summary{Results: results})
+	head := func(h string) string { return "---------------\n" + h + "\n---------------\n" }
+	want := head("h[1,3] (2)") + string(texts["h1"]) + head("h2 (1)") + string(texts["h2"]) + head("h4 (1)") + string(texts["h4"])
+	if out.String() != want {
+		t.Errorf("gathered output differs from what the targets printed (%d bytes, want %d)", out.Len(), len(want))
+	}
+	if _, err := spill.Stat(); err == nil {
+		t.Errorf("the spill file is still open after the output was printed")
+	}
+}
+
 // TestGatherBigOutput: each target keeps at most maxGathered bytes, in
 // chunks that identical outputs share; what is printed is the kept prefix
 // and a note, and outputs that differ only past the cap still group apart.
@@ -335,10 +388,7 @@ func TestGatherBigOutput(t *testing.T) {
 		results = append(results, &fanout.Result{Target: name, ExitCode: code(0)})
 	}
 	for name, o := range g.outs {
-		held := len(o.tail)
-		for _, c := range o.chunks {
-			held += len(c)
-		}
+		held := len(o.tail) + len(o.chunks)*gatherChunk
 		if held != maxGathered || !o.truncated {
 			t.Errorf("%s keeps %d bytes (truncated %v), want the cap %d", name, held, o.truncated, maxGathered)
 		}
