@@ -33,6 +33,19 @@ type Binary struct {
 
 	// read returns the executable's bytes (unchecked); nil for a zero Binary.
 	read func() ([]byte, error)
+	// readGzip returns the build as stored, gzip-compressed; nil when it
+	// is not stored so.
+	readGzip func() ([]byte, error)
+}
+
+// Gzipped returns the build gzip-compressed as it is stored, for a copy
+// that is unpacked where it lands, or nil when it is not stored so. The
+// bytes are not checked here: the unpacked copy is, against SHA256.
+func (b Binary) Gzipped() ([]byte, error) {
+	if b.readGzip == nil {
+		return nil, nil
+	}
+	return b.readGzip()
 }
 
 // Platform is "goos/goarch".
@@ -115,6 +128,15 @@ func (s *fsSource) Rexd(goos, goarch string) (Binary, error) {
 		return Binary{}, fmt.Errorf("%w: %s/%s (this rex carries %s)", ErrUnsupported, goos, goarch, strings.Join(have, ", "))
 	}
 	fsys := s.fsys
+	if gz {
+		b.readGzip = func() ([]byte, error) {
+			raw, err := fs.ReadFile(fsys, stored)
+			if err != nil {
+				return nil, fmt.Errorf("read the rexd build for %s/%s: %w", goos, goarch, err)
+			}
+			return raw, nil
+		}
+	}
 	b.read = func() ([]byte, error) {
 		raw, err := fs.ReadFile(fsys, stored)
 		if err != nil {

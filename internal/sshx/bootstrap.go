@@ -479,46 +479,82 @@ func (d *Dialer) install(ctx context.Context, client *ssh.Client, name, dir stri
 		return 0, "", newError(name, ErrBootstrap, err, fmt.Sprintf(format, args...))
 	}
 
-	// Only now is the build read (decompressed, checked against the hash
-	// its manifest promised): a target that has it never costs that.
-	data, err := b.Bytes()
-	if err != nil {
-		return failf(err, "cannot copy rexd to %s: %v", name, err)
-	}
-
 	// Copying is a transfer, not waiting for an answer: the connect
 	// timeout does not run meanwhile (keepalives catch a dead link).
 	defer pauseBudget(ctx)()
 	fsc, closeFS, err := openSFTP(client)
 	method := "sftp"
-	var n int64
+	upload := func(file string, data []byte) (int64, error) {
+		if fsc != nil {
+			return uploadSFTP(ctx, fsc, file, data)
+		}
+		return uploadExec(ctx, client, file, data)
+	}
 	if err == nil {
 		defer closeFS()
-		n, err = uploadSFTP(ctx, fsc, tmp, data)
 	} else {
 		method = "exec"
-		n, err = uploadExec(ctx, client, tmp, data)
 	}
-	cleanup := func() {
+	cleanup := func(files ...string) {
 		if fsc != nil {
-			fsc.Remove(tmp)
+			for _, f := range files {
+				fsc.Remove(f)
+			}
 		} else {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeGrace)
 			defer cancel()
-			run(cctx, client, command("rm", "-f", "--", tmp), nil)
+			run(cctx, client, command(append([]string{"rm", "-f", "--"}, files...)...), nil)
 		}
 	}
-	if err != nil {
-		cleanup()
-		return failf(err, "copy rexd to %s on %s: %v; check free space and permissions there", tmp, name, err)
+	var (
+		n   int64
+		sum string
+	)
+	// The build goes compressed when it is stored so (less than half
+	// the bytes) and is unpacked there by gzip, then hashed as always;
+	// a target without gzip, or where unpacking fails, gets it plain.
+	gz, _ := b.Gzipped()
+	packed := tmp + ".gz"
+	if gz != nil {
+		n, err = upload(packed, gz)
+		if err == nil {
+			sum, err = remoteSum(ctx, client, fsc, tmp, command("exec", "/bin/sh", "-c", unpackScript, "rexd-unpack", packed, tmp))
+		}
+		if err == nil && sum != b.SHA256 {
+			err = fmt.Errorf("the unpacked copy has sha256 %.12s…", sum)
+		}
+		if err != nil && ctx.Err() == nil {
+			cleanup(packed, tmp)
+			gz, sum = nil, ""
+		} else if err == nil {
+			method += "+gzip"
+		}
 	}
-	sum, err := remoteSum(ctx, client, fsc, tmp)
+	if gz == nil && ctx.Err() == nil {
+		// Only now is the build read (decompressed, checked against the
+		// hash its manifest promised): a target that has it, or took it
+		// compressed, never costs that.
+		data, berr := b.Bytes()
+		if berr != nil {
+			return failf(berr, "cannot copy rexd to %s: %v", name, berr)
+		}
+		n, err = upload(tmp, data)
+		if err == nil {
+			sum, err = remoteSum(ctx, client, fsc, tmp, command("exec", "/bin/sh", "-c", sumScript, "rexd-sum", tmp))
+		} else {
+			cleanup(tmp)
+			return failf(err, "copy rexd to %s on %s: %v; check free space and permissions there", tmp, name, err)
+		}
+	}
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
 	if err != nil {
-		cleanup()
+		cleanup(tmp, packed)
 		return failf(err, "verify the rexd copied to %s on %s: %v", tmp, name, err)
 	}
 	if sum != b.SHA256 {
-		cleanup()
+		cleanup(tmp)
 		return failf(nil, "the rexd copied to %s on %s is damaged (sha256 %.12s…, want %.12s…); retry, and check the disk there if it happens again", tmp, name, sum, b.SHA256)
 	}
 	if fsc != nil {
@@ -531,7 +567,7 @@ func (d *Dialer) install(ctx context.Context, client *ssh.Client, name, dir stri
 		}
 	}
 	if err != nil {
-		cleanup()
+		cleanup(tmp)
 		return failf(err, "install rexd as %s on %s: %v", final, name, err)
 	}
 	return n, method, nil
@@ -691,8 +727,8 @@ func uploadExec(ctx context.Context, client *ssh.Client, tmp string, data []byte
 
 // remoteSum is the SHA-256 of a remote file, computed there when a tool
 // exists, else read back (over SFTP when there is one).
-func remoteSum(ctx context.Context, client *ssh.Client, fsc *sftp.Client, file string) (string, error) {
-	out, stderr, status, err := run(ctx, client, command("exec", "/bin/sh", "-c", sumScript, "rexd-sum", file), nil)
+func remoteSum(ctx context.Context, client *ssh.Client, fsc *sftp.Client, file, cmd string) (string, error) {
+	out, stderr, status, err := run(ctx, client, cmd, nil)
 	if err != nil {
 		return "", err
 	}

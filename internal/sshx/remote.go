@@ -121,6 +121,13 @@ const sumScript = `f=$1; if command -v sha256sum >/dev/null 2>&1; then s=$(sha25
 
 const exitNoSumTool = 7
 
+// unpackScript unpacks the gzip file $1 into $2 (mode 0600 until it is
+// installed), removes $1, then does what sumScript does for $2; it exits 8
+// when the target has no gzip and 9 when unpacking fails (the caller then
+// copies the build uncompressed).
+const unpackScript = `z=$1; f=$2; command -v gzip >/dev/null 2>&1 || { rm -f "$z"; exit 8; }; ` +
+	`(umask 077; gzip -dc < "$z" > "$f") || { rm -f "$z" "$f"; exit 9; }; rm -f "$z"; set -- "$f"; ` + sumScript
+
 // bootCommand is the command line that runs bootScript in mode; extra are
 // further ARGs (known=, fresh=).
 //
