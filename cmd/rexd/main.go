@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -70,6 +71,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	cfg := rexd.DefaultConfig()
 	cfg.Version, cfg.BuildHash = version.Version, hash
+	cfg.UsageDir = rexd.DefaultUsageDir()
+	var warnOnce sync.Once
+	cfg.Warn = func(err error) {
+		warnOnce.Do(func() { fmt.Fprintf(stderr, "rexd: %v\n", err) })
+	}
 	if configPath == "" {
 		if _, err := os.Stat(rexd.SystemConfigPath); err == nil {
 			configPath = rexd.SystemConfigPath
@@ -114,6 +120,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// they wait to be resumed (or are served again, relayed by another
 	// rexd), until they are closed or their grace runs out.
 	srv.Linger(ctx)
+	// Detached processes of closed sessions may still run: this rexd
+	// stays (holding their place in the per-user limits) until they end,
+	// or until it is told to stop.
+	srv.WaitProcesses(ctx)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(stderr, "rexd: %v\n", err)
 		return 1
@@ -141,6 +151,8 @@ func setLimit(cfg *rexd.Config, kv string) error {
 		l.MaxProcessesPerSession = n
 	case "max_concurrent_sessions":
 		l.MaxConcurrentSessions = n
+	case "max_processes_per_user":
+		l.MaxProcessesPerUser = n
 	case "resume_grace_ms":
 		cfg.ResumeGrace = time.Duration(n) * time.Millisecond
 	case "resume_buffer_bytes":

@@ -43,5 +43,9 @@ func OperatorLimits() []string {
 		"--limit", "hard_timeout_ms=0",
 		"--limit", "max_output_bytes=0",
 		"--limit", "max_processes_per_session=1024",
+		// The per-user limits count across every rexd of the user on the
+		// host (all consoles, scripts and lanes of the operator).
+		"--limit", "max_processes_per_user=4096",
+		"--limit", "max_concurrent_sessions=256",
 	}
 }

@@ -21,6 +21,10 @@ type Limits struct {
 	MaxFileReadBytes       int64 `json:"max_file_read_bytes"`
 	MaxProcessesPerSession int64 `json:"max_processes_per_session"`
 	MaxConcurrentSessions  int64 `json:"max_concurrent_sessions"`
+	// MaxProcessesPerUser bounds the processes and terminals of the user
+	// on the host, across all of the user's rexd processes (detached
+	// processes of closed sessions included).
+	MaxProcessesPerUser int64 `json:"max_processes_per_user,omitempty"`
 }
 
 // LimitsOverride lowers a session's limits; zero fields keep the server's.

@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	rexdBin = filepath.Join(dir, "rexd")
+	// The rexd processes of these tests count their sessions in a
+	// registry of their own, not in the user's (usage.go in rexd).
+	os.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
 	out, err := exec.Command("go", "build", "-o", rexdBin, "github.com/rexconsole/rex/cmd/rexd").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "build rexd: %v\n%s", err, out)

@@ -39,6 +39,14 @@ type Config struct {
 	// SessionDir holds resumable sessions' sockets; empty means
 	// DefaultSessionDir.
 	SessionDir string
+	// UsageDir is the registry through which the per-user limits
+	// (max_concurrent_sessions, max_processes_per_user) count the user's
+	// other rexd processes on the host (usage.go); empty counts this
+	// process only. The rexd command sets DefaultUsageDir.
+	UsageDir string
+	// Warn, when set, is told what does not work as configured but does
+	// not stop rexd (a registry that cannot be used).
+	Warn func(error)
 	// Version and BuildHash are reported by session.open.
 	Version   string
 	BuildHash string
@@ -53,6 +61,7 @@ func DefaultLimits() protocol.Limits {
 		MaxFileReadBytes:       1 << 20,
 		MaxProcessesPerSession: 8,
 		MaxConcurrentSessions:  16,
+		MaxProcessesPerUser:    128,
 	}
 }
 
@@ -99,6 +108,7 @@ type fileConfig struct {
 		MaxFileReadBytes       *int64 `toml:"max_file_read_bytes"`
 		MaxProcessesPerSession *int64 `toml:"max_processes_per_session"`
 		MaxConcurrentSessions  *int64 `toml:"max_concurrent_sessions"`
+		MaxProcessesPerUser    *int64 `toml:"max_processes_per_user"`
 		KillGraceMS            *int64 `toml:"kill_grace_ms"`
 		ResumeGraceMS          *int64 `toml:"resume_grace_ms"`
 		ResumeBufferBytes      *int64 `toml:"resume_buffer_bytes"`
@@ -150,6 +160,7 @@ func (cfg *Config) LoadFile(path string) error {
 		{&l.MaxFileReadBytes, fc.Limits.MaxFileReadBytes, "max_file_read_bytes"},
 		{&l.MaxProcessesPerSession, fc.Limits.MaxProcessesPerSession, "max_processes_per_session"},
 		{&l.MaxConcurrentSessions, fc.Limits.MaxConcurrentSessions, "max_concurrent_sessions"},
+		{&l.MaxProcessesPerUser, fc.Limits.MaxProcessesPerUser, "max_processes_per_user"},
 	} {
 		if err := set(f.dst, f.v, f.name); err != nil {
 			return err

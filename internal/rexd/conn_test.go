@@ -183,7 +183,8 @@ func TestSessionCloseRaceCountsOnce(t *testing.T) {
 		}
 		close(start)
 		wg.Wait()
-		if n, k := srv.sessions.Load(), closed.Load(); n != 0 || k != 1 {
+		if n, _ := srv.usage.held(); n != 0 || closed.Load() != 1 {
+			k := closed.Load()
 			t.Fatalf("round %d: %d closes succeeded and the session count is %d, want 1 and 0", round, k, n)
 		}
 	}

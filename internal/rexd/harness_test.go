@@ -66,6 +66,14 @@ type rexdProc struct {
 // returns a harness. Extra args are passed through.
 func start(t *testing.T, args ...string) *harness {
 	t.Helper()
+	return startEnv(t, nil, args...)
+}
+
+// startEnv is start with env added to rexd's environment. Unless env
+// says otherwise, each rexd has a cache (the per-user limits' registry)
+// of its own.
+func startEnv(t *testing.T, env []string, args ...string) *harness {
+	t.Helper()
 	h := &harness{t: t, rexdProc: &rexdProc{exited: make(chan struct{})}}
 	h.cond = sync.NewCond(&h.mu)
 	h.root = t.TempDir()
@@ -85,7 +93,8 @@ func start(t *testing.T, args ...string) *harness {
 	}
 	full = append(full, args...)
 	h.cmd = exec.Command(rexdBin, full...)
-	h.cmd.Env = append(os.Environ(), "HOME="+h.root)
+	h.cmd.Env = append(os.Environ(), "HOME="+h.root, "XDG_CACHE_HOME="+t.TempDir())
+	h.cmd.Env = append(h.cmd.Env, env...)
 	h.cmd.Stderr = os.Stderr
 	var err error
 	h.stdin, err = h.cmd.StdinPipe()

@@ -156,6 +156,7 @@ func (c *conn) ptyOpen(ctx context.Context, req *request) (any, *protocol.Error)
 		s.mu.Lock()
 		delete(s.ptys, t.id)
 		s.mu.Unlock()
+		s.srv.usage.release(0, 1)
 		return nil, protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"argv0": argv[0]},
 			"start %s on a terminal: %v", argv[0], err)
 	}

@@ -30,7 +30,9 @@ type Server struct {
 	// handler, on the goroutine and with the context the handler gets.
 	testHook func(ctx context.Context, method string)
 
-	sessions atomic.Int64     // open sessions, all connections
+	// usage counts the sessions and processes of this rexd and, through
+	// the registry (usage.go), of the user's other rexd processes.
+	usage    usage
 	ids      [3]atomic.Uint64 // sessions, processes, PTYs
 	hostname string
 
@@ -64,6 +66,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, roots: roots}
+	s.usage.path = cfg.UsageDir
+	s.usage.warn = cfg.Warn
 	s.life, s.endLife = context.WithCancel(context.Background())
 	s.hostname, _ = os.Hostname()
 	if cfg.AuditPath != "" {
@@ -80,12 +84,20 @@ func New(cfg Config) (*Server, error) {
 // Close releases the roots and the audit log.
 func (s *Server) Close() error {
 	s.endLife()
+	s.usage.mu.Lock()
+	s.usage.close()
+	s.usage.mu.Unlock()
 	s.roots.close()
 	if s.audit != nil {
 		return s.audit.close()
 	}
 	return nil
 }
+
+// WaitProcesses returns once every process this rexd started has ended
+// (detached processes of closed sessions included), or when ctx ends:
+// they count against the user's limits for as long as it lives.
+func (s *Server) WaitProcesses(ctx context.Context) { s.usage.waitProcesses(ctx) }
 
 // Roots lists the server's allowed roots.
 func (s *Server) Roots() []string { return s.roots.paths() }
@@ -219,18 +231,14 @@ func (c *conn) sessionOpen(ctx context.Context, req *request) (any, *protocol.Er
 			map[string][]string{"unsupported": unsupported, "capabilities": caps},
 			"capability %q is not supported by this rexd", unsupported[0])
 	}
-	limit := c.srv.cfg.Limits.MaxConcurrentSessions
-	if n := c.srv.sessions.Add(1); limit > 0 && n > limit {
-		c.srv.sessions.Add(-1)
-		return nil, protocol.Errorf(protocol.CodeResourceLimit,
-			protocol.ResourceLimitData{Limit: "max_concurrent_sessions", Value: limit},
-			"too many sessions: the limit is %d; close one first", limit)
+	if e := c.srv.usage.reserve(1, 0, c.srv.cfg.Limits.MaxConcurrentSessions, 0); e != nil {
+		return nil, e
 	}
 	roots, own := c.srv.roots, false
 	if len(p.WorkspaceRoots) > 0 {
 		nr, perr := c.srv.roots.narrow(p.WorkspaceRoots)
 		if perr != nil {
-			c.srv.sessions.Add(-1)
+			c.srv.usage.release(1, 0)
 			return nil, perr
 		}
 		roots, own = nr, true
@@ -259,7 +267,7 @@ func (c *conn) sessionOpen(ctx context.Context, req *request) (any, *protocol.Er
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		c.srv.sessions.Add(-1)
+		c.srv.usage.release(1, 0)
 		return nil, protocol.Errorf(protocol.CodeInvalidRequest, nil, "connection is closing")
 	}
 	c.sessions[s.id] = s

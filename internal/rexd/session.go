@@ -108,7 +108,7 @@ func (s *session) reserveLocked() *protocol.Error {
 			protocol.ResourceLimitData{Limit: "max_processes_per_session", Value: max},
 			"too many processes in this session: the limit is %d; wait for one to end or kill it", max)
 	}
-	return nil
+	return s.srv.usage.reserve(0, 1, 0, s.limits.MaxProcessesPerUser)
 }
 
 // processEnding records, before its exit event goes out, that p is done:
@@ -123,9 +123,11 @@ func (s *session) processEnding(p *process) {
 		free = s.holding == 0
 	}
 	s.mu.Unlock()
+	var ds int64
 	if free {
-		s.srv.sessions.Add(-1)
+		ds = 1
 	}
+	s.srv.usage.release(ds, 1)
 }
 
 // ended records that a process finished and forgets the oldest ones.
@@ -176,7 +178,7 @@ func (s *session) close(disconnect bool) []*process {
 	free := s.holding == 0
 	s.mu.Unlock()
 	if free {
-		s.srv.sessions.Add(-1)
+		s.srv.usage.release(1, 0)
 	}
 	for _, p := range victims {
 		p.terminate(reasonClosed)

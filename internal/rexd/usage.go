@@ -1,0 +1,290 @@
+package rexd
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rexconsole/rex/internal/protocol"
+	"github.com/rexconsole/rex/internal/usock"
+)
+
+// The per-user limits (max_concurrent_sessions, max_processes_per_user)
+// hold across every rexd the user runs on the host: one per SSH
+// connection, a bulk lane's, a lingering one keeping resumable sessions.
+// Each rexd keeps an entry in a private registry directory with what it
+// holds, and keeps an exclusive flock on it while it lives; counting is
+// summing the entries that are still locked. A rexd that died (SIGKILL
+// included) lost its lock with its last descriptor, so its entry is
+// reclaimed by the next count. The registry's own lock file makes a check
+// and the update that follows it one step across processes.
+
+// usageLockName is the registry's lock file; entries are "rexd-PID-RANDOM".
+const (
+	usageLockName = "lock"
+	usagePrefix   = "rexd-"
+	usageRecord   = 42 // "%20d %20d\n": sessions, processes
+)
+
+// DefaultUsageDir is $XDG_CACHE_HOME/rexd/usage, else ~/.cache/rexd/usage.
+func DefaultUsageDir() string {
+	if d := os.Getenv("XDG_CACHE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "rexd", "usage")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(home, ".cache", "rexd", "usage")
+}
+
+// usage counts this process's sessions and processes, and with a
+// registry, the user's other rexd processes' too.
+type usage struct {
+	path string // the registry directory; "" counts this process only
+
+	mu       sync.Mutex
+	opened   bool
+	dir      *usock.Dir
+	lock     *os.File // the registry's lock file
+	self     *os.File // this process's entry, LOCK_EX held until exit
+	selfName string
+	sessions int64 // held by this process
+	procs    int64
+	dropped  chan struct{} // closed (and replaced) when procs drops
+	warn     func(error) // told once why the registry cannot be used
+}
+
+// open makes this process's entry. It runs once, under u.mu; a registry
+// that cannot be used leaves the counting to this process (said on warn).
+func (u *usage) openLocked() {
+	if u.opened {
+		return
+	}
+	u.opened = true
+	if u.path == "" {
+		return
+	}
+	err := u.register()
+	if err != nil {
+		u.close()
+		if u.warn != nil {
+			u.warn(fmt.Errorf("the per-user limits count this rexd's sessions and processes only: %w", err))
+		}
+	}
+}
+
+func (u *usage) register() error {
+	dir, err := usock.OpenPrivate(u.path)
+	if err != nil {
+		return err
+	}
+	u.dir = dir
+	lfd, err := unix.Openat(int(dir.Fd()), usageLockName, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", filepath.Join(u.path, usageLockName), err)
+	}
+	u.lock = os.NewFile(uintptr(lfd), usageLockName)
+	if err := u.flock(); err != nil {
+		return err
+	}
+	defer u.funlock()
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	name := usagePrefix + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(rnd[:])
+	// Made and locked under the registry's lock: no count sees it unlocked.
+	fd, err := unix.Openat(int(dir.Fd()), name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", filepath.Join(u.path, name), err)
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		unix.Close(fd)
+		dir.Remove(name)
+		return fmt.Errorf("lock %s: %w", filepath.Join(u.path, name), err)
+	}
+	u.self, u.selfName = os.NewFile(uintptr(fd), name), name
+	return u.writeLocked()
+}
+
+func (u *usage) flock() error {
+	if err := unix.Flock(int(u.lock.Fd()), unix.LOCK_EX); err != nil {
+		return fmt.Errorf("lock %s: %w", filepath.Join(u.path, usageLockName), err)
+	}
+	return nil
+}
+
+func (u *usage) funlock() { unix.Flock(int(u.lock.Fd()), unix.LOCK_UN) }
+
+// writeLocked records what this process holds in its entry.
+func (u *usage) writeLocked() error {
+	rec := fmt.Sprintf("%20d %20d\n", u.sessions, u.procs)
+	if _, err := u.self.WriteAt([]byte(rec), 0); err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Join(u.path, u.selfName), err)
+	}
+	return nil
+}
+
+// othersLocked sums the live entries of the user's other rexd processes
+// and removes those of processes that are gone.
+func (u *usage) othersLocked() (sessions, procs int64, err error) {
+	dfd, err := unix.Openat(int(u.dir.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read %s: %w", u.path, err)
+	}
+	f := os.NewFile(uintptr(dfd), u.path)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read %s: %w", u.path, err)
+	}
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return 0, 0, fmt.Errorf("read %s: %w", u.path, err)
+	}
+	for _, name := range names {
+		if !strings.HasPrefix(name, usagePrefix) || name == u.selfName {
+			continue
+		}
+		fd, err := unix.Openat(int(u.dir.Fd()), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != nil {
+			continue // gone meanwhile, or not a file we can use
+		}
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			unix.Close(fd)
+			continue
+		}
+		if err := unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB); err == nil {
+			// Nobody holds it: its rexd is gone.
+			u.dir.Remove(name)
+			unix.Close(fd)
+			continue
+		} else if !errors.Is(err, unix.EWOULDBLOCK) {
+			unix.Close(fd)
+			continue
+		}
+		buf := make([]byte, usageRecord)
+		n, _ := unix.Pread(fd, buf, 0)
+		unix.Close(fd)
+		var s, p int64
+		if _, err := fmt.Sscanf(string(buf[:n]), "%d %d", &s, &p); err == nil && s >= 0 && p >= 0 {
+			sessions += s
+			procs += p
+		}
+	}
+	return sessions, procs, nil
+}
+
+// reserve takes ds sessions and dp processes if the user stays within
+// maxSessions and maxProcs (0: no limit), else says which limit stops it.
+func (u *usage) reserve(ds, dp, maxSessions, maxProcs int64) *protocol.Error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.openLocked()
+	var others, op int64
+	if u.self != nil {
+		if err := u.flock(); err == nil {
+			defer u.funlock()
+			others, op, err = u.othersLocked()
+			if err != nil && u.warn != nil {
+				u.warn(err)
+			}
+		} else if u.warn != nil {
+			u.warn(err)
+		}
+	}
+	if ds > 0 && maxSessions > 0 && others+u.sessions+ds > maxSessions {
+		return protocol.Errorf(protocol.CodeResourceLimit,
+			protocol.ResourceLimitData{Limit: "max_concurrent_sessions", Value: maxSessions},
+			"too many sessions: the limit is %d for this user on this host (%d open here, %d in the user's other rexd processes); close one first",
+			maxSessions, u.sessions, others)
+	}
+	if dp > 0 && maxProcs > 0 && op+u.procs+dp > maxProcs {
+		return protocol.Errorf(protocol.CodeResourceLimit,
+			protocol.ResourceLimitData{Limit: "max_processes_per_user", Value: maxProcs},
+			"too many processes: the limit is %d for this user on this host (%d running here, %d in the user's other rexd processes, detached ones included); wait for one to end or kill it",
+			maxProcs, u.procs, op)
+	}
+	u.sessions += ds
+	u.procs += dp
+	if u.self != nil {
+		if err := u.writeLocked(); err != nil && u.warn != nil {
+			u.warn(err)
+		}
+	}
+	return nil
+}
+
+// release gives back ds sessions and dp processes.
+func (u *usage) release(ds, dp int64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.sessions -= ds
+	u.procs -= dp
+	if dp > 0 && u.dropped != nil {
+		close(u.dropped)
+		u.dropped = nil
+	}
+	if u.self == nil {
+		return
+	}
+	if err := u.flock(); err != nil {
+		return
+	}
+	defer u.funlock()
+	u.writeLocked()
+}
+
+// waitProcesses returns once this process's processes have ended, or
+// when ctx ends.
+func (u *usage) waitProcesses(ctx context.Context) {
+	for {
+		u.mu.Lock()
+		n := u.procs
+		if u.dropped == nil {
+			u.dropped = make(chan struct{})
+		}
+		ch := u.dropped
+		u.mu.Unlock()
+		if n <= 0 {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// held is what this process holds now.
+func (u *usage) held() (sessions, procs int64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.sessions, u.procs
+}
+
+// close removes this process's entry (at exit; a killed rexd's entry is
+// reclaimed by the next count instead).
+func (u *usage) close() {
+	if u.self != nil && u.dir != nil {
+		u.dir.Remove(u.selfName)
+	}
+	for _, f := range []*os.File{u.self, u.lock} {
+		if f != nil {
+			f.Close()
+		}
+	}
+	if u.dir != nil {
+		u.dir.Close()
+	}
+	u.self, u.lock, u.dir = nil, nil, nil
+}
