@@ -36,6 +36,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		stdio, showVersion, noAudit bool
 		configPath, auditPath       string
 		roots, limits               multiFlag
+		nice                        int
+		niceSSH                     bool
 	)
 	fs.BoolVar(&stdio, "stdio", false, "serve REXD v1 on standard input and output")
 	fs.StringVar(&configPath, "config", "", "read configuration from `PATH` (default "+rexd.SystemConfigPath+" if present)")
@@ -43,9 +45,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&auditPath, "audit", "", "append the audit log to `PATH` (default ~/.local/state/rexd/audit.log)")
 	fs.BoolVar(&noAudit, "no-audit", false, "do not write an audit log")
 	fs.Var(&limits, "limit", "set a limit, `NAME=VALUE` with NAME as in the config's [limits] (repeatable); 0 means none for timeouts and output")
+	fs.IntVar(&nice, "nice", 0, "run at nice `N` (rex starts a bulk lane's rexd so: a transfer yields the CPU to interactive work)")
+	fs.BoolVar(&niceSSH, "nice-ssh", false, "with --nice, also lower the sshd that started rexd (rex asks it for a lane with an SSH connection of its own)")
 	fs.BoolVar(&showVersion, "version", false, "print \"rexd <version> <build-hash>\" and exit")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: rexd --stdio [--config PATH] [--root DIR]... [--audit PATH] [--limit NAME=VALUE]...")
+		fmt.Fprintln(stderr, "usage: rexd --stdio [--config PATH] [--root DIR]... [--audit PATH] [--limit NAME=VALUE]... [--nice N [--nice-ssh]]")
 		fmt.Fprintln(stderr, "       rexd --version")
 		fs.PrintDefaults()
 	}
@@ -69,6 +73,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 
+	if nice > 0 {
+		if err := lowerPriority(nice, niceSSH); err != nil {
+			fmt.Fprintf(stderr, "rexd: --nice %d: %v; going on at the usual priority\n", nice, err)
+		}
+	}
 	cfg := rexd.DefaultConfig()
 	cfg.Version, cfg.BuildHash = version.Version, hash
 	cfg.UsageDir = rexd.DefaultUsageDir()

@@ -3,6 +3,7 @@ package fanout
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/rexconsole/rex/internal/protocol"
 	"github.com/rexconsole/rex/internal/rexclient"
@@ -12,7 +13,7 @@ import (
 // LocalConnector reaches the operator's own machine by running
 // `rexdPath --stdio args...` as a subprocess.
 func LocalConnector(rexdPath string, args ...string) ConnectorFunc {
-	start := func(ctx context.Context) (*Conn, error) {
+	start := func(ctx context.Context, args ...string) (*Conn, error) {
 		c, err := rexclient.StartLocal(ctx, rexdPath, args...)
 		if err != nil {
 			return nil, fmt.Errorf("start local rexd: %w", err)
@@ -25,14 +26,21 @@ func LocalConnector(rexdPath string, args ...string) ConnectorFunc {
 		return &Conn{Session: s, Closer: c}, nil
 	}
 	return func(ctx context.Context, t Target) (*Conn, error) {
-		conn, err := start(ctx)
+		conn, err := start(ctx, args...)
 		if err != nil {
 			return nil, err
 		}
-		conn.OpenLane = start // a bulk lane is another local rexd
+		// A bulk lane is another local rexd, at a lower CPU priority.
+		conn.OpenLane = func(ctx context.Context) (*Conn, error) {
+			return start(ctx, append(slices.Clip(args), "--nice", LaneNice)...)
+		}
 		return conn, nil
 	}
 }
+
+// LaneNice is the nice value of a bulk lane's rexd (rexd --nice): a
+// transfer yields the CPU to interactive work. sshx.LaneNice is the same.
+const LaneNice = "10"
 
 // OperatorLimits are the rexd flags rex passes to the daemons it starts: an
 // operator's own commands are not held to the agent-safety defaults of the

@@ -61,7 +61,7 @@ type usage struct {
 	sessions int64 // held by this process
 	procs    int64
 	dropped  chan struct{} // closed (and replaced) when procs drops
-	warn     func(error) // told once why the registry cannot be used
+	warn     func(error)   // told once why the registry cannot be used
 }
 
 // open makes this process's entry. It runs once, under u.mu; a registry

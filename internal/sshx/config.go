@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/kevinburke/ssh_config"
+
+	"golang.org/x/crypto/ssh"
 )
 
 // sshConfig is one parsed ssh_config file (or none).
@@ -90,6 +92,11 @@ func (c *sshConfig) getAll(alias, key string) []string {
 
 // endpoint is a Target with every setting resolved.
 type endpoint struct {
+	// pin, when set, is the only host key accepted, without known_hosts
+	// or a question (a bulk lane's second connection to a host this
+	// Dialer has just verified); key is the host key the handshake accepted.
+	pin, key ssh.PublicKey
+
 	name  string // for messages
 	alias string // what ssh_config matched
 	host  string // what we connect to

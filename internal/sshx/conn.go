@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -33,28 +34,78 @@ type Conn struct {
 	d      *Dialer
 	args   []string
 	became bool
+	// hostKey is the host key this connection verified (under mu): a
+	// lane's own connection must show the very same one.
+	hostKey ssh.PublicKey
 
 	// For Resume: the target, and the SSH connection of now (mu).
 	target Target
 	mu     sync.Mutex
 }
 
+// LaneNice is the nice value of a bulk lane's rexd (rexd --nice): a
+// transfer yields the CPU to interactive work (a terminal's echo) on a busy
+// host. A lane runs no commands of the user's, only transfers.
+const LaneNice = "10"
+
 // ErrNoLane is Lane's answer on a connection that cannot start a second
 // rexd without asking anyone (one that became another user through sudo:
 // rex does not keep the password).
 var ErrNoLane = errors.New("no second rexd on this connection")
 
-// Lane starts another rexd over this connection's SSH transport (a second
-// session channel: the cached rexd, already checked by this Dialer, starts
-// at once) and opens a session on it. The pool sends bulk transfers there,
-// so that SSH interleaves them with the first channel's traffic packet by
-// packet instead of a push's large messages queueing ahead of keystrokes.
+// Lane starts another rexd for bulk transfers and opens a session on it.
+// It runs over an SSH connection of its own to the same host (its own TCP
+// stream and its own sshd process), dialled with what this connection
+// used: the host key it verified is the only one accepted, keys already
+// unlocked are reused, so nothing is asked again. A push there never
+// queues ahead of keystrokes, neither in rex's stream to rexd, where a
+// message is written whole, nor in the one TCP connection and sshd that
+// the channels of a connection share. When a second connection cannot be
+// made (the server refuses it), the lane is a second session channel of
+// this connection instead.
 func (c *Conn) Lane(ctx context.Context) (*rexclient.Client, *rexclient.Session, error) {
 	if c.d == nil || c.became {
 		return nil, nil, ErrNoLane
 	}
-	rc, sess, _, err := c.d.bootstrap(ctx, c.SSH, c.Name, launchOpts{args: c.args})
+	c.mu.Lock()
+	sshc, pin := c.SSH, c.hostKey
+	c.mu.Unlock()
+	if pin != nil {
+		// Its own sshd serves only the lane: rexd lowers that one too.
+		rc, sess, err := c.ownLane(ctx, pin, append(slices.Clip(c.args), "--nice", LaneNice, "--nice-ssh"))
+		if err == nil || ctx.Err() != nil {
+			return rc, sess, err
+		}
+	}
+	rc, sess, _, err := c.d.bootstrap(ctx, sshc, c.Name, launchOpts{args: append(slices.Clip(c.args), "--nice", LaneNice)})
 	return rc, sess, err
+}
+
+// ownLane dials a connection for a lane, pinned to the host key pin, and
+// starts rexd on it; the connection ends with that rexd's client.
+func (c *Conn) ownLane(ctx context.Context, pin ssh.PublicKey, args []string) (*rexclient.Client, *rexclient.Session, error) {
+	e, err := c.d.resolve(c.target)
+	if err != nil {
+		return nil, nil, err
+	}
+	e.pin = pin
+	b := newBudget(e.timeout, e.timeoutFrom)
+	dl, err := c.d.dial(ctx, e, b, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	bctx, stop := b.context(ctx)
+	rc, sess, _, err := c.d.bootstrap(bctx, dl.client, c.Name, launchOpts{args: args})
+	stop()
+	if err != nil {
+		dl.client.Close()
+		return nil, nil, err
+	}
+	go func() {
+		<-rc.Done()
+		dl.client.Close()
+	}()
+	return rc, sess, nil
 }
 
 // Connect dials t, bootstraps rexd and opens a session.
@@ -91,7 +142,7 @@ func (d *Dialer) Connect(ctx context.Context, t Target) (*Conn, error) {
 	}
 	d.state(dl.e.name, StateReady, nil)
 	return &Conn{Name: dl.e.name, Client: rc, Session: sess, SSH: dl.client, Info: info, conn: dl.conn,
-		d: d, args: t.RexdArgs, became: t.Become != "", target: t}, nil
+		d: d, args: t.RexdArgs, became: t.Become != "", target: t, hostKey: dl.e.key}, nil
 }
 
 // Resume carries a dropped connection on: it dials the target again,
@@ -134,7 +185,7 @@ func (c *Conn) Resume(ctx context.Context) error {
 	d.state(dl.e.name, StateReady, nil)
 	c.mu.Lock()
 	old := c.SSH
-	c.SSH, c.conn = dl.client, dl.conn
+	c.SSH, c.conn, c.hostKey = dl.client, dl.conn, dl.e.key
 	c.mu.Unlock()
 	old.Close() // the dead one
 	return nil

@@ -1,6 +1,7 @@
 package sshx
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -72,11 +73,25 @@ func (d *Dialer) hostKeys(ctx context.Context, e *endpoint) (*hostKeyChecker, []
 
 func (h *hostKeyChecker) check(_ string, remote net.Addr, key ssh.PublicKey) error {
 	h.seen = true
+	if h.e.pin != nil {
+		if bytes.Equal(key.Marshal(), h.e.pin.Marshal()) {
+			h.e.key = key
+			return nil
+		}
+		h.err = newError(h.e.name, ErrHostKeyChanged, nil, fmt.Sprintf(
+			"%s (%s) showed host key %s on a second connection, not the %s it showed a moment ago; rex refuses to connect: check the host and the network",
+			h.e.name, knownhosts.Normalize(h.e.hostKeyName()), ssh.FingerprintSHA256(plainKey(key)), ssh.FingerprintSHA256(plainKey(h.e.pin))))
+		return h.err
+	}
 	err := h.db.HostKeyCallback()(h.e.hostKeyName(), remote, key)
 	if err == nil {
+		h.e.key = key
 		return nil
 	}
 	h.err = h.judge(remote, key, err)
+	if h.err == nil {
+		h.e.key = key
+	}
 	return h.err
 }
 
