@@ -49,11 +49,12 @@ type Conn struct {
 	Session *rexclient.Session
 	// Closer ends the connection (SSH client, local subprocess).
 	Closer io.Closer
-	// OpenLane, when set, starts another rexd over the same transport (a
-	// second SSH channel, another local subprocess) with a session of its
-	// own. The pool opens one per connection, on first use, for bulk
-	// transfers (Lease.Bulk): a push then never queues ahead of a keystroke
-	// in the connection's own stream, where a message is written whole.
+	// OpenLane, when set, starts another rexd to the same target (over an
+	// SSH connection of its own, another local subprocess), at a lower CPU
+	// priority, with a session of its own. The pool opens one per
+	// connection, on first use, for bulk transfers (Lease.Bulk): a push
+	// then never queues ahead of a keystroke in the connection's own
+	// stream, where a message is written whole, nor in its TCP stream.
 	OpenLane func(ctx context.Context) (*Conn, error)
 	// Resume, when set, carries on a connection whose transport dropped
 	// while its sessions are resumable: a new transport to the same rexd
