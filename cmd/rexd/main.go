@@ -80,7 +80,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	cfg := rexd.DefaultConfig()
 	cfg.Version, cfg.BuildHash = version.Version, hash
-	cfg.UsageDir = rexd.DefaultUsageDir()
+	cfg.UsageDirs = rexd.DefaultUsageDirs()
 	var warnOnce sync.Once
 	cfg.Warn = func(err error) {
 		warnOnce.Do(func() { fmt.Fprintf(stderr, "rexd: %v\n", err) })

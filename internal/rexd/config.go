@@ -39,11 +39,13 @@ type Config struct {
 	// SessionDir holds resumable sessions' sockets; empty means
 	// DefaultSessionDir.
 	SessionDir string
-	// UsageDir is the registry through which the per-user limits
+	// UsageDirs are the cache directories, in order, under which the
+	// registry is kept through which the per-user limits
 	// (max_concurrent_sessions, max_processes_per_user) count the user's
-	// other rexd processes on the host (usage.go); empty counts this
-	// process only. The rexd command sets DefaultUsageDir.
-	UsageDir string
+	// other rexd processes on the host (usage.go): the first that passes
+	// the checks (not a symlink, this user's, 0700) is used. None counts
+	// this process only. The rexd command sets DefaultUsageDirs.
+	UsageDirs []string
 	// Warn, when set, is told what does not work as configured but does
 	// not stop rexd (a registry that cannot be used).
 	Warn func(error)

@@ -66,7 +66,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, roots: roots}
-	s.usage.path = cfg.UsageDir
+	s.usage.roots = cfg.UsageDirs
 	s.usage.warn = cfg.Warn
 	s.life, s.endLife = context.WithCancel(context.Background())
 	s.hostname, _ = os.Hostname()

@@ -35,22 +35,28 @@ const (
 	usageRecord   = 42 // "%20d %20d\n": sessions, processes
 )
 
-// DefaultUsageDir is $XDG_CACHE_HOME/rexd/usage, else ~/.cache/rexd/usage.
-func DefaultUsageDir() string {
+// DefaultUsageDirs are the cache directories the bootstrap looks at, in
+// its order: $XDG_CACHE_HOME/rexd, ~/.cache/rexd, ${TMPDIR:-/tmp}/rexd-UID.
+func DefaultUsageDirs() []string {
+	var dirs []string
 	if d := os.Getenv("XDG_CACHE_HOME"); filepath.IsAbs(d) {
-		return filepath.Join(d, "rexd", "usage")
+		dirs = append(dirs, filepath.Join(d, "rexd"))
 	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return ""
+	if home, err := os.UserHomeDir(); err == nil && filepath.IsAbs(home) {
+		dirs = append(dirs, filepath.Join(home, ".cache", "rexd"))
 	}
-	return filepath.Join(home, ".cache", "rexd", "usage")
+	tmp := os.Getenv("TMPDIR")
+	if !filepath.IsAbs(tmp) {
+		tmp = "/tmp"
+	}
+	return append(dirs, filepath.Join(tmp, "rexd-"+strconv.Itoa(os.Getuid())))
 }
 
 // usage counts this process's sessions and processes, and with a
 // registry, the user's other rexd processes' too.
 type usage struct {
-	path string // the registry directory; "" counts this process only
+	roots []string // candidate cache directories; none: this process only
+	path  string   // the registry directory in use
 
 	mu       sync.Mutex
 	opened   bool
@@ -71,19 +77,30 @@ func (u *usage) openLocked() {
 		return
 	}
 	u.opened = true
-	if u.path == "" {
-		return
-	}
-	err := u.register()
-	if err != nil {
-		u.close()
-		if u.warn != nil {
-			u.warn(fmt.Errorf("the per-user limits count this rexd's sessions and processes only: %w", err))
+	var errs []error
+	for _, root := range u.roots {
+		err := u.register(root)
+		if err == nil {
+			return
 		}
+		u.close()
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 && u.warn != nil {
+		u.warn(fmt.Errorf("the per-user limits count this rexd's sessions and processes only: %w", errors.Join(errs...)))
 	}
 }
 
-func (u *usage) register() error {
+// register opens the registry under the cache directory root, which must
+// pass the checks itself (so nothing is made through a symlink), and adds
+// this process's entry.
+func (u *usage) register(root string) error {
+	top, err := usock.OpenPrivate(root)
+	if err != nil {
+		return err
+	}
+	top.Close()
+	u.path = filepath.Join(root, "usage")
 	dir, err := usock.OpenPrivate(u.path)
 	if err != nil {
 		return err
