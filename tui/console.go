@@ -42,6 +42,9 @@ type Console struct {
 	active  *client
 	current *client // the client whose message Update handles
 	ended   bool
+	// gen counts the engine's Updates: a client's view drawn at the same
+	// gen and size is still true.
+	gen uint64
 }
 
 // NewConsole builds the console for the rex server.
@@ -53,7 +56,11 @@ func NewConsole(ctx context.Context, opts Options) (*Console, error) {
 	c.rt.m.host = c
 	c.prog = tea.NewProgram(engineModel{c},
 		tea.WithContext(ctx), tea.WithInput(nil), tea.WithOutput(io.Discard),
-		tea.WithoutRenderer(), tea.WithoutSignalHandler())
+		tea.WithoutRenderer(), tea.WithoutSignalHandler(),
+		// Bubble Tea's frame ticker runs even without a renderer; this
+		// program never draws, so at 60 Hz it would only wake an idle
+		// server 60 times a second.
+		tea.WithFPS(1))
 	return c, nil
 }
 
@@ -173,6 +180,7 @@ func (e engineModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	default:
 		update(msg)
 	}
+	c.gen++
 	clients := c.clientList()
 	c.mu.Unlock()
 	for _, cl := range clients {
@@ -318,6 +326,13 @@ type client struct {
 	w, h   int
 	detach server.Detach
 
+	// The last view drawn, at which engine gen and size; only the
+	// client's program touches them.
+	view           tea.View
+	drawn          bool
+	drawnGen       uint64
+	drawnW, drawnH int
+
 	seen    atomic.Int64 // when it was last active
 	poking  atomic.Bool  // a redraw is on its way to its program
 	quit    chan struct{}
@@ -384,15 +399,24 @@ func (m clientModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 
 // View is the console's view for this client's terminal.
 func (m clientModel) View() tea.View {
-	c := m.cl.con
+	cl := m.cl
+	c := cl.con
+	cw, ch := cl.size()
 	c.mu.Lock()
+	if cl.drawn && cl.drawnGen == c.gen && cl.drawnW == cw && cl.drawnH == ch {
+		// Bubble Tea asks for the view after every message, a key sent on
+		// to the engine included; nothing changed since the last one.
+		c.mu.Unlock()
+		return cl.view
+	}
+	gen := c.gen
 	v := c.rt.m.View()
 	w, h := c.rt.m.width, c.rt.m.height
 	c.mu.Unlock()
-	cw, ch := m.cl.size()
 	if w != cw || h != ch {
 		v = fitView(v, w, h, cw, ch)
 	}
+	cl.view, cl.drawn, cl.drawnGen, cl.drawnW, cl.drawnH = v, true, gen, cw, ch
 	return v
 }
 

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rexconsole/rex/internal/server"
 	"github.com/rexconsole/rex/internal/sshtest"
 )
 
@@ -113,6 +116,13 @@ func newConsoleShell(t testing.TB, bin, dir string, w, h int) *console {
 		"LC_ALL=C.UTF-8",
 		"PS1=" + shellPrompt,
 		"SHELL=/bin/sh",
+	}
+	// Measuring the rex server: its profiling endpoint and the runtime's
+	// traces (docs/benchmarks.md).
+	for _, k := range []string{server.PprofEnv, "GODEBUG"} {
+		if v, ok := os.LookupEnv(k); ok {
+			c.env = append(c.env, k+"="+v)
+		}
 	}
 	t.Cleanup(func() {
 		// Only this test's server, by its socket.
@@ -396,14 +406,45 @@ func benchKeystrokeTmux(b *testing.B, args ...string) {
 	c.waitFor("16 running")
 	c.waitFor(strings.Repeat("x", 40)) // the floods' lines are on the screen
 	b.ResetTimer()
+	profiled := profileServer(b, len(args) == 0, "keys-cpu.pprof")
 	lat := measure(b.N)
 	b.StopTimer()
+	<-profiled
 	slices.Sort(idle)
 	slices.Sort(lat)
 	b.ReportMetric(ms(idle[len(idle)/2]), "idle-key-ms")
 	b.ReportMetric(ms(lat[len(lat)/2]), "p50-key-ms")
 	b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-key-ms")
 	c.quit()
+}
+
+// profileServer takes a 10 s CPU profile of the rex server into
+// $REX_BENCH_PROFILES/name while the benchmark runs, when that is set
+// (with REX_SERVER_PPROF); the channel closes when it is saved.
+func profileServer(b *testing.B, inServer bool, name string) <-chan struct{} {
+	done := make(chan struct{})
+	dir := os.Getenv("REX_BENCH_PROFILES")
+	if !inServer || dir == "" {
+		close(done)
+		return done
+	}
+	go func() {
+		defer close(done)
+		resp, err := http.Get("http://" + os.Getenv(server.PprofEnv) + "/debug/pprof/profile?seconds=10")
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		defer f.Close()
+		io.Copy(f, resp.Body)
+	}()
+	return done
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

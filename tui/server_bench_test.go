@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -64,9 +65,20 @@ func BenchmarkServerCost(b *testing.B) {
 	b.Setenv("XDG_RUNTIME_DIR", filepath.Join(c.home, "run"))
 	cpu0 := cpuTicks(b, pid)
 	t0 := time.Now()
-	time.Sleep(10 * time.Second) // the span over which idle CPU is measured
+	if dir := os.Getenv("REX_BENCH_PROFILES"); dir != "" {
+		// The idle span is a CPU profile of the server (REX_SERVER_PPROF).
+		fetchProfile(b, "profile?seconds=10", filepath.Join(dir, "idle-cpu.pprof"))
+	} else {
+		time.Sleep(10 * time.Second) // the span over which idle CPU is measured
+	}
 	idleCPU := float64(cpuTicks(b, pid)-cpu0) / 100 / time.Since(t0).Seconds()
 	rss := rssKB(b, pid)
+	if dir := os.Getenv("REX_BENCH_PROFILES"); dir != "" {
+		fetchProfile(b, "heap", filepath.Join(dir, "idle-heap.pprof"))
+		fetchProfile(b, "goroutine?debug=1", filepath.Join(dir, "idle-goroutines.txt"))
+		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		os.WriteFile(filepath.Join(dir, "idle-status.txt"), st, 0o644)
+	}
 
 	// 16 panes of 10,000 lines each.
 	c.sendLine(filepath.Join(bin, "rex"))
@@ -90,6 +102,28 @@ func BenchmarkServerCost(b *testing.B) {
 	b.ReportMetric(idleCPU*100, "idle-cpu-%")
 	b.ReportMetric(ms(firsts[len(firsts)/2]), "p50-attach-ms")
 	b.ReportMetric(ms(firsts[len(firsts)-1]), "max-attach-ms")
+}
+
+// fetchProfile saves one of the server's pprof endpoints (the server
+// runs with REX_SERVER_PPROF) to path.
+func fetchProfile(b *testing.B, what, path string) {
+	addr := os.Getenv(server.PprofEnv)
+	if addr == "" {
+		b.Fatalf("REX_BENCH_PROFILES needs %s (a loopback address for the server's pprof)", server.PprofEnv)
+	}
+	resp, err := http.Get("http://" + addr + "/debug/pprof/" + what)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // frameWriter notes when the first whole frame (the prompt drawn) came.

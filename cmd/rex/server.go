@@ -374,6 +374,12 @@ func serverRun(ctx context.Context, e *env, ag tui.AgentOptions) error {
 		return err
 	}
 	defer ln.Close()
+	stopPprof, err := server.ServePprof()
+	if err != nil {
+		server.Ready(err)
+		return err
+	}
+	defer stopPprof()
 	opts, err := consoleOptions(e, ag)
 	if err != nil {
 		server.Ready(err)
