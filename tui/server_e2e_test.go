@@ -515,3 +515,59 @@ func TestServerNetworkLossE2E(t *testing.T) {
 	})
 	c.quit()
 }
+
+// TestServerTerminalFollowsActiveClientE2E: two clients of different
+// sizes attached at once; a terminal pane's PTY on the host takes the
+// size of the client that attached, typed or resized last (tmux's
+// window-size latest). The pane runs a script that writes `stty size` to
+// a log on the host at start and at every SIGWINCH.
+func TestServerTerminalFollowsActiveClientE2E(t *testing.T) {
+	c, hosts := serverFleet(t, 1) // 140×40
+	log := filepath.Join(hosts[0].Home, "sizes.log")
+	script := filepath.Join(hosts[0].Home, "sizes.sh")
+	body := "trap 'stty size >> " + log + "' WINCH\nstty size >> " + log + "\nwhile :; do sleep 0.1; done\n"
+	if err := os.WriteFile(script, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.run("/attach h1 -- sh "+script, "typing here")
+	// last waits until the log's last size satisfies ok and returns it
+	// as rows, cols.
+	last := func(what string, ok func(rows, cols int) bool) (int, int) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			b, _ := os.ReadFile(log)
+			lines := strings.Fields(strings.TrimSpace(string(b)))
+			if n := len(lines); n >= 2 {
+				rows, _ := strconv.Atoi(lines[n-2])
+				cols, _ := strconv.Atoi(lines[n-1])
+				if rows > 0 && cols > 0 && ok(rows, cols) {
+					return rows, cols
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the pane's PTY never took %s; sizes the host saw:\n%s", what, b)
+			}
+			time.Sleep(50 * time.Millisecond) // the host writes the log
+		}
+	}
+	ar, ac := last("a size", func(int, int) bool { return true })
+
+	// A second, smaller client attaches: the pane follows it.
+	b := c.again(t, 100, 30)
+	br, bc := last("the second client's size", func(r, cc int) bool { return r != ar || cc != ac })
+	if br >= ar || bc >= ac {
+		t.Fatalf("the 100×30 client's pane is %dx%d, not smaller than the 140×40 client's %dx%d", br, bc, ar, ac)
+	}
+
+	// The first client types: the pane is its size again.
+	c.tmux(nil, "send-keys", "-t", "rex", "-l", "x")
+	last("the first client's size again", func(r, cc int) bool { return r == ar && cc == ac })
+
+	// The second client resizes its window: the pane follows that.
+	b.tmux(nil, "resize-window", "-t", "rex", "-x", "120", "-y", "34")
+	rr, rc := last("the resized client's size", func(r, cc int) bool { return r != ar && r != br })
+	if rr <= br || rr >= ar || rc <= bc || rc >= ac {
+		t.Fatalf("after resizing the second client to 120×34 the pane is %dx%d; want between %dx%d and %dx%d", rr, rc, br, bc, ar, ac)
+	}
+}
