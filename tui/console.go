@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -144,6 +145,12 @@ func (e engineModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		c.activate(msg.cl, update)
 	case leftMsg:
 		delete(c.clients, msg.cl)
+		if len(c.clients) == 0 {
+			// Nobody draws until the next attach: give the memory the
+			// clients' frames and what ran meanwhile used back to the
+			// system now rather than at the runtime's slow pace (one GC).
+			go debug.FreeOSMemory()
+		}
 		if c.active == msg.cl {
 			c.active = nil
 			// The most recent of the others, if any, takes over.
@@ -162,10 +169,10 @@ func (e engineModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			break // it has gone
 		}
 		if size, ok := msg.msg.(tea.WindowSizeMsg); ok {
+			// A resize is activity, as in tmux: the console (and its
+			// terminal panes) take this client's size.
 			msg.cl.setSize(size.Width, size.Height)
-			if c.active == msg.cl {
-				update(size)
-			}
+			c.activate(msg.cl, update)
 			break
 		}
 		if c.active != msg.cl {
