@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -220,17 +221,29 @@ func (c *Client) Attach(ctx context.Context, w Window) (Detach, error) {
 	}
 	done := make(chan struct{})
 	defer close(done)
-	// Keys and sizes go out on their own goroutines; what to draw comes
-	// in on this one.
+	// Keys and sizes go out on their own goroutines, straight to the
+	// socket (no encoder's buffers: keys are at times a secret, a sudo
+	// password typed into the console, which must stay in the server's
+	// memory only); what to draw comes in on this one.
+	var wmu sync.Mutex
+	send := func(line []byte) error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		_, err := c.conn.Write(line)
+		return err
+	}
 	go func() {
 		buf := make([]byte, 32<<10)
+		line := make([]byte, 0, inputLineLen(len(buf)))
 		for {
 			n, err := w.In.Read(buf)
 			if n > 0 {
-				if m, merr := protocol.NewNotification(MethodInput, NewData(buf[:n])); merr == nil {
-					if c.enc.Encode(m) != nil {
-						return
-					}
+				line = appendInputLine(line[:0], buf[:n])
+				werr := send(line)
+				clear(buf[:n])
+				clear(line)
+				if werr != nil {
+					return
 				}
 			}
 			if err != nil {
@@ -244,7 +257,9 @@ func (c *Client) Attach(ctx context.Context, w Window) (Detach, error) {
 			case <-w.Resized:
 				cols, rows := w.Size()
 				if m, err := protocol.NewNotification(MethodResize, ResizeParams{Cols: cols, Rows: rows}); err == nil {
-					c.enc.Encode(m)
+					if b, err := json.Marshal(m); err == nil {
+						send(append(b, '\n'))
+					}
 				}
 			case <-ctx.Done():
 				c.conn.CloseWrite() // the server detaches us
@@ -273,6 +288,24 @@ func (c *Client) Attach(ctx context.Context, w Window) (Detach, error) {
 		json.Unmarshal(m.Params, &d)
 		return d, nil
 	}
+}
+
+// The console.input notification around base64 keystrokes.
+const (
+	inputPrefix = `{"jsonrpc":"` + protocol.JSONRPC + `","method":"` + MethodInput + `","params":{"encoding":"` + protocol.EncodingBase64 + `","data":"`
+	inputSuffix = "\"}}\n"
+)
+
+func inputLineLen(n int) int {
+	return len(inputPrefix) + base64.StdEncoding.EncodedLen(n) + len(inputSuffix)
+}
+
+// appendInputLine appends the console.input line carrying b to dst,
+// which has room for it: no copy of the keys outside dst.
+func appendInputLine(dst, b []byte) []byte {
+	dst = append(dst, inputPrefix...)
+	dst = base64.StdEncoding.AppendEncode(dst, b)
+	return append(dst, inputSuffix...)
 }
 
 // parseOutput reads a console.output line.
