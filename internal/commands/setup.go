@@ -82,7 +82,7 @@ func NewSetup(p Paths, opts SetupOptions) (*Setup, error) {
 		}
 	}
 	passwords := &SudoPasswords{Ask: ask}
-	dialer := NewDialer(opts, passwords)
+	dialer := NewDialer(opts, passwords, p.Cache)
 	s := &Setup{Store: store, Dialer: dialer, Paths: p, Passwords: passwords, console: opts.Console, lock: opts.Lock}
 	s.Connectors = Connectors{
 		Local: fanout.ConnectorFunc(s.connectLocal),
@@ -133,7 +133,7 @@ func (s *Setup) DeviceRemote() DeviceRemote { return SSHDeviceRemote{Dialer: s.D
 // the rexd builds this rex carries (or the rexd beside a development build),
 // outside the console a terminal prompt for key passphrases, and the run's
 // sudo password (nil: none can be asked).
-func NewDialer(opts SetupOptions, passwords *SudoPasswords) *sshx.Dialer {
+func NewDialer(opts SetupOptions, passwords *SudoPasswords, cacheDir string) *sshx.Dialer {
 	sources := []payload.Source{payload.Embedded()}
 	if exe, err := os.Executable(); err == nil {
 		sources = append(sources, payload.File(runtime.GOOS, runtime.GOARCH, filepath.Join(filepath.Dir(exe), "rexd")))
@@ -144,6 +144,11 @@ func NewDialer(opts SetupOptions, passwords *SudoPasswords) *sshx.Dialer {
 		OnState:    opts.OnState,
 		Notice:     opts.Notice,
 		AskHostKey: opts.AskHostKey,
+	}
+	if cacheDir != "" {
+		// A new rex process runs a cached rexd it verified before
+		// without hashing it again (while its file is unchanged).
+		o.StampsFile = filepath.Join(cacheDir, "rexd-stamps.json")
 	}
 	if o.Notice == nil && opts.Notices != nil {
 		o.Notice = func(_, msg string) {

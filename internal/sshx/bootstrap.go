@@ -6,11 +6,13 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -229,6 +231,7 @@ func buildHashes(builds []build) []string {
 func (d *Dialer) knownArgs(account string) []string {
 	d.verifiedMu.Lock()
 	defer d.verifiedMu.Unlock()
+	d.readStampsLocked()
 	var out []string
 	for p, stamp := range d.verified[account] {
 		out = append(out, "known="+p+"="+stamp)
@@ -245,13 +248,83 @@ func (d *Dialer) remember(account string, h header) {
 	}
 	d.verifiedMu.Lock()
 	defer d.verifiedMu.Unlock()
-	if d.verified == nil {
-		d.verified = map[string]map[string]string{}
+	d.readStampsLocked()
+	if d.verified[account][h.exec] == h.stamp {
+		return
 	}
 	if d.verified[account] == nil {
 		d.verified[account] = map[string]string{}
 	}
 	d.verified[account][h.exec] = h.stamp
+	d.writeStampsLocked(account, h.exec, h.stamp)
+}
+
+// maxStampAccounts bounds the stamps file: the accounts seen last are kept.
+const maxStampAccounts = 4096
+
+// readStampsLocked loads Options.StampsFile once. A missing or unreadable
+// file only means hashing again. d.verifiedMu is held.
+func (d *Dialer) readStampsLocked() {
+	if d.verified == nil {
+		d.verified = map[string]map[string]string{}
+	}
+	if d.stampsRead || d.opts.StampsFile == "" {
+		return
+	}
+	d.stampsRead = true
+	for a, m := range loadStamps(d.opts.StampsFile) {
+		d.verified[a] = m
+	}
+}
+
+func loadStamps(file string) map[string]map[string]string {
+	var m map[string]map[string]string
+	if b, err := os.ReadFile(file); err == nil {
+		json.Unmarshal(b, &m)
+	}
+	return m
+}
+
+// writeStampsLocked adds one stamp to Options.StampsFile, merged with what
+// other rex processes wrote meanwhile, atomically (a temporary file renamed
+// over it). It is a cache: failing to write it costs a hash next time.
+func (d *Dialer) writeStampsLocked(account, path, stamp string) {
+	file := d.opts.StampsFile
+	if file == "" {
+		return
+	}
+	m := loadStamps(file)
+	if m == nil {
+		m = map[string]map[string]string{}
+	}
+	if m[account] == nil {
+		m[account] = map[string]string{}
+	}
+	m[account][path] = stamp
+	for a := range m {
+		if len(m) <= maxStampAccounts {
+			break
+		}
+		if a != account {
+			delete(m, a)
+		}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return
+	}
+	dir := filepath.Dir(file)
+	if os.MkdirAll(dir, 0o700) != nil {
+		return
+	}
+	tmp, err := os.CreateTemp(dir, ".rexd-stamps-*")
+	if err != nil {
+		return
+	}
+	_, werr := tmp.Write(b)
+	if cerr := tmp.Close(); werr != nil || cerr != nil || os.Rename(tmp.Name(), file) != nil {
+		os.Remove(tmp.Name())
+	}
 }
 
 // hashOK says whether the running rexd is the build rex carries for the

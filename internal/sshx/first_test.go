@@ -2,6 +2,7 @@ package sshx
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -53,5 +54,37 @@ func TestFirstCommandRidesWithTheSession(t *testing.T) {
 	run(NewDialer(e.opts()), false) // a hit, hashed on the target
 	if got := readFile(t, count); got != "x\nx\n" {
 		t.Errorf("the commands ran %d times in all, want 2 (once per connection)", strings.Count(got, "x"))
+	}
+}
+
+// TestStampsLastAcrossProcesses: with a StampsFile, a new Dialer (a new
+// rex process) runs a cached rexd another one verified without hashing it
+// again, until the file changes; the stamps file is the operator's alone.
+func TestStampsLastAcrossProcesses(t *testing.T) {
+	e := newEnv(t)
+	s := e.server(sshtest.Options{})
+	o := e.opts()
+	o.StampsFile = filepath.Join(t.TempDir(), "cache", "rexd-stamps.json")
+	if c := connect(t, NewDialer(o), e.target("h1", s)); !c.Info.Uploaded {
+		t.Fatalf("first: %+v, want an upload", c.Info)
+	}
+	c := connect(t, NewDialer(o), e.target("h1", s))
+	if !c.Info.Cached || c.Info.Hashed {
+		t.Errorf("a new dialer: %+v; want the cached rexd run without hashing (its stamp was kept)", c.Info)
+	}
+	if fi, err := os.Stat(o.StampsFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("stamps file: %v, %v; want mode 0600", fi, err)
+	}
+	now := time.Now().Add(time.Minute)
+	if err := os.Chtimes(c.Info.RemotePath, now, now); err != nil {
+		t.Fatal(err)
+	}
+	if c := connect(t, NewDialer(o), e.target("h1", s)); !c.Info.Cached || !c.Info.Hashed {
+		t.Errorf("after a change: %+v; want it hashed again", c.Info)
+	}
+	other := o
+	other.StampsFile = ""
+	if c := connect(t, NewDialer(other), e.target("h1", s)); !c.Info.Hashed {
+		t.Errorf("without a stamps file: %+v; want it hashed", c.Info)
 	}
 }

@@ -108,6 +108,12 @@ type Options struct {
 	// HomeDir is the local home directory for ~ in paths and the default
 	// files; default os.UserHomeDir().
 	HomeDir string
+	// StampsFile, when set, keeps the stat stamps of the cached rexds
+	// this rex has verified (hashed on the target, or uploaded) across
+	// processes, so that a new rex process runs a cached rexd whose file
+	// has not changed since without hashing it again there. Empty: they
+	// last as long as the Dialer.
+	StampsFile string
 	// AgentSocket is the ssh-agent socket; default $SSH_AUTH_SOCK (or
 	// ssh_config's IdentityAgent), "none" uses no agent.
 	AgentSocket string
@@ -168,6 +174,7 @@ type Dialer struct {
 	// runs an unchanged one without hashing it again.
 	verifiedMu sync.Mutex
 	verified   map[string]map[string]string // account → path → stamp
+	stampsRead bool                         // StampsFile has been read
 }
 
 // NewDialer returns a Dialer for opts.
