@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/metrics"
 	"slices"
 	"strconv"
@@ -348,4 +349,54 @@ func (h schedHist) quantile(q float64) float64 {
 		}
 	}
 	return h.buckets[len(h.buckets)-1]
+}
+
+// BenchmarkEchoUnderBusyLoops measures the control echo of
+// BenchmarkKeystrokeDuringPush (one byte through a local cat over pipes,
+// 100 a second) while one busy loop per core runs at nice 0, 10 and 19:
+// how much of a keystroke's wait on a saturated machine CPU priority can
+// take away at all.
+func BenchmarkEchoUnderBusyLoops(b *testing.B) {
+	for _, nice := range []string{"idle", "0", "10", "19"} {
+		b.Run("nice-"+nice, func(b *testing.B) {
+			if nice != "idle" {
+				for range runtime.NumCPU() {
+					loop := exec.Command("nice", "-n", nice, "sh", "-c", "while :; do :; done")
+					if err := loop.Start(); err != nil {
+						b.Fatal(err)
+					}
+					b.Cleanup(func() { loop.Process.Kill(); loop.Wait() })
+				}
+			}
+			ctl := exec.Command("cat")
+			in, _ := ctl.StdinPipe()
+			out, _ := ctl.StdoutPipe()
+			if err := ctl.Start(); err != nil {
+				b.Fatal(err)
+			}
+			defer func() { in.Close(); ctl.Wait() }()
+			one := make([]byte, 1)
+			tick := time.NewTicker(10 * time.Millisecond)
+			defer tick.Stop()
+			var l []time.Duration
+			b.ResetTimer()
+			for range b.N {
+				for range 800 {
+					<-tick.C
+					t0 := time.Now()
+					if _, err := in.Write([]byte{'x'}); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := io.ReadFull(out, one); err != nil {
+						b.Fatal(err)
+					}
+					l = append(l, time.Since(t0))
+				}
+			}
+			slices.Sort(l)
+			ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+			b.ReportMetric(ms(l[len(l)/2]), "p50-ms")
+			b.ReportMetric(ms(l[len(l)*99/100]), "p99-ms")
+		})
+	}
 }
