@@ -198,3 +198,49 @@ func runOut(t *testing.T, name string, args ...string) string {
 	}
 	return string(out)
 }
+
+// TestAttachAndToolRunWithSudo: --sudo on `rex attach` opens the terminal
+// as root, and on `rex tool run` runs the tool as root; without it both are
+// the login user (a NOPASSWD host: sshd and sudo are real).
+func TestAttachAndToolRunWithSudo(t *testing.T) {
+	f := newSSHFleet(t, 0, false)
+	login := sshtest.NewUser(t, sshtest.UserOptions{Sudo: sshtest.SudoNoPasswd})
+	h := f.addHost(t, sshtest.Options{User: login.Name, Home: login.Home})
+	f.setDevice(t, "hn", f.deviceFor(h))
+	uid := strconv.Itoa(login.UID)
+
+	project := filepath.Join(f.home, "proj")
+	tools := filepath.Join(project, ".ai", "tools", "ops")
+	os.MkdirAll(tools, 0o755)
+	os.WriteFile(filepath.Join(tools, "whoami.sh"), []byte(`#!/bin/bash
+# rex: executor_id: rex/core/runtimes/bash/bash
+# rex: version: "1.0.0"
+# rex: description: say who runs it
+echo "uid=$(id -u)"
+`), 0o755)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"tool", "run", "ops/whoami", "--target", "hn"}, "uid=" + uid},
+		{[]string{"tool", "run", "--sudo", "ops/whoami", "--target", "hn"}, "uid=0"},
+	} {
+		out, errOut, code := f.runIn(project, "", nil, tc.args...)
+		if code != 0 || !strings.Contains(out, tc.want) {
+			t.Fatalf("rex %s: %d %q %q, want %s", strings.Join(tc.args, " "), code, out, errOut, tc.want)
+		}
+	}
+
+	s := newTmux(t, 120, 30)
+	s.line("export HOME=" + f.home + " XDG_CONFIG_HOME= XDG_CACHE_HOME= XDG_STATE_HOME=")
+	for i, tc := range []struct{ flag, want string }{{"", uid}, {"--sudo ", "0"}} {
+		tag := "status" + strconv.Itoa(i) + "="
+		s.line("clear; rex attach " + tc.flag + "hn; echo " + tag + "$?")
+		s.line(`echo "who-$((6*7))=$(id -u)"`) // the arithmetic shows the shell ran it, not the echo of the line
+		s.waitFor("id -u in the terminal", func(scr string) bool { return hasLine(scr, "who-42="+tc.want) })
+		s.line("exit 0")
+		if scr := waitStatus(s, tag); !strings.Contains(scr, tag+"0") {
+			t.Fatalf("rex attach %s: \n%s", tc.flag, scr)
+		}
+	}
+}
