@@ -73,6 +73,7 @@ func BenchmarkServerCost(b *testing.B) {
 	}
 	idleCPU := float64(cpuTicks(b, pid)-cpu0) / 100 / time.Since(t0).Seconds()
 	rss := rssKB(b, pid)
+	anon := statusKB(b, pid, "RssAnon:")
 	if dir := os.Getenv("REX_BENCH_PROFILES"); dir != "" {
 		fetchProfile(b, "heap", filepath.Join(dir, "idle-heap.pprof"))
 		fetchProfile(b, "goroutine?debug=1", filepath.Join(dir, "idle-goroutines.txt"))
@@ -98,6 +99,7 @@ func BenchmarkServerCost(b *testing.B) {
 	slices.Sort(firsts)
 	b.ReportMetric(float64(rss0)/1024, "start-rss-MB")
 	b.ReportMetric(float64(rss)/1024, "idle-rss-MB")
+	b.ReportMetric(float64(anon)/1024, "idle-anon-MB")
 	b.ReportMetric(float64(rss16)/1024, "rss-16x10k-MB")
 	b.ReportMetric(idleCPU*100, "idle-cpu-%")
 	b.ReportMetric(ms(firsts[len(firsts)/2]), "p50-attach-ms")
@@ -175,18 +177,23 @@ func attachOnce(b *testing.B) time.Duration {
 }
 
 // rssKB is a process's resident set, from /proc.
-func rssKB(b *testing.B, pid int) int {
+func rssKB(b *testing.B, pid int) int { return statusKB(b, pid, "VmRSS:") }
+
+// statusKB is a field of /proc/PID/status in kB: VmRSS (all resident
+// pages), RssAnon (the process's own memory; the rest is the rex
+// binary's pages, shared).
+func statusKB(b *testing.B, pid int, field string) int {
 	s, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, l := range strings.Split(string(s), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(l, field); ok {
 			n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
 			return n
 		}
 	}
-	b.Fatal("no VmRSS")
+	b.Fatal("no " + field)
 	return 0
 }
 
