@@ -571,7 +571,9 @@ func cutPrefix(s, p string) (string, bool) {
 }
 
 // processAlive reports whether a process with that pid runs on this
-// machine (one of another user counts: it may be a rexd under sudo).
+// machine (one of another user counts: it may be a rexd under sudo). A
+// zombie does not: a killed rexd whose parent (an sshd, perhaps niced and
+// starved on a busy host) has not reaped it yet writes nothing more.
 func processAlive(pid int) bool {
 	if pid <= 0 {
 		return false
@@ -580,5 +582,20 @@ func processAlive(pid int) bool {
 		return true
 	}
 	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	if err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	return !zombie(pid)
+}
+
+// zombie says whether /proc shows pid as a zombie ("pid (comm) Z ...";
+// comm may hold ')', so the state follows the last one). Without /proc
+// nothing is known and it says no.
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+1] == ' ' && b[i+2] == 'Z'
 }

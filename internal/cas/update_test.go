@@ -584,3 +584,34 @@ func TestIngestBlobsText(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A killed writer that its parent has not reaped yet (a zombie) is dead
+// for the sweep: its leftovers go; a running process is alive.
+func TestProcessAliveTreatsZombiesAsDead(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	defer cmd.Wait()
+	if !processAlive(pid) {
+		t.Fatalf("a running process (pid %d) counts as dead", pid)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	// Not reaped (no Wait yet): wait, bounded, until /proc shows the zombie.
+	deadline := time.Now().Add(30 * time.Second)
+	for !zombie(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d never became a zombie", pid)
+		}
+		time.Sleep(5 * time.Millisecond) // polling /proc for the state, bounded
+	}
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Fatalf("kill(pid, 0) on the zombie: %v; the test shows nothing", err)
+	}
+	if processAlive(pid) {
+		t.Errorf("a zombie (pid %d) counts as alive", pid)
+	}
+}
