@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -39,6 +40,9 @@ func (c SSHConnector) Connect(ctx context.Context, t fanout.Target) (*fanout.Con
 	}
 	return &fanout.Conn{Session: conn.Session, Closer: conn, Resume: conn.Resume, OpenLane: func(ctx context.Context) (*fanout.Conn, error) {
 		rc, s, err := conn.Lane(ctx)
+		if errors.Is(err, sshx.ErrHostKeyChanged) {
+			return nil, fanout.LaneUnsafe(err)
+		}
 		if err != nil {
 			return nil, err
 		}

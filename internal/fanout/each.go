@@ -57,7 +57,10 @@ func Each(ctx context.Context, pool *Pool, targets []Target, opts Options,
 			defer lease.Release()
 			sess := lease.Session()
 			if opts.Bulk {
-				sess = lease.Bulk(ctx)
+				if sess, err = lease.Bulk(ctx); err != nil {
+					r.Err = err
+					return
+				}
 			}
 			r.Err = fn(ctx, t, sess)
 			if errors.Is(r.Err, rexclient.ErrClosed) {

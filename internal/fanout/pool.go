@@ -203,10 +203,13 @@ func (l *Lease) Session() *rexclient.Session {
 // ahead of interactive ones. When the connector has no lanes, a lane cannot
 // be opened, or the lease is a named session (AcquireAs, whose client name
 // the audit must keep), it is the lease's own session.
-func (l *Lease) Bulk(ctx context.Context) *rexclient.Session {
+//
+// The only error is an OpenLane error that wraps ErrLaneUnsafe: the work
+// must not go ahead on this target at all.
+func (l *Lease) Bulk(ctx context.Context) (*rexclient.Session, error) {
 	e := l.e
 	if l.s != nil || e.conn.OpenLane == nil {
-		return l.Session()
+		return l.Session(), nil
 	}
 	e.laneMu.Lock()
 	defer e.laneMu.Unlock()
@@ -216,19 +219,35 @@ func (l *Lease) Bulk(ctx context.Context) *rexclient.Session {
 			e.lane.Closer.Close()
 			e.lane = nil
 		default:
-			return e.lane.Session
+			return e.lane.Session, nil
 		}
 	}
 	if e.closed {
-		return l.Session()
+		return l.Session(), nil
 	}
 	lane, err := e.conn.OpenLane(ctx)
+	if errors.Is(err, ErrLaneUnsafe) {
+		return nil, err
+	}
 	if err != nil || lane == nil {
-		return l.Session() // the connection's own stream still serves
+		return l.Session(), nil // the connection's own stream still serves
 	}
 	e.lane = lane
-	return lane.Session
+	return lane.Session, nil
 }
+
+// ErrLaneUnsafe marks an OpenLane error that must reach the operator
+// rather than be worked around on the connection's own stream: the second
+// connection met another host key than the first one verified.
+var ErrLaneUnsafe = errors.New("the bulk lane's connection is not to be trusted")
+
+// LaneUnsafe marks err as ErrLaneUnsafe, keeping err's own sentence.
+func LaneUnsafe(err error) error { return laneUnsafe{err} }
+
+type laneUnsafe struct{ err error }
+
+func (e laneUnsafe) Error() string   { return e.err.Error() }
+func (e laneUnsafe) Unwrap() []error { return []error{ErrLaneUnsafe, e.err} }
 
 // Release ends this use of the connection; it stays open for later ones.
 // Calling it more than once does nothing.

@@ -252,6 +252,7 @@ type laned struct {
 	*fleet
 	lanes     atomic.Int64
 	failLanes bool
+	laneErr   error // what a failing lane says; "no lane here" if nil
 }
 
 func (l *laned) Connect(ctx context.Context, t fanout.Target) (*fanout.Conn, error) {
@@ -262,6 +263,9 @@ func (l *laned) Connect(ctx context.Context, t fanout.Target) (*fanout.Conn, err
 	c.OpenLane = func(ctx context.Context) (*fanout.Conn, error) {
 		l.lanes.Add(1)
 		if l.failLanes {
+			if l.laneErr != nil {
+				return nil, l.laneErr
+			}
 			return nil, errors.New("no lane here")
 		}
 		return l.fleet.connect(ctx, t)
@@ -282,11 +286,14 @@ func TestBulkLane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bulk := lease.Bulk(ctx)
+	bulk, err := lease.Bulk(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if bulk.Client() == lease.Session().Client() {
 		t.Fatal("the bulk lane is the connection's own stream")
 	}
-	if again := lease.Bulk(ctx); again != bulk || l.lanes.Load() != 1 {
+	if again, _ := lease.Bulk(ctx); again != bulk || l.lanes.Load() != 1 {
 		t.Fatalf("a second Bulk opened another lane (%d lanes)", l.lanes.Load())
 	}
 	if _, err := bulk.Stat(ctx, "."); err != nil {
@@ -317,8 +324,23 @@ func TestBulkLane(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lease2.Release()
-	if s := lease2.Bulk(ctx); s != lease2.Session() {
-		t.Error("without a lane, Bulk is not the lease's own session")
+	if s, err := lease2.Bulk(ctx); s != lease2.Session() || err != nil {
+		t.Errorf("without a lane, Bulk is not the lease's own session (%v)", err)
+	}
+
+	// A lane refused as unsafe (another host key on its connection): the
+	// work fails on that target with the lane's own sentence.
+	unsafe := errors.New("the host key of h1 changed")
+	l3 := &laned{fleet: newFleet(t), failLanes: true, laneErr: fanout.LaneUnsafe(unsafe)}
+	pool3 := fanout.NewPool(l3, fanout.PoolOptions{})
+	defer pool3.Close()
+	ran := false
+	rs := fanout.Each(ctx, pool3, targets("h1"), fanout.Options{Bulk: true}, func(context.Context, fanout.Target, *rexclient.Session) error {
+		ran = true
+		return nil
+	})
+	if ran || !errors.Is(rs[0].Err, unsafe) || !errors.Is(rs[0].Err, fanout.ErrLaneUnsafe) || rs[0].Err.Error() != unsafe.Error() {
+		t.Errorf("an unsafe lane: ran %v, err %v; want the work not run and the lane's error", ran, rs[0].Err)
 	}
 }
 

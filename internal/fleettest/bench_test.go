@@ -94,7 +94,9 @@ func benchKeystrokeDuringPush(b *testing.B, lane bool) {
 	defer lease.Release()
 	push := lease.Session()
 	if lane {
-		push = lease.Bulk(ctx)
+		if push, err = lease.Bulk(ctx); err != nil {
+			b.Fatal(err)
+		}
 		if push == lease.Session() {
 			b.Fatal("no bulk lane")
 		}

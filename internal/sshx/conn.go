@@ -73,7 +73,9 @@ func (c *Conn) Lane(ctx context.Context) (*rexclient.Client, *rexclient.Session,
 	if pin != nil {
 		// Its own sshd serves only the lane: rexd lowers that one too.
 		rc, sess, err := c.ownLane(ctx, pin, append(slices.Clip(c.args), "--nice", LaneNice, "--nice-ssh"))
-		if err == nil || ctx.Err() != nil {
+		// Another key on the second stream is a man in the middle, not a
+		// refusal: say so rather than fall back in silence.
+		if err == nil || ctx.Err() != nil || errors.Is(err, ErrHostKeyChanged) {
 			return rc, sess, err
 		}
 	}
