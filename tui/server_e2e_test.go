@@ -551,23 +551,20 @@ func TestServerTerminalFollowsActiveClientE2E(t *testing.T) {
 			time.Sleep(50 * time.Millisecond) // the host writes the log
 		}
 	}
-	ar, ac := last("a size", func(int, int) bool { return true })
+	_, ac := last("a size", func(int, int) bool { return true })
 
 	// A second, smaller client attaches: the pane follows it.
 	b := c.again(t, 100, 30)
-	br, bc := last("the second client's size", func(r, cc int) bool { return r != ar || cc != ac })
-	if br >= ar || bc >= ac {
-		t.Fatalf("the 100×30 client's pane is %dx%d, not smaller than the 140×40 client's %dx%d", br, bc, ar, ac)
-	}
+	// The columns tell the clients apart (the rows also move by a line
+	// when the console shows a message, as when a client attaches).
+	_, bc := last("the second, narrower client's width", func(r, cc int) bool { return cc < ac })
 
-	// The first client types: the pane is its size again.
+	// The first client types: the pane is its width again.
 	c.tmux(nil, "send-keys", "-t", "rex", "-l", "x")
-	last("the first client's size again", func(r, cc int) bool { return r == ar && cc == ac })
+	last("the first client's width again", func(r, cc int) bool { return cc == ac })
 
-	// The second client resizes its window: the pane follows that.
+	// The second client resizes its window to 120 columns: the pane
+	// follows that, between the two.
 	b.tmux(nil, "resize-window", "-t", "rex", "-x", "120", "-y", "34")
-	rr, rc := last("the resized client's size", func(r, cc int) bool { return r != ar && r != br })
-	if rr <= br || rr >= ar || rc <= bc || rc >= ac {
-		t.Fatalf("after resizing the second client to 120×34 the pane is %dx%d; want between %dx%d and %dx%d", rr, rc, br, bc, ar, ac)
-	}
+	last(fmt.Sprintf("a width between %d and %d after the resize", bc, ac), func(r, cc int) bool { return cc > bc && cc < ac })
 }
