@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -100,7 +101,16 @@ func (u *usage) register(root string) error {
 		return err
 	}
 	top.Close()
-	u.path = filepath.Join(root, "usage")
+	// One registry per boot of this machine: a home shared over NFS
+	// (where flock is seen by every client) or kept across a reboot
+	// never counts another machine's rexd processes as this host's.
+	base := filepath.Join(root, "usage")
+	if d, err := usock.OpenPrivate(base); err != nil {
+		return err
+	} else {
+		d.Close()
+	}
+	u.path = filepath.Join(base, bootID())
 	dir, err := usock.OpenPrivate(u.path)
 	if err != nil {
 		return err
@@ -132,11 +142,39 @@ func (u *usage) register(root string) error {
 	return u.writeLocked()
 }
 
+// usageLockWait bounds the wait for the registry's lock: a rexd of the
+// user that holds it and never lets go (stopped, or on a hung file
+// system) must not stop this one's sessions and processes.
+const usageLockWait = 2 * time.Second
+
+// flock takes the registry's lock, trying without blocking until
+// usageLockWait has passed.
 func (u *usage) flock() error {
-	if err := unix.Flock(int(u.lock.Fd()), unix.LOCK_EX); err != nil {
-		return fmt.Errorf("lock %s: %w", filepath.Join(u.path, usageLockName), err)
+	deadline := time.Now().Add(usageLockWait)
+	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
+		err := unix.Flock(int(u.lock.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("lock %s: %w", filepath.Join(u.path, usageLockName), err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("lock %s: another rexd of this user has held it for over %v; counting this rexd's sessions and processes only", filepath.Join(u.path, usageLockName), usageLockWait)
+		}
+		time.Sleep(pause) // another process holds it: there is nothing to wait on but time
 	}
-	return nil
+}
+
+// bootID names this boot of the machine (Linux's random boot id), or
+// "unknown" where there is none.
+func bootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	id := strings.TrimSpace(string(b))
+	if err != nil || id == "" || strings.ContainsAny(id, "/.") {
+		return "unknown"
+	}
+	return id
 }
 
 func (u *usage) funlock() { unix.Flock(int(u.lock.Fd()), unix.LOCK_UN) }
@@ -253,10 +291,12 @@ func (u *usage) release(ds, dp int64) {
 	if u.self == nil {
 		return
 	}
-	if err := u.flock(); err != nil {
-		return
+	// Giving back needs no check: the entry is this process's own, so it
+	// is written even when the registry's lock is held elsewhere (at
+	// worst a count that reads it during the write misreads it once).
+	if unix.Flock(int(u.lock.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+		defer u.funlock()
 	}
-	defer u.funlock()
 	u.writeLocked()
 }
 

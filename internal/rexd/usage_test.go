@@ -96,7 +96,8 @@ func TestUserLimitsHoldAcrossRexdProcesses(t *testing.T) {
 	<-c.exited
 	b.open()
 
-	entries, err := os.ReadDir(filepath.Join(cache, "rexd", "usage"))
+	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id") // one registry per boot
+	entries, err := os.ReadDir(filepath.Join(cache, "rexd", "usage", strings.TrimSpace(string(boot))))
 	if err != nil {
 		t.Fatal(err)
 	}
