@@ -522,7 +522,8 @@ type gatherSink struct {
 	inMem    int64
 	spill    *os.File
 	spillOff int64
-	spillErr error // why spilling stopped; chunks then stay in memory
+	spillErr error // why spilling stopped; new chunks past memCap are then not kept
+	cut      int   // targets whose output was cut so
 }
 
 // maxGathered bounds the output kept per target; the digest still covers
@@ -548,7 +549,8 @@ type gathered struct {
 	tail      []byte  // the chunk being filled
 	kept      int
 	sum       hash.Hash
-	truncated bool
+	truncated bool // past maxGathered
+	cut       bool // past the memory budget with no spill file: not kept
 }
 
 func newGatherSink(o IO) *gatherSink {
@@ -573,6 +575,9 @@ func (g *gatherSink) event(ev fanout.Event) {
 // keep adds d to what o keeps, up to maxGathered.
 func (g *gatherSink) keep(o *gathered, d []byte) {
 	for len(d) > 0 {
+		if o.cut {
+			return
+		}
 		room := maxGathered - o.kept
 		if room <= 0 {
 			o.truncated = true
@@ -589,7 +594,14 @@ func (g *gatherSink) keep(o *gathered, d []byte) {
 		o.kept += take
 		d = d[take:]
 		if len(o.tail) == gatherChunk {
-			kept, reuse := g.intern(o.tail)
+			kept, reuse, ok := g.intern(o.tail)
+			if !ok {
+				// No room in memory and no spill file: what follows is
+				// not kept (the digest still groups the target).
+				o.cut, o.tail = true, nil
+				g.cut++
+				return
+			}
 			o.chunks = append(o.chunks, kept)
 			o.tail = reuse
 		}
@@ -598,25 +610,29 @@ func (g *gatherSink) keep(o *gathered, d []byte) {
 
 // intern returns the kept chunk equal to c (c itself, in memory or
 // spilled, when it is new) and a buffer for the next chunk (c again when
-// it is not kept in memory).
-func (g *gatherSink) intern(c []byte) (kept chunk, next []byte) {
+// it is not kept in memory). It keeps nothing (ok false) when c is new,
+// the memory budget is spent and spilling failed.
+func (g *gatherSink) intern(c []byte) (kept chunk, next []byte, ok bool) {
 	h := maphash.Bytes(g.seed, c)
 	for _, k := range g.chunks[h] {
 		if g.equal(k, c) {
-			return k, c[:0]
+			return k, c[:0], true
 		}
 	}
-	if g.inMem+int64(len(c)) > g.memCap && g.spillErr == nil {
-		if off, err := g.spillChunk(c); err == nil {
-			k := chunk{off: off}
-			g.chunks[h] = append(g.chunks[h], k)
-			return k, c[:0]
+	if g.inMem+int64(len(c)) > g.memCap {
+		if g.spillErr == nil {
+			if off, err := g.spillChunk(c); err == nil {
+				k := chunk{off: off}
+				g.chunks[h] = append(g.chunks[h], k)
+				return k, c[:0], true
+			}
 		}
+		return chunk{}, nil, false
 	}
 	g.inMem += int64(len(c))
 	k := chunk{mem: c}
 	g.chunks[h] = append(g.chunks[h], k)
-	return k, nil
+	return k, nil, true
 }
 
 // equal compares a kept chunk with c (a spilled one is read back: only
@@ -708,8 +724,8 @@ func (g *gatherSink) finish(s *fanout.Summary) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	defer g.close()
-	if g.spillErr != nil && g.o.Err != nil {
-		fmt.Fprintf(g.o.Err, "rex: could not spill gathered output to a temporary file (%v); it was kept in memory\n", g.spillErr)
+	if g.spillErr != nil && g.o.Err != nil && g.cut > 0 {
+		fmt.Fprintf(g.o.Err, "rex: gathered output past %d MiB could not be spilled to a temporary file (%v), so the output of %d target(s) is cut (marked below); set TMPDIR to a writable directory with room, or use --outdir\n", g.memCap>>20, g.spillErr, g.cut)
 	}
 	groups := Gather(s.Results, func(t string) ([]byte, string) {
 		o := g.outs[t]
@@ -753,11 +769,15 @@ func (g *gatherSink) finish(s *fanout.Summary) {
 				}
 				last = end[:]
 			}
-			if o.truncated {
+			if o.truncated || o.cut {
 				if len(last) > 0 && last[len(last)-1] != '\n' {
 					bw.WriteByte('\n')
 				}
-				bw.WriteString("[output truncated: more than 16 MiB]\n")
+				if o.cut {
+					bw.WriteString("[output cut: no memory or disk left to gather it; see above]\n")
+				} else {
+					bw.WriteString("[output truncated: more than 16 MiB]\n")
+				}
 			} else if len(last) > 0 && last[len(last)-1] != '\n' {
 				bw.WriteByte('\n')
 			}
