@@ -135,7 +135,7 @@ func (d *Dialer) Connect(ctx context.Context, t Target) (*Conn, error) {
 	if err != nil {
 		if ctx.Err() == nil && timedOut {
 			err = newError(dl.e.name, ErrTimeout, err, fmt.Sprintf(
-				"connect %s (%s): rexd was not ready within %s (%s); the host or the network is slow: allow more with --connect-timeout",
+				"connect %s (%s): rexd was not ready within %s (%s), though the login worked; the host or the network is slow (allow more with --connect-timeout), or the host cannot start a command for rex (log in with ssh and run true to see why)",
 				dl.e.name, dl.e.addr(), dl.b.timeout, dl.b.from))
 		}
 		dl.client.Close()
