@@ -856,11 +856,13 @@ func TestPTYAttachFocusesALiveTerminal(t *testing.T) {
 	f := e.withTerms()
 	f.fail["db1"] = errors.New("connect db1: dial tcp 10.0.0.9:2222: connect: connection refused; is the host up and reachable?")
 	f.fail["web1"] = errors.New("log in to web1 as root: the server took none of the keys offered")
-	e.submit("/attach db1,web1,web2,web3")
+	// No frame may run before every phase settles (submit and waitPhase
+	// each send one): a frame that saw web3 live before web2 would rightly
+	// give web3 the keys. Then one frame: the first live terminal in the
+	// /attach's order takes them.
+	e.typeText("/attach db1,web1,web2,web3")
+	e.press("enter")
 	panes := e.termPanes()
-	// Every phase settles before the one frame that settles the attach
-	// (waitPhase would send a frame each): the first live terminal in the
-	// /attach's order takes the keys, and with web3 alone live, web3 would.
 	want := []termPhase{termFailed, termFailed, termLive, termLive}
 	deadline := time.Now().Add(30 * time.Second)
 	for i := 0; i < len(want); {
