@@ -253,7 +253,7 @@ func TestInterruptStopsRemoteProcesses(t *testing.T) {
 	if len(pids) != 6 {
 		t.Fatalf("want 6 remote pids, got %v", pids)
 	}
-	deadline = time.Now().Add(3 * time.Second)
+	deadline = time.Now().Add(30 * time.Second)
 	for {
 		var alive []int
 		for _, p := range pids {
