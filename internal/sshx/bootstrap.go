@@ -452,6 +452,9 @@ func (d *Dialer) launchOnce(ctx context.Context, client *ssh.Client, name, mode 
 		resume()
 		switch {
 		case err == nil:
+		case x.refused():
+			closer.Close()
+			return nil, execRefusedError(name)
 		case errors.Is(err, sudo.ErrNotStarted) && hr.header().exec == "":
 			// The cached rexd was not there: the script probed instead.
 			closer.Close()
@@ -495,6 +498,9 @@ func (d *Dialer) launchOnce(ctx context.Context, client *ssh.Client, name, mode 
 	l.session, l.err = s, err
 	if err != nil {
 		rc.Close()
+		if x.refused() {
+			return nil, execRefusedError(name)
+		}
 		if ctx.Err() != nil {
 			return nil, newError(name, ErrBootstrap, ctx.Err(), fmt.Sprintf("bootstrap rexd on %s: %v", name, ctx.Err()))
 		}
@@ -508,6 +514,13 @@ func (d *Dialer) launchOnce(ctx context.Context, client *ssh.Client, name, mode 
 	}
 	l.header = hr.header()
 	return l, nil
+}
+
+// execRefusedError says that sshd let rex in but would not run its
+// command.
+func execRefusedError(name string) error {
+	return newError(name, ErrBootstrap, errExecRefused, fmt.Sprintf(
+		"bootstrap rexd on %s: the login worked but the server refused to run a command; log in with ssh and run true to see why (a ForceCommand, a restricted shell or a process limit)", name))
 }
 
 // becomeError says in one sentence why rexd could not start through sudo.

@@ -347,18 +347,25 @@ func (h *headerReader) header() header {
 	return parseHeader(h.lines)
 }
 
-// remoteExec is a command on an SSH session channel. Its exec request asks
-// for no reply: what follows it (rexd's first requests) goes out in the
-// same flight instead of a round trip later, as OpenSSH's ssh does. sshd
-// handles a channel's messages in order, so the exec is in place before
-// the input arrives. A server that refused the exec would say nothing: the
-// connect timeout bounds that, as it bounds a silent host.
+// remoteExec is a command on an SSH session channel. Its exec request
+// asks for a reply but nothing waits for it: the first write to the
+// command's input does, and costs no round trip for it, because sshd opens
+// a session channel's window only once the command runs and sends that
+// window right before the reply. So what follows the exec (rexd's first
+// requests) goes out in the same flight, as with OpenSSH's ssh, and a
+// server that refuses the exec is heard at once instead of at the connect
+// timeout.
 type remoteExec struct {
-	ch     ssh.Channel
-	done   chan struct{} // closed when the channel has closed and stderr is read
-	status int           // exit status; -1 unknown; set before done closes
-	once   sync.Once
+	ch      ssh.Channel
+	done    chan struct{} // closed when the channel has closed and stderr is read
+	status  int           // exit status; -1 unknown; set before done closes
+	started chan struct{} // closed when the exec request has its answer
+	execErr error         // why the command did not start; set before started closes
+	once    sync.Once
 }
+
+// errExecRefused: the server answered the exec request with a failure.
+var errExecRefused = errors.New("the server refused to run the command")
 
 // startExec opens a session channel and runs cmd there; stderr gets the
 // command's standard error.
@@ -394,18 +401,45 @@ func startExec(client *ssh.Client, cmd string, stderr io.Writer) (*remoteExec, e
 		x.status = status
 		close(x.done)
 	}()
-	if _, err := ch.SendRequest("exec", false, ssh.Marshal(struct{ Command string }{cmd})); err != nil {
-		ch.Close()
-		return nil, err
-	}
+	x.started = make(chan struct{})
+	go func() {
+		ok, err := ch.SendRequest("exec", true, ssh.Marshal(struct{ Command string }{cmd}))
+		if err == nil && !ok {
+			err = errExecRefused
+		}
+		x.execErr = err
+		close(x.started)
+		if err != nil {
+			ch.Close()
+		}
+	}()
 	return x, nil
+}
+
+// refused reports whether the server has refused to run the command.
+func (x *remoteExec) refused() bool {
+	select {
+	case <-x.started:
+		return errors.Is(x.execErr, errExecRefused)
+	default:
+		return false
+	}
+}
+
+// write writes to the command's input once the command runs.
+func (x *remoteExec) write(p []byte) (int, error) {
+	<-x.started
+	if x.execErr != nil {
+		return 0, fmt.Errorf("start the remote command: %w", x.execErr)
+	}
+	return x.ch.Write(p)
 }
 
 // Read reads the command's standard output.
 func (x *remoteExec) Read(p []byte) (int, error) { return x.ch.Read(p) }
 
 // Write writes to the command's standard input.
-func (x *remoteExec) Write(p []byte) (int, error) { return x.ch.Write(p) }
+func (x *remoteExec) Write(p []byte) (int, error) { return x.write(p) }
 
 // closeGrace is how long a remote rexd has to exit after its input closes.
 const closeGrace = 3 * time.Second
@@ -430,7 +464,7 @@ func (x *remoteExec) stdin() io.WriteCloser { return execStdin{x} }
 
 type execStdin struct{ x *remoteExec }
 
-func (s execStdin) Write(p []byte) (int, error) { return s.x.ch.Write(p) }
+func (s execStdin) Write(p []byte) (int, error) { return s.x.write(p) }
 func (s execStdin) Close() error                { return s.x.ch.CloseWrite() }
 
 // sessionCloser ends a command on an x/crypto session (installAs) as
