@@ -6,8 +6,10 @@ import (
 	"errors"
 	"io"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -69,6 +71,9 @@ func gated(t *testing.T, n int) *rexclient.Client {
 		t.Fatal(err)
 	}
 	g := &gate{w: stdin, r: stdout, n: n, open: make(chan struct{})}
+	if n <= 0 {
+		close(g.open) // nothing held back
+	}
 	c := rexclient.NewConn(g, g, procCloser{stdin, cmd})
 	t.Cleanup(func() { c.Close() })
 	return c
@@ -146,5 +151,37 @@ func TestOpenSessionExecOtherBuild(t *testing.T) {
 	}
 	if out.Len() != 0 {
 		t.Errorf("the command ran: %q", out.String())
+	}
+}
+
+// TestOpenSessionExecUnansweredMayHaveStarted: when the caller gives up
+// after exec.start went out but before any answer, the error says the
+// command may have started (it did), and closing the connection stops it.
+func TestOpenSessionExecUnansweredMayHaveStarted(t *testing.T) {
+	c := gated(t, 3) // two lines go out; rexd's answers are held back
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, _, _, err := c.OpenSessionExec(ctx, protocol.SessionOpenParams{ClientName: "pipe"},
+		protocol.ExecStartParams{Argv: []string{"sh", "-c", `echo $$ > "$1"; exec sleep 60`, "sh", pidFile}}, rexclient.ExecOptions{})
+	if !errors.Is(err, rexclient.ErrMayHaveStarted) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("error %v, want the deadline and ErrMayHaveStarted", err)
+	}
+	pid := readPid(t, pidFile)
+	c.Close()
+	waitFor(t, func() bool { return syscall.Kill(pid, 0) != nil })
+}
+
+// TestOpenSessionExecNotSentDidNotStart: a connection that is gone before
+// anything went out is not reported as a command that may have started.
+func TestOpenSessionExecNotSentDidNotStart(t *testing.T) {
+	c := gated(t, 0)
+	c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, _, _, err := c.OpenSessionExec(ctx, protocol.SessionOpenParams{ClientName: "pipe"},
+		protocol.ExecStartParams{Argv: []string{"true"}}, rexclient.ExecOptions{})
+	if err == nil || errors.Is(err, rexclient.ErrMayHaveStarted) {
+		t.Fatalf("error %v, want one without ErrMayHaveStarted", err)
 	}
 }

@@ -87,6 +87,12 @@ func (c *Client) OpenSession(ctx context.Context, p protocol.SessionOpenParams) 
 	return s, nil
 }
 
+// ErrMayHaveStarted marks an OpenSessionExec that failed after its
+// exec.start went out: rexd may have started the process before the
+// answers were given up on (it is stopped then, by onAbandon or by rexd
+// when the connection closes), so the caller must not say it never ran.
+var ErrMayHaveStarted = errors.New("the command was sent and may have started")
+
 // OpenSessionExec opens a session and starts a process in it in one
 // flight: exec.start goes out right behind session.open, naming the
 // session by that request's id (capability pipeline), so a cold start pays
@@ -111,12 +117,16 @@ func (c *Client) OpenSessionExec(ctx context.Context, op protocol.SessionOpenPar
 	}
 	p.SessionID, p.SessionOpenID = "", open.id
 	proc, start, serr := s.sendExec(p, opts)
+	sent := serr == nil
 	var res protocol.SessionOpenResult
 	err = c.await(ctx, open, &res)
 	if serr == nil {
 		// Always collected: when ctx ended, a start rexd made anyway is
 		// stopped (onAbandon).
 		serr = proc.started(ctx, start)
+	}
+	if err != nil && sent {
+		return nil, nil, nil, fmt.Errorf("open session: %w (%w)", err, ErrMayHaveStarted)
 	}
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("open session: %w", err)

@@ -502,7 +502,11 @@ func (d *Dialer) launchOnce(ctx context.Context, client *ssh.Client, name, mode 
 			return nil, execRefusedError(name)
 		}
 		if ctx.Err() != nil {
-			return nil, newError(name, ErrBootstrap, ctx.Err(), fmt.Sprintf("bootstrap rexd on %s: %v", name, ctx.Err()))
+			cause := ctx.Err()
+			if errors.Is(err, rexclient.ErrMayHaveStarted) {
+				cause = errors.Join(cause, rexclient.ErrMayHaveStarted)
+			}
+			return nil, newError(name, ErrBootstrap, cause, fmt.Sprintf("bootstrap rexd on %s: %v", name, ctx.Err()))
 		}
 		l.client, l.session = nil, nil
 		select { // the script has ended, or is about to

@@ -133,7 +133,12 @@ func (d *Dialer) Connect(ctx context.Context, t Target) (*Conn, error) {
 	rc, sess, info, err := d.bootstrap(bctx, dl.client, dl.e.name, lo)
 	timedOut := stop()
 	if err != nil {
-		if ctx.Err() == nil && timedOut {
+		switch {
+		case ctx.Err() == nil && timedOut && errors.Is(err, rexclient.ErrMayHaveStarted):
+			err = newError(dl.e.name, ErrTimeout, err, fmt.Sprintf(
+				"connect %s (%s): rexd did not answer within %s (%s), though the login worked and the command went out: it may have started there and was stopped when rex gave up, so check before running it again (allow more with --connect-timeout)",
+				dl.e.name, dl.e.addr(), dl.b.timeout, dl.b.from))
+		case ctx.Err() == nil && timedOut:
 			err = newError(dl.e.name, ErrTimeout, err, fmt.Sprintf(
 				"connect %s (%s): rexd was not ready within %s (%s), though the login worked; the host or the network is slow (allow more with --connect-timeout), or the host cannot start a command for rex (log in with ssh and run true to see why)",
 				dl.e.name, dl.e.addr(), dl.b.timeout, dl.b.from))
