@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -406,7 +405,7 @@ func benchKeystrokeTmux(b *testing.B, args ...string) {
 	c.waitFor("16 running")
 	c.waitFor(strings.Repeat("x", 40)) // the floods' lines are on the screen
 	b.ResetTimer()
-	profiled := profileServer(b, len(args) == 0, "keys-cpu.pprof")
+	profiled := profileServer(b, c, len(args) == 0, "keys-cpu.pprof")
 	lat := measure(b.N)
 	b.StopTimer()
 	<-profiled
@@ -420,8 +419,8 @@ func benchKeystrokeTmux(b *testing.B, args ...string) {
 
 // profileServer takes a 10 s CPU profile of the rex server into
 // $REX_BENCH_PROFILES/name while the benchmark runs, when that is set
-// (with REX_SERVER_PPROF); the channel closes when it is saved.
-func profileServer(b *testing.B, inServer bool, name string) <-chan struct{} {
+// (with REX_SERVER_PPROF=1); the channel closes when it is saved.
+func profileServer(b *testing.B, c *console, inServer bool, name string) <-chan struct{} {
 	done := make(chan struct{})
 	dir := os.Getenv("REX_BENCH_PROFILES")
 	if !inServer || dir == "" {
@@ -430,7 +429,7 @@ func profileServer(b *testing.B, inServer bool, name string) <-chan struct{} {
 	}
 	go func() {
 		defer close(done)
-		resp, err := http.Get("http://" + os.Getenv(server.PprofEnv) + "/debug/pprof/profile?seconds=10")
+		resp, err := server.PprofClient(c.serverDir()).Get("http://rex/debug/pprof/profile?seconds=10")
 		if err != nil {
 			b.Error(err)
 			return

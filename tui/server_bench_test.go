@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -67,7 +66,7 @@ func BenchmarkServerCost(b *testing.B) {
 	t0 := time.Now()
 	if dir := os.Getenv("REX_BENCH_PROFILES"); dir != "" {
 		// The idle span is a CPU profile of the server (REX_SERVER_PPROF).
-		fetchProfile(b, "profile?seconds=10", filepath.Join(dir, "idle-cpu.pprof"))
+		fetchProfile(b, c, "profile?seconds=10", filepath.Join(dir, "idle-cpu.pprof"))
 	} else {
 		time.Sleep(10 * time.Second) // the span over which idle CPU is measured
 	}
@@ -75,8 +74,8 @@ func BenchmarkServerCost(b *testing.B) {
 	rss := rssKB(b, pid)
 	anon := statusKB(b, pid, "RssAnon:")
 	if dir := os.Getenv("REX_BENCH_PROFILES"); dir != "" {
-		fetchProfile(b, "heap", filepath.Join(dir, "idle-heap.pprof"))
-		fetchProfile(b, "goroutine?debug=1", filepath.Join(dir, "idle-goroutines.txt"))
+		fetchProfile(b, c, "heap", filepath.Join(dir, "idle-heap.pprof"))
+		fetchProfile(b, c, "goroutine?debug=1", filepath.Join(dir, "idle-goroutines.txt"))
 		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 		os.WriteFile(filepath.Join(dir, "idle-status.txt"), st, 0o644)
 	}
@@ -106,14 +105,13 @@ func BenchmarkServerCost(b *testing.B) {
 	b.ReportMetric(ms(firsts[len(firsts)-1]), "max-attach-ms")
 }
 
-// fetchProfile saves one of the server's pprof endpoints (the server
-// runs with REX_SERVER_PPROF) to path.
-func fetchProfile(b *testing.B, what, path string) {
-	addr := os.Getenv(server.PprofEnv)
-	if addr == "" {
-		b.Fatalf("REX_BENCH_PROFILES needs %s (a loopback address for the server's pprof)", server.PprofEnv)
+// fetchProfile saves one of the pprof endpoints of c's server (which runs
+// with REX_SERVER_PPROF=1) to path.
+func fetchProfile(b *testing.B, c *console, what, path string) {
+	if os.Getenv(server.PprofEnv) != "1" {
+		b.Fatalf("REX_BENCH_PROFILES needs %s=1 (the server's profiles)", server.PprofEnv)
 	}
-	resp, err := http.Get("http://" + addr + "/debug/pprof/" + what)
+	resp, err := server.PprofClient(c.serverDir()).Get("http://rex/debug/pprof/" + what)
 	if err != nil {
 		b.Fatal(err)
 	}

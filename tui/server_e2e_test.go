@@ -64,8 +64,12 @@ func (c *console) shell(line string) (string, int) {
 }
 
 // serverPid is the pid in the rex server's server.json, 0 without one.
+// serverDir is the directory of the test's rex server (its socket,
+// server.json, the profiling socket).
+func (c *console) serverDir() string { return filepath.Join(c.home, "run", "rex") }
+
 func (c *console) serverPid() int {
-	b, err := os.ReadFile(filepath.Join(c.home, "run", "rex", "server.json"))
+	b, err := os.ReadFile(filepath.Join(c.serverDir(), "server.json"))
 	if err != nil {
 		return 0
 	}

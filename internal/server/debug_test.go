@@ -3,30 +3,64 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/rexconsole/rex/internal/protocol"
 )
 
-func TestServePprofOnlyOnLoopback(t *testing.T) {
+// TestServePprofOnASocket: the profiles are served only when asked for
+// with 1, on a socket in the server's private directory that this user
+// reaches; an address (the old form, a TCP port) is refused.
+func TestServePprofOnASocket(t *testing.T) {
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
 	for _, tc := range []struct {
-		addr string
-		ok   bool
+		val   string
+		ok    bool
+		serve bool
 	}{
-		{"", true}, // off
-		{"127.0.0.1:0", true},
-		{"0.0.0.0:0", false},
-		{"example.com:6060", false},
-		{"6060", false},
+		{"", true, false}, // off
+		{"0", true, false},
+		{"1", true, true},
+		{"127.0.0.1:6060", false, false},
+		{"0.0.0.0:0", false, false},
 	} {
-		t.Run(tc.addr, func(t *testing.T) {
-			t.Setenv(PprofEnv, tc.addr)
+		t.Run(tc.val, func(t *testing.T) {
+			t.Setenv(PprofEnv, tc.val)
 			stop, err := ServePprof()
 			if (err == nil) != tc.ok {
-				t.Fatalf("%s=%q: err %v, want ok=%v", PprofEnv, tc.addr, err, tc.ok)
+				t.Fatalf("%s=%q: err %v, want ok=%v", PprofEnv, tc.val, err, tc.ok)
 			}
-			if stop != nil {
-				stop()
+			if err != nil {
+				return
+			}
+			defer stop()
+			resp, err := PprofClient(DirPath()).Get("http://rex/debug/pprof/cmdline")
+			if !tc.serve {
+				if err == nil {
+					resp.Body.Close()
+					t.Fatalf("%s=%q: profiles answered, want none", PprofEnv, tc.val)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("get the profiles: %v", err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || len(body) == 0 {
+				t.Fatalf("cmdline: %s %q", resp.Status, body)
+			}
+			d, err := OpenDir()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			var st unix.Stat_t
+			if err := unix.Fstatat(int(d.Fd()), PprofName, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || st.Mode&0o777 != 0o600 {
+				t.Fatalf("the socket: mode %#o, err %v; want 0600", st.Mode&0o777, err)
 			}
 		})
 	}
