@@ -43,7 +43,7 @@ man:
 	$(GO) run ./cmd/rex man > docs/rex.1
 
 test: lint payload inspector
-	$(GO) test -count=1 -timeout 20m ./...
+	$(GO) test -count=1 -timeout 30m ./...
 	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
 
 # inspector installs the MCP Inspector CLI pinned by .ci/inspector's lock
