@@ -46,9 +46,10 @@ import (
 //	       as probe. With become=USER (and bmode=-n|-S, bprompt=P,
 //	       bready=SCRIPT) rexd is started through sudo as USER (see
 //	       package sudo)
-//	probe  print "rexd-uname U", then find the first candidate that can be
-//	       written and executed, create its version directory and print
-//	       "rexd-dir D" (exit 3); "rexd-bad WHY D" for each one that
+//	probe  print "rexd-uname U" (and "rexd-gzip yes" when gzip is there to
+//	       unpack a compressed upload), then find the first candidate that
+//	       can be written and executed, create its version directory and
+//	       print "rexd-dir D" (exit 3); "rexd-bad WHY D" for each one that
 //	       cannot; exit 4 for an unknown platform, 5 when none is usable
 //	check  print uname, the cached rexd and its --version, and every rexd
 //	       found in the candidates
@@ -89,6 +90,7 @@ const bootScript = `m=$1; shift; u=$(uname -sm 2>/dev/null); me=$(id -u); v=; r=
 	`if [ -n "$d" ] && safe "$d" && safe "$d/$v" && ok "$d/$v/rexd"; then rx "$d/$v/rexd" "$s" "$@"; fi; done; fi; ` +
 	`m=probe; fi; ` +
 	`if [ "$m" = probe ]; then echo "rexd-uname $u"; if [ -z "$v" ]; then exit 4; fi; ` +
+	`if command -v gzip >/dev/null 2>&1; then echo "rexd-gzip yes"; fi; ` +
 	`for d in "$c1" "$c2" "$c3"; do if [ -z "$d" ]; then continue; fi; ` +
 	`if [ "$d" = "$c3" ]; then :; else mkdir -p "${d%/*}" 2>/dev/null; fi; mkdir -m 700 "$d" 2>/dev/null; ` +
 	`safe "$d"; case $? in 0) ;; 1) echo "rexd-bad create $d"; continue;; 2) echo "rexd-bad notowned $d"; continue;; 4) echo "rexd-bad symlink $d"; continue;; *) echo "rexd-bad mode $d"; continue;; esac; ` +
@@ -156,20 +158,23 @@ func bootCommand(mode string, builds []build, rexdArgs []string, as *become, ext
 	return command(append([]string{"exec"}, script...)...)
 }
 
-// installScript runs as the become user, through sudo, after sudo's Ready
-// line: it writes its standard input (the rexd build) to a temporary file
-// in $1, a version directory of that user's cache that bootScript's probe
-// made (checked again here without following symlinks: a directory of
-// this user with mode 0700), prints "rexd-sum HEX" of what it got and,
-// when that is $2, makes it executable and renames it to $1/rexd. Exit 6:
-// the directory is not usable ("rexd-bad WHY DIR"); 7: no SHA-256 tool;
-// 8: the copy is damaged. Like bootScript it holds no single quote, no "!"
-// and no newline.
-const installScript = `d=$1; want=$2; me=$(id -u); umask 077; ` +
+// installScript installs the rexd build it reads on its standard input in
+// one exec: as the login user (install), or as the become user through
+// sudo after sudo's Ready line (installAs). It writes the build to a
+// temporary file in $1, a version directory that bootScript's probe made
+// (checked again here without following symlinks: a directory of this
+// user with mode 0700), unpacking it with gzip when $3 is "gz", prints
+// "rexd-sum HEX" of what it got and, when that is $2, makes it executable
+// and renames it to $1/rexd atomically. Exit 6: the directory is not
+// usable ("rexd-bad WHY DIR"); 7: no SHA-256 tool; 8: the copy is damaged;
+// 9: no gzip (nothing read); 10: unpacking failed; 11: writing failed.
+// Like bootScript it holds no single quote, no "!" and no newline.
+const installScript = `d=$1; want=$2; z=${3-}; me=$(id -u); umask 077; ` +
 	`if [ -L "$d" ]; then echo "rexd-bad symlink $d"; exit 6; fi; if [ -d "$d" ]; then :; else echo "rexd-bad create $d"; exit 6; fi; ` +
 	`set -- $(ls -ldn "$d" 2>/dev/null); if [ "$3" = "$me" ]; then :; else echo "rexd-bad notowned $d"; exit 6; fi; ` +
 	`case $1 in drwx------*) ;; *) echo "rexd-bad mode $d"; exit 6;; esac; ` +
-	`t=$d/.rexd.tmp.$$; cat > "$t" || { rm -f "$t"; exit 6; }; ` +
+	`t=$d/.rexd.tmp.$$; if [ "$z" = gz ]; then command -v gzip >/dev/null 2>&1 || exit 9; gzip -dc > "$t" || { rm -f "$t"; exit 10; }; ` +
+	`else cat > "$t" || { rm -f "$t"; exit 11; }; fi; ` +
 	`x=$(sha256sum < "$t" 2>/dev/null) || x=$(shasum -a 256 < "$t" 2>/dev/null) || { rm -f "$t"; exit 7; }; x=${x%% *}; echo "rexd-sum $x"; ` +
 	`if [ "$x" = "$want" ]; then chmod 700 "$t" && mv -f "$t" "$d/rexd" && exit 0; fi; rm -f "$t"; exit 8`
 
@@ -177,6 +182,9 @@ const installScript = `d=$1; want=$2; me=$(id -u); umask 077; ` +
 const (
 	exitInstallDir     = 6
 	exitInstallDamaged = 8
+	exitInstallNoGzip  = 9
+	exitInstallUnpack  = 10
+	exitInstallWrite   = 11
 )
 
 // header is what bootScript reported.
@@ -192,6 +200,7 @@ type header struct {
 	found    []string // rexd-found
 	removed  []string // rexd-removed
 	sum      string   // rexd-sum
+	gzip     bool     // rexd-gzip: the target can unpack a compressed upload
 }
 
 // maxHeaderLines bounds what is kept of the script's report.
@@ -228,6 +237,8 @@ func parseHeader(lines []string) header {
 			h.removed = append(h.removed, val)
 		case "rexd-sum":
 			h.sum = val
+		case "rexd-gzip":
+			h.gzip = val == "yes"
 		}
 	}
 	return h
