@@ -138,7 +138,7 @@ func (d *Dialer) bootstrap(ctx context.Context, client *ssh.Client, name string,
 	if other {
 		account += " as " + lo.as.user
 	}
-	l, err := d.launch(ctx, client, name, "run", builds, &lo, d.knownArgs(account)...)
+	l, err := d.launch(ctx, client, name, "run", builds, &lo, d.knownArgs(account, builds)...)
 	if err != nil {
 		return fail(err)
 	}
@@ -227,8 +227,10 @@ func buildHashes(builds []build) []string {
 	return out
 }
 
-// knownArgs are the known= arguments of bootScript for an account.
-func (d *Dialer) knownArgs(account string) []string {
+// knownArgs are the known= arguments of bootScript for an account, and a
+// fast= one for the first of them that is one of builds (in its version
+// directory, <version>-<hash12>): the cold start's fast path.
+func (d *Dialer) knownArgs(account string, builds []build) []string {
 	d.verifiedMu.Lock()
 	defer d.verifiedMu.Unlock()
 	d.readStampsLocked()
@@ -237,7 +239,26 @@ func (d *Dialer) knownArgs(account string) []string {
 		out = append(out, "known="+p+"="+stamp)
 	}
 	sort.Strings(out)
+	for _, a := range out {
+		p, stamp := cutStamp(strings.TrimPrefix(a, "known="))
+		if path.Base(p) != "rexd" {
+			continue
+		}
+		entry := path.Base(path.Dir(p))
+		if slices.ContainsFunc(builds, func(b build) bool { return b.entry == entry }) {
+			return append(out, "fast="+p+"="+stamp)
+		}
+	}
 	return out
+}
+
+// cutStamp splits "PATH=STAMP" at its last "=" (a stat has none).
+func cutStamp(s string) (path, stamp string) {
+	i := strings.LastIndexByte(s, '=')
+	if i < 0 {
+		return s, ""
+	}
+	return s[:i], s[i+1:]
 }
 
 // remember records the rexd a launch ran with its stat: bootScript runs

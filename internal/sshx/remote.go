@@ -29,6 +29,9 @@ import (
 //	                                with its device:inode:size:mtime:ctime
 //	fresh=<path>                    the rexd this rex has just uploaded and
 //	                                verified: run it without hashing again
+//	fast=<path>=<stat>              one of the known ones, of a build this
+//	                                rex carries: run mode tries it first,
+//	                                with a single stat (see fok)
 //
 // Candidate cache directories, in order: $XDG_CACHE_HOME/rexd,
 // $HOME/.cache/rexd, ${TMPDIR:-/tmp}/rexd-<uid>. A cache directory and its
@@ -58,12 +61,24 @@ import (
 // The script holds no single quote, no "!" and no newline, so it survives
 // being quoted for any login shell (csh included); values travel as
 // arguments, never inside the script.
-const bootScript = `m=$1; shift; u=$(uname -sm 2>/dev/null); me=$(id -u); v=; r=; want=; k=; fresh=; bu=; bm=; bp=; br=; ` +
+const bootScript = `m=$1; shift; v=; r=; want=; k=; fresh=; fp=; pl=; bu=; bm=; bp=; br=; ` +
 	`while [ $# -gt 0 ]; do e=$1; shift; if [ "$e" = -- ]; then break; fi; ` +
-	`case $e in version=*) r=${e#version=};; "sum=$u="*) want=${e#"sum=$u="};; known=*) k="$k|${e#known=}|";; fresh=*) fresh=${e#fresh=};; ` +
-	`become=*) bu=${e#become=};; bmode=*) bm=${e#bmode=};; bprompt=*) bp=${e#bprompt=};; bready=*) br=${e#bready=};; "$u="*) v=${e#"$u="};; esac; done; ` +
+	`case $e in version=*) r=${e#version=};; sum=*) pl="$pl|$e|";; known=*) k="$k|${e#known=}|";; fresh=*) fresh=${e#fresh=};; fast=*) fp=${e#fast=};; ` +
+	`become=*) bu=${e#become=};; bmode=*) bm=${e#bmode=};; bprompt=*) bp=${e#bprompt=};; bready=*) br=${e#bready=};; *=*) pl="$pl|$e|";; esac; done; ` +
 	// rx F STAT ARGS: run rexd F, through sudo when become= says so.
 	`rx() { p=$1; ps=$2; shift 2; echo "rexd-exec $p $ps"; if [ -n "$bu" ]; then exec sudo "$bm" -H -p "$bp" -u "$bu" -- /bin/sh -c "$br" "$p" --stdio "$@"; fi; exec "$p" --stdio "$@"; }; ` +
+	// The fast path of a cold start: the rexd of fast= runs when it is a
+	// regular file of ours, not a symbolic link, in directories of ours with
+	// mode 0700 (not links either), whose stat is still the one this rex
+	// recorded when it verified it (the same inode, unchanged since: any
+	// write, chmod or rename changes its ctime). One stat, where the checks
+	// below take uname, id, three ls and a stat; anything else goes on below.
+	`fok() { set -- $(stat -c %f:%d:%i:%s:%Y:%Z "$pd" "$vd" "$f" 2>/dev/null || stat -f %p:%d:%i:%z:%m:%c "$pd" "$vd" "$f" 2>/dev/null); ` +
+	`if [ $# -eq 3 ]; then :; else return 1; fi; for x in "$1" "$2"; do case $x in 41c0:*|40700:*) ;; *) return 1;; esac; done; s=${3#*:}; [ "$s" = "$fs" ]; }; ` +
+	`if [ "$m" = run ] && [ -n "$fp" ]; then f=${fp%=*}; fs=${fp##*=}; vd=${f%/*}; pd=${vd%/*}; ` +
+	`if [ -L "$pd" ] || [ -L "$vd" ] || [ -L "$f" ]; then :; elif [ -O "$pd" ] && [ -O "$vd" ] && [ -O "$f" ] && [ -f "$f" ] && [ -x "$f" ] && fok; then rx "$f" "$s" "$@"; fi; fi; ` +
+	`u=$(uname -sm 2>/dev/null); me=$(id -u); ` +
+	`case $pl in *"|sum=$u="*) want=${pl#*"|sum=$u="}; want=${want%%|*};; esac; case $pl in *"|$u="*) v=${pl#*"|$u="}; v=${v%%|*};; esac; ` +
 	`c1=; case ${XDG_CACHE_HOME-} in /*) c1=$XDG_CACHE_HOME/rexd;; esac; ` +
 	`c2=; case ${HOME-} in /*) c2=$HOME/.cache/rexd;; esac; ` +
 	`if [ "$c1" = "$c2" ]; then c1=; fi; ` +
