@@ -180,13 +180,13 @@ func (d *Dialer) bootstrap(ctx context.Context, client *ssh.Client, name string,
 	b := pickBuild(builds, h.uname)
 	d.state(name, StateBootstrapping, nil)
 	var (
-		n      int64
-		method string
+		n             int64
+		method, stamp string
 	)
 	if other {
 		n, method, err = d.installAs(ctx, client, name, h.dir, b, &lo)
 	} else {
-		n, method, err = d.install(ctx, client, name, h.dir, b, h.gzip)
+		n, method, stamp, err = d.install(ctx, client, name, h.dir, b, h.gzip)
 	}
 	if err != nil {
 		return fail(err)
@@ -195,7 +195,11 @@ func (d *Dialer) bootstrap(ctx context.Context, client *ssh.Client, name string,
 
 	// The copy was hashed on its way in: run it without hashing again.
 	fresh := path.Join(h.dir, b.entry, "rexd")
-	l, err = d.launch(ctx, client, name, "run", builds, &lo, "fresh="+fresh)
+	extra := []string{"fresh=" + fresh}
+	if stamp != "" {
+		extra = append(extra, "fast="+fresh+"="+stamp)
+	}
+	l, err = d.launch(ctx, client, name, "run", builds, &lo, extra...)
 	if err != nil {
 		return fail(err)
 	}
@@ -587,16 +591,18 @@ const uploadConcurrency = 64
 // round trip per file operation. A target that cannot unpack the build
 // gets it plain; one without a SHA-256 tool gets installCopy, which hashes
 // a copy read back.
-func (d *Dialer) install(ctx context.Context, client *ssh.Client, name, dir string, b build, canGzip bool) (int64, string, error) {
+// stamp, when not empty, is the installed file's stat as bootScript takes
+// it, for its fast path.
+func (d *Dialer) install(ctx context.Context, client *ssh.Client, name, dir string, b build, canGzip bool) (n int64, method, stamp string, err error) {
 	// Copying is a transfer, not waiting for an answer: the connect
 	// timeout does not run meanwhile (keepalives catch a dead link).
 	defer pauseBudget(ctx)()
 	vdir := path.Join(dir, b.entry)
 	if canGzip {
 		if gz, _ := b.Gzipped(); gz != nil {
-			n, again, err := installStdin(ctx, client, name, vdir, b, gz, true)
+			n, stamp, again, err := installStdin(ctx, client, name, vdir, b, gz, true)
 			if !again {
-				return n, "stdin+gzip", err
+				return n, "stdin+gzip", stamp, err
 			}
 		}
 	}
@@ -605,23 +611,24 @@ func (d *Dialer) install(ctx context.Context, client *ssh.Client, name, dir stri
 	// costs that.
 	data, err := b.Bytes()
 	if err != nil {
-		return 0, "", newError(name, ErrBootstrap, err, fmt.Sprintf("cannot copy rexd to %s: %v", name, err))
+		return 0, "", "", newError(name, ErrBootstrap, err, fmt.Sprintf("cannot copy rexd to %s: %v", name, err))
 	}
-	n, again, err := installStdin(ctx, client, name, vdir, b, data, false)
+	n, stamp, again, err := installStdin(ctx, client, name, vdir, b, data, false)
 	if !again {
-		return n, "stdin", err
+		return n, "stdin", stamp, err
 	}
-	return d.installCopy(ctx, client, name, dir, b)
+	n, method, err = d.installCopy(ctx, client, name, dir, b)
+	return n, method, "", err
 }
 
 // installStdin runs installScript once with data, the build (gzipped when
 // gz), on its standard input. again says that this way cannot work there
 // and another should be tried: no gzip or a failed unpacking (when gz), no
 // SHA-256 tool, or an unpacked copy that is not the build.
-func installStdin(ctx context.Context, client *ssh.Client, name, vdir string, b build, data []byte, gz bool) (n int64, again bool, err error) {
+func installStdin(ctx context.Context, client *ssh.Client, name, vdir string, b build, data []byte, gz bool) (n int64, stamp string, again bool, err error) {
 	final := path.Join(vdir, "rexd")
-	failf := func(err error, format string, args ...any) (int64, bool, error) {
-		return 0, false, newError(name, ErrBootstrap, err, fmt.Sprintf(format, args...))
+	failf := func(err error, format string, args ...any) (int64, string, bool, error) {
+		return 0, "", false, newError(name, ErrBootstrap, err, fmt.Sprintf(format, args...))
 	}
 	z := "plain"
 	if gz {
@@ -634,11 +641,11 @@ func installStdin(ctx context.Context, client *ssh.Client, name, vdir string, b 
 	h := parseHeader(lines(out))
 	switch {
 	case status == 0 && h.sum == b.SHA256:
-		return int64(len(data)), false, nil
+		return int64(len(data)), h.installed, false, nil
 	case status == exitNoSumTool:
-		return 0, true, nil
+		return 0, "", true, nil
 	case gz && (status == exitInstallNoGzip || status == exitInstallUnpack || status == exitInstallDamaged):
-		return 0, true, nil // the plain build may still get there whole
+		return 0, "", true, nil // the plain build may still get there whole
 	case status == exitInstallDir:
 		return failf(nil, "cannot copy rexd to %s on %s: %s", vdir, name, describeBad(h.bad))
 	case status == exitInstallDamaged:

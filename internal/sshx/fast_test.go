@@ -3,6 +3,7 @@ package sshx
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rexconsole/rex/internal/sshtest"
@@ -101,5 +102,25 @@ func TestColdStartFastPath(t *testing.T) {
 				t.Errorf("rexd does not run: %q, exit %d", out, code)
 			}
 		})
+	}
+}
+
+// TestFirstContactStartsTheCopyByTheFastPath: after an upload, the fresh
+// copy starts with one stat too (installScript reports its stat): uname
+// runs once in all, for the probe of the miss, not again for the start.
+func TestFirstContactStartsTheCopyByTheFastPath(t *testing.T) {
+	e := newEnv(t)
+	count := filepath.Join(t.TempDir(), "uname.count")
+	tools := toolsPath(t, map[string]string{"uname": "#!/bin/sh\necho x >> " + count + "\nexec /bin/uname \"$@\"\n"})
+	s := e.server(sshtest.Options{Env: map[string]string{"PATH": tools, "TMPDIR": t.TempDir()}})
+	c := connect(t, NewDialer(e.opts()), e.target("h1", s))
+	if !c.Info.Uploaded {
+		t.Fatalf("bootstrap %+v, want an upload", c.Info)
+	}
+	if got := readFile(t, count); got != "x\n" {
+		t.Errorf("uname ran %d times, want once (the probe)", strings.Count(got, "x"))
+	}
+	if out, code := runOn(t, c, "echo", "up"); code != 0 || out != "up\n" {
+		t.Errorf("rexd does not run: %q, exit %d", out, code)
 	}
 }

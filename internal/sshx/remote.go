@@ -180,7 +180,8 @@ func bootCommand(mode string, builds []build, rexdArgs []string, as *become, ext
 // (checked again here without following symlinks: a directory of this
 // user with mode 0700), unpacking it with gzip when $3 is "gz", prints
 // "rexd-sum HEX" of what it got and, when that is $2, makes it executable
-// and renames it to $1/rexd atomically. Exit 6: the directory is not
+// and renames it to $1/rexd atomically, then prints "rexd-installed STAT"
+// (bootScript's stamp of it, for the fast path). Exit 6: the directory is not
 // usable ("rexd-bad WHY DIR"); 7: no SHA-256 tool; 8: the copy is damaged;
 // 9: no gzip (nothing read); 10: unpacking failed; 11: writing failed.
 // Like bootScript it holds no single quote, no "!" and no newline.
@@ -191,7 +192,8 @@ const installScript = `d=$1; want=$2; z=${3-}; me=$(id -u); umask 077; ` +
 	`t=$d/.rexd.tmp.$$; if [ "$z" = gz ]; then command -v gzip >/dev/null 2>&1 || exit 9; gzip -dc > "$t" || { rm -f "$t"; exit 10; }; ` +
 	`else cat > "$t" || { rm -f "$t"; exit 11; }; fi; ` +
 	`x=$(sha256sum < "$t" 2>/dev/null) || x=$(shasum -a 256 < "$t" 2>/dev/null) || { rm -f "$t"; exit 7; }; x=${x%% *}; echo "rexd-sum $x"; ` +
-	`if [ "$x" = "$want" ]; then chmod 700 "$t" && mv -f "$t" "$d/rexd" && exit 0; fi; rm -f "$t"; exit 8`
+	`if [ "$x" = "$want" ]; then chmod 700 "$t" && mv -f "$t" "$d/rexd" || { rm -f "$t"; exit 11; }; ` +
+	`echo "rexd-installed $(stat -c %d:%i:%s:%Y:%Z "$d/rexd" 2>/dev/null || stat -f %d:%i:%z:%m:%c "$d/rexd" 2>/dev/null)"; exit 0; fi; rm -f "$t"; exit 8`
 
 // Exit statuses of installScript (7 is exitNoSumTool).
 const (
@@ -216,6 +218,8 @@ type header struct {
 	removed  []string // rexd-removed
 	sum      string   // rexd-sum
 	gzip     bool     // rexd-gzip: the target can unpack a compressed upload
+	// installed is the stat of the rexd installScript has just installed.
+	installed string
 }
 
 // maxHeaderLines bounds what is kept of the script's report.
@@ -252,6 +256,8 @@ func parseHeader(lines []string) header {
 			h.removed = append(h.removed, val)
 		case "rexd-sum":
 			h.sum = val
+		case "rexd-installed":
+			h.installed = val
 		case "rexd-gzip":
 			h.gzip = val == "yes"
 		}
