@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/rexconsole/rex/internal/payload"
 	"github.com/rexconsole/rex/internal/sshtest"
@@ -127,5 +128,38 @@ func TestInstallRefusesADamagedCopy(t *testing.T) {
 	vdir := filepath.Join(s.Home, ".cache", "rexd", version.Version+"-"+sum[:12])
 	if entries, err := os.ReadDir(vdir); err != nil || len(entries) != 0 {
 		t.Errorf("%s holds %v (%v), want nothing", vdir, entries, err)
+	}
+}
+
+// TestProbeSweepsOldLeftovers: a temporary copy an interrupted install
+// left in the version directory over an hour ago is removed by the next
+// bootstrap's probe; a recent one (an install under way) is not.
+func TestProbeSweepsOldLeftovers(t *testing.T) {
+	_, sum := rexdBinary(t)
+	e := newEnv(t)
+	s := e.server(sshtest.Options{})
+	vdir := filepath.Join(s.Home, ".cache", "rexd", version.Version+"-"+sum[:12])
+	old, recent := filepath.Join(vdir, ".rexd.tmp.old"), filepath.Join(vdir, ".rexd.tmp.recent")
+	writeFile(t, old, "partial")
+	writeFile(t, recent, "partial")
+	if err := os.Chmod(filepath.Dir(vdir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(vdir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	then := time.Now().Add(-2 * time.Hour)
+	if err := os.Chtimes(old, then, then); err != nil {
+		t.Fatal(err)
+	}
+	c := connect(t, NewDialer(e.opts()), e.target("h1", s))
+	if !c.Info.Uploaded {
+		t.Fatalf("bootstrap %+v, want an upload", c.Info)
+	}
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Errorf("the old leftover is still there (%v)", err)
+	}
+	if _, err := os.Stat(recent); err != nil {
+		t.Errorf("the recent one is gone: %v", err)
 	}
 }

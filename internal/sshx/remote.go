@@ -109,11 +109,11 @@ const bootScript = `m=$1; shift; v=; r=; want=; k=; fresh=; fp=; pl=; bu=; bm=; 
 	`for d in "$c1" "$c2" "$c3"; do if [ -z "$d" ]; then continue; fi; ` +
 	`if [ "$d" = "$c3" ]; then :; else mkdir -p "${d%/*}" 2>/dev/null; fi; mkdir -m 700 "$d" 2>/dev/null; ` +
 	`safe "$d"; case $? in 0) ;; 1) echo "rexd-bad create $d"; continue;; 2) echo "rexd-bad notowned $d"; continue;; 4) echo "rexd-bad symlink $d"; continue;; *) echo "rexd-bad mode $d"; continue;; esac; ` +
-	`mkdir -m 700 "$d/$v" 2>/dev/null; ` +
+	`nv=; mkdir -m 700 "$d/$v" 2>/dev/null && nv=1; ` +
 	`safe "$d/$v"; case $? in 0) ;; 1) echo "rexd-bad create $d"; continue;; 2) echo "rexd-bad notowned $d/$v"; continue;; 4) echo "rexd-bad symlink $d/$v"; continue;; *) echo "rexd-bad mode $d/$v"; continue;; esac; ` +
 	`f=$d/$v/.probe.$$; ` +
 	`if [ -w "$d/$v" ] && : > "$f" 2>/dev/null && chmod 700 "$f" 2>/dev/null; then :; else rm -f "$f" 2>/dev/null; rmdir "$d/$v" 2>/dev/null; echo "rexd-bad readonly $d"; continue; fi; ` +
-	`if "$f" 2>/dev/null; then rm -f "$f"; find "$d/$v" -name ".rexd.tmp.*" -mmin +60 -exec rm -f {} + 2>/dev/null; echo "rexd-dir $d"; exit 3; fi; ` +
+	`if "$f" 2>/dev/null; then rm -f "$f"; if [ -z "$nv" ]; then find "$d/$v" -name ".rexd.tmp.*" -mmin +60 -exec rm -f {} + 2>/dev/null; fi; echo "rexd-dir $d"; exit 3; fi; ` +
 	`rm -f "$f"; rmdir "$d/$v" 2>/dev/null; echo "rexd-bad noexec $d"; done; exit 5; fi; ` +
 	`if [ -O "$c3" ] && [ -L "$c3" ]; then c3=; elif [ -O "$c3" ]; then :; else c3=; fi; ` +
 	`if [ "$m" = check ]; then echo "rexd-uname $u"; for d in "$c1" "$c2" "$c3"; do if [ -z "$d" ]; then continue; fi; ` +
