@@ -37,7 +37,7 @@ type BootstrapInfo struct {
 	Hashed        bool          // the cached rexd was hashed on the target before it ran
 	Uploaded      bool          // rex copied it now
 	BytesUploaded int64         // file bytes written (0 when cached)
-	Method        string        // "sftp", "exec" (no SFTP subsystem) or "sudo" (into another user's cache), when uploaded
+	Method        string        // "stdin+gzip" or "stdin" (one exec), "sftp" or "exec" (no SHA-256 tool there; "exec": no SFTP either) or "sudo" (into another user's cache), when uploaded
 	Duration      time.Duration // of the whole bootstrap
 }
 
@@ -138,7 +138,7 @@ func (d *Dialer) bootstrap(ctx context.Context, client *ssh.Client, name string,
 	if other {
 		account += " as " + lo.as.user
 	}
-	l, err := d.launch(ctx, client, name, "run", builds, &lo, d.knownArgs(account)...)
+	l, err := d.launch(ctx, client, name, "run", builds, &lo, d.knownArgs(account, builds)...)
 	if err != nil {
 		return fail(err)
 	}
@@ -180,13 +180,13 @@ func (d *Dialer) bootstrap(ctx context.Context, client *ssh.Client, name string,
 	b := pickBuild(builds, h.uname)
 	d.state(name, StateBootstrapping, nil)
 	var (
-		n      int64
-		method string
+		n             int64
+		method, stamp string
 	)
 	if other {
 		n, method, err = d.installAs(ctx, client, name, h.dir, b, &lo)
 	} else {
-		n, method, err = d.install(ctx, client, name, h.dir, b)
+		n, method, stamp, err = d.install(ctx, client, name, h.dir, b, h.gzip)
 	}
 	if err != nil {
 		return fail(err)
@@ -195,7 +195,11 @@ func (d *Dialer) bootstrap(ctx context.Context, client *ssh.Client, name string,
 
 	// The copy was hashed on its way in: run it without hashing again.
 	fresh := path.Join(h.dir, b.entry, "rexd")
-	l, err = d.launch(ctx, client, name, "run", builds, &lo, "fresh="+fresh)
+	extra := []string{"fresh=" + fresh}
+	if stamp != "" {
+		extra = append(extra, "fast="+fresh+"="+stamp)
+	}
+	l, err = d.launch(ctx, client, name, "run", builds, &lo, extra...)
 	if err != nil {
 		return fail(err)
 	}
@@ -227,8 +231,10 @@ func buildHashes(builds []build) []string {
 	return out
 }
 
-// knownArgs are the known= arguments of bootScript for an account.
-func (d *Dialer) knownArgs(account string) []string {
+// knownArgs are the known= arguments of bootScript for an account, and a
+// fast= one for the first of them that is one of builds (in its version
+// directory, <version>-<hash12>): the cold start's fast path.
+func (d *Dialer) knownArgs(account string, builds []build) []string {
 	d.verifiedMu.Lock()
 	defer d.verifiedMu.Unlock()
 	d.readStampsLocked()
@@ -237,7 +243,26 @@ func (d *Dialer) knownArgs(account string) []string {
 		out = append(out, "known="+p+"="+stamp)
 	}
 	sort.Strings(out)
+	for _, a := range out {
+		p, stamp := cutStamp(strings.TrimPrefix(a, "known="))
+		if path.Base(p) != "rexd" {
+			continue
+		}
+		entry := path.Base(path.Dir(p))
+		if slices.ContainsFunc(builds, func(b build) bool { return b.entry == entry }) {
+			return append(out, "fast="+p+"="+stamp)
+		}
+	}
 	return out
+}
+
+// cutStamp splits "PATH=STAMP" at its last "=" (a stat has none).
+func cutStamp(s string) (path, stamp string) {
+	i := strings.LastIndexByte(s, '=')
+	if i < 0 {
+		return s, ""
+	}
+	return s[:i], s[i+1:]
 }
 
 // remember records the rexd a launch ran with its stat: bootScript runs
@@ -557,11 +582,85 @@ func (d *Dialer) openParams() protocol.SessionOpenParams {
 // uploadConcurrency is the number of SFTP writes in flight.
 const uploadConcurrency = 64
 
-// install copies b into dir/<entry>/rexd on the target: to a unique
-// temporary name beside it, verified by SHA-256, made executable, then
-// renamed into place atomically, so a concurrent bootstrap never runs a
-// half-written file and every racer leaves a whole one.
-func (d *Dialer) install(ctx context.Context, client *ssh.Client, name, dir string, b build) (int64, string, error) {
+// install copies b into dir/<entry>/rexd on the target in one exec:
+// installScript reads the build on its standard input (compressed when the
+// probe found gzip there), checks its SHA-256, makes it executable and
+// renames it into place atomically, so a concurrent bootstrap never runs a
+// half-written file and every racer leaves a whole one. One channel and
+// one shell per host, where SFTP took a subsystem, an unpacking exec and a
+// round trip per file operation. A target that cannot unpack the build
+// gets it plain; one without a SHA-256 tool gets installCopy, which hashes
+// a copy read back.
+// stamp, when not empty, is the installed file's stat as bootScript takes
+// it, for its fast path.
+func (d *Dialer) install(ctx context.Context, client *ssh.Client, name, dir string, b build, canGzip bool) (n int64, method, stamp string, err error) {
+	// Copying is a transfer, not waiting for an answer: the connect
+	// timeout does not run meanwhile (keepalives catch a dead link).
+	defer pauseBudget(ctx)()
+	vdir := path.Join(dir, b.entry)
+	if canGzip {
+		if gz, _ := b.Gzipped(); gz != nil {
+			n, stamp, again, err := installStdin(ctx, client, name, vdir, b, gz, true)
+			if !again {
+				return n, "stdin+gzip", stamp, err
+			}
+		}
+	}
+	// Only now is the build read (decompressed, checked against the hash
+	// its manifest promised): a target that took it compressed never
+	// costs that.
+	data, err := b.Bytes()
+	if err != nil {
+		return 0, "", "", newError(name, ErrBootstrap, err, fmt.Sprintf("cannot copy rexd to %s: %v", name, err))
+	}
+	n, stamp, again, err := installStdin(ctx, client, name, vdir, b, data, false)
+	if !again {
+		return n, "stdin", stamp, err
+	}
+	n, method, err = d.installCopy(ctx, client, name, dir, b)
+	return n, method, "", err
+}
+
+// installStdin runs installScript once with data, the build (gzipped when
+// gz), on its standard input. again says that this way cannot work there
+// and another should be tried: no gzip or a failed unpacking (when gz), no
+// SHA-256 tool, or an unpacked copy that is not the build.
+func installStdin(ctx context.Context, client *ssh.Client, name, vdir string, b build, data []byte, gz bool) (n int64, stamp string, again bool, err error) {
+	final := path.Join(vdir, "rexd")
+	failf := func(err error, format string, args ...any) (int64, string, bool, error) {
+		return 0, "", false, newError(name, ErrBootstrap, err, fmt.Sprintf(format, args...))
+	}
+	z := "plain"
+	if gz {
+		z = "gz"
+	}
+	out, stderr, status, err := run(ctx, client, command("exec", "/bin/sh", "-c", installScript, "rexd-install", vdir, b.SHA256, z), bytes.NewReader(data))
+	if err != nil {
+		return failf(err, "copy rexd to %s on %s: %v", final, name, err)
+	}
+	h := parseHeader(lines(out))
+	switch {
+	case status == 0 && h.sum == b.SHA256:
+		return int64(len(data)), h.installed, false, nil
+	case status == exitNoSumTool:
+		return 0, "", true, nil
+	case gz && (status == exitInstallNoGzip || status == exitInstallUnpack || status == exitInstallDamaged):
+		return 0, "", true, nil // the plain build may still get there whole
+	case status == exitInstallDir:
+		return failf(nil, "cannot copy rexd to %s on %s: %s", vdir, name, describeBad(h.bad))
+	case status == exitInstallDamaged:
+		return failf(nil, "the rexd copied to %s on %s is damaged (sha256 %.12s…, want %.12s…), so it was not installed; retry, and check the disk there if it happens again", vdir, name, h.sum, b.SHA256)
+	case status == exitInstallWrite:
+		return failf(nil, "copy rexd to %s on %s: writing it failed%s; check free space there", vdir, name, oneSentence(stderr))
+	}
+	return failf(nil, "copy rexd to %s on %s: exit status %d%s; check free space and permissions there", final, name, status, oneSentence(stderr))
+}
+
+// installCopy copies b into dir/<entry>/rexd on the target for one
+// without a SHA-256 tool: over SFTP (or `cat` without it) to a unique
+// temporary name beside it, verified by SHA-256 (of a copy read back),
+// made executable, then renamed into place atomically.
+func (d *Dialer) installCopy(ctx context.Context, client *ssh.Client, name, dir string, b build) (int64, string, error) {
 	vdir := path.Join(dir, b.entry)
 	final := path.Join(vdir, "rexd")
 	tmp := path.Join(vdir, ".rexd.tmp."+randomHex(8))

@@ -39,8 +39,8 @@ func TestColdThenWarm(t *testing.T) {
 	d := NewDialer(o)
 
 	cold := connect(t, d, e.target("h1", s))
-	if !cold.Info.Uploaded || cold.Info.Cached || cold.Info.BytesUploaded != int64(len(bin)) || cold.Info.Method != "sftp" {
-		t.Fatalf("cold bootstrap: %+v, want an SFTP upload of %d bytes", cold.Info, len(bin))
+	if !cold.Info.Uploaded || cold.Info.Cached || cold.Info.BytesUploaded != int64(len(bin)) || cold.Info.Method != "stdin" {
+		t.Fatalf("cold bootstrap: %+v, want an upload of %d bytes on one exec's input", cold.Info, len(bin))
 	}
 	if sent := cold.BytesSent(); sent < int64(len(bin)) {
 		t.Errorf("cold connection sent %d bytes, less than rexd's %d", sent, len(bin))
@@ -147,16 +147,16 @@ func TestConcurrentBootstraps(t *testing.T) {
 	t.Logf("%d of %d bootstraps uploaded", uploads, n)
 }
 
-// TestNoSFTPFallback: without an sftp subsystem rexd goes through `cat`
-// on an exec channel, verified the same way, and is cached afterwards.
+// TestNoSFTPFallback: without an sftp subsystem rexd is installed all the
+// same (one exec's input, never SFTP), and is cached afterwards.
 func TestNoSFTPFallback(t *testing.T) {
 	e := newEnv(t)
 	s := e.server(sshtest.Options{NoSFTP: true})
 	bin, sum := rexdBinary(t)
 	d := NewDialer(e.opts())
 	c := connect(t, d, e.target("h1", s))
-	if !c.Info.Uploaded || c.Info.Method != "exec" || c.Info.BytesUploaded != int64(len(bin)) {
-		t.Fatalf("bootstrap %+v, want an exec upload of %d bytes", c.Info, len(bin))
+	if !c.Info.Uploaded || c.Info.Method != "stdin" || c.Info.BytesUploaded != int64(len(bin)) {
+		t.Fatalf("bootstrap %+v, want an upload of %d bytes on one exec's input", c.Info, len(bin))
 	}
 	if got := fileSum(t, c.Info.RemotePath); got != sum {
 		t.Errorf("installed rexd has sha256 %s, want %s", got, sum)

@@ -175,7 +175,7 @@ func (c *Conn) Resume(ctx context.Context) error {
 		return c.Client.Resume(ctx, r, w, cl)
 	}}
 	bctx, stop := dl.b.context(ctx)
-	l, err := d.launch(bctx, dl.client, dl.e.name, "run", builds, &lo, d.knownArgs(account)...)
+	l, err := d.launch(bctx, dl.client, dl.e.name, "run", builds, &lo, d.knownArgs(account, builds)...)
 	stop()
 	if err == nil && !l.resumed {
 		err = l.err

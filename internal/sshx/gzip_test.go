@@ -1,12 +1,8 @@
 package sshx
 
 import (
-	"bytes"
-	"compress/gzip"
 	"os"
 	"path/filepath"
-	"runtime"
-	"strconv"
 	"testing"
 
 	"github.com/rexconsole/rex/internal/payload"
@@ -20,37 +16,15 @@ import (
 // Either way nothing but the installed rexd is left in its directory.
 func TestCompressedUpload(t *testing.T) {
 	bin, sum := rexdBinary(t)
-	dir := t.TempDir()
-	var gz bytes.Buffer
-	zw := gzip.NewWriter(&gz)
-	zw.Write(bin)
-	zw.Close()
-	build := filepath.Join(dir, "rexd-"+runtime.GOOS+"-"+runtime.GOARCH)
-	writeFile(t, build+".gz", gz.String())
-	if err := os.WriteFile(build+".sum", []byte(sum+" "+strconv.Itoa(len(bin))+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-
-	// A PATH with every tool of the usual ones but gzip.
-	noGzip := t.TempDir()
-	for _, d := range []string{"/usr/local/bin", "/usr/bin", "/bin"} {
-		entries, _ := os.ReadDir(d)
-		for _, e := range entries {
-			if e.Name() == "gzip" {
-				continue
-			}
-			os.Symlink(filepath.Join(d, e.Name()), filepath.Join(noGzip, e.Name())) // the first of a name wins
-		}
-	}
-
+	dir, gzLen := gzipBuildDir(t)
 	tests := []struct {
 		name     string
 		env      map[string]string
 		method   string
 		uploaded int
 	}{
-		{"gzip", nil, "sftp+gzip", gz.Len()},
-		{"no gzip", map[string]string{"PATH": noGzip}, "sftp", len(bin)},
+		{"gzip", nil, "stdin+gzip", gzLen},
+		{"no gzip", map[string]string{"PATH": toolsPath(t, nil, "gzip")}, "stdin", len(bin)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -29,6 +29,9 @@ import (
 //	                                with its device:inode:size:mtime:ctime
 //	fresh=<path>                    the rexd this rex has just uploaded and
 //	                                verified: run it without hashing again
+//	fast=<path>=<stat>              one of the known ones, of a build this
+//	                                rex carries: run mode tries it first,
+//	                                with a single stat (see fok)
 //
 // Candidate cache directories, in order: $XDG_CACHE_HOME/rexd,
 // $HOME/.cache/rexd, ${TMPDIR:-/tmp}/rexd-<uid>. A cache directory and its
@@ -46,9 +49,10 @@ import (
 //	       as probe. With become=USER (and bmode=-n|-S, bprompt=P,
 //	       bready=SCRIPT) rexd is started through sudo as USER (see
 //	       package sudo)
-//	probe  print "rexd-uname U", then find the first candidate that can be
-//	       written and executed, create its version directory and print
-//	       "rexd-dir D" (exit 3); "rexd-bad WHY D" for each one that
+//	probe  print "rexd-uname U" (and "rexd-gzip yes" when gzip is there to
+//	       unpack a compressed upload), then find the first candidate that
+//	       can be written and executed, create its version directory and
+//	       print "rexd-dir D" (exit 3); "rexd-bad WHY D" for each one that
 //	       cannot; exit 4 for an unknown platform, 5 when none is usable
 //	check  print uname, the cached rexd and its --version, and every rexd
 //	       found in the candidates
@@ -57,12 +61,24 @@ import (
 // The script holds no single quote, no "!" and no newline, so it survives
 // being quoted for any login shell (csh included); values travel as
 // arguments, never inside the script.
-const bootScript = `m=$1; shift; u=$(uname -sm 2>/dev/null); me=$(id -u); v=; r=; want=; k=; fresh=; bu=; bm=; bp=; br=; ` +
+const bootScript = `m=$1; shift; v=; r=; want=; k=; fresh=; fp=; pl=; bu=; bm=; bp=; br=; ` +
 	`while [ $# -gt 0 ]; do e=$1; shift; if [ "$e" = -- ]; then break; fi; ` +
-	`case $e in version=*) r=${e#version=};; "sum=$u="*) want=${e#"sum=$u="};; known=*) k="$k|${e#known=}|";; fresh=*) fresh=${e#fresh=};; ` +
-	`become=*) bu=${e#become=};; bmode=*) bm=${e#bmode=};; bprompt=*) bp=${e#bprompt=};; bready=*) br=${e#bready=};; "$u="*) v=${e#"$u="};; esac; done; ` +
+	`case $e in version=*) r=${e#version=};; sum=*) pl="$pl|$e|";; known=*) k="$k|${e#known=}|";; fresh=*) fresh=${e#fresh=};; fast=*) fp=${e#fast=};; ` +
+	`become=*) bu=${e#become=};; bmode=*) bm=${e#bmode=};; bprompt=*) bp=${e#bprompt=};; bready=*) br=${e#bready=};; *=*) pl="$pl|$e|";; esac; done; ` +
 	// rx F STAT ARGS: run rexd F, through sudo when become= says so.
 	`rx() { p=$1; ps=$2; shift 2; echo "rexd-exec $p $ps"; if [ -n "$bu" ]; then exec sudo "$bm" -H -p "$bp" -u "$bu" -- /bin/sh -c "$br" "$p" --stdio "$@"; fi; exec "$p" --stdio "$@"; }; ` +
+	// The fast path of a cold start: the rexd of fast= runs when it is a
+	// regular file of ours, not a symbolic link, in directories of ours with
+	// mode 0700 (not links either), whose stat is still the one this rex
+	// recorded when it verified it (the same inode, unchanged since: any
+	// write, chmod or rename changes its ctime). One stat, where the checks
+	// below take uname, id, three ls and a stat; anything else goes on below.
+	`fok() { set -- $(stat -c %f:%d:%i:%s:%Y:%Z "$pd" "$vd" "$f" 2>/dev/null || stat -f %p:%d:%i:%z:%m:%c "$pd" "$vd" "$f" 2>/dev/null); ` +
+	`if [ $# -eq 3 ]; then :; else return 1; fi; for x in "$1" "$2"; do case $x in 41c0:*|40700:*) ;; *) return 1;; esac; done; s=${3#*:}; [ "$s" = "$fs" ]; }; ` +
+	`if [ "$m" = run ] && [ -n "$fp" ]; then f=${fp%=*}; fs=${fp##*=}; vd=${f%/*}; pd=${vd%/*}; ` +
+	`if [ -L "$pd" ] || [ -L "$vd" ] || [ -L "$f" ]; then :; elif [ -O "$pd" ] && [ -O "$vd" ] && [ -O "$f" ] && [ -f "$f" ] && [ -x "$f" ] && fok; then rx "$f" "$s" "$@"; fi; fi; ` +
+	`u=$(uname -sm 2>/dev/null); me=$(id -u); ` +
+	`case $pl in *"|sum=$u="*) want=${pl#*"|sum=$u="}; want=${want%%|*};; esac; case $pl in *"|$u="*) v=${pl#*"|$u="}; v=${v%%|*};; esac; ` +
 	`c1=; case ${XDG_CACHE_HOME-} in /*) c1=$XDG_CACHE_HOME/rexd;; esac; ` +
 	`c2=; case ${HOME-} in /*) c2=$HOME/.cache/rexd;; esac; ` +
 	`if [ "$c1" = "$c2" ]; then c1=; fi; ` +
@@ -89,14 +105,15 @@ const bootScript = `m=$1; shift; u=$(uname -sm 2>/dev/null); me=$(id -u); v=; r=
 	`if [ -n "$d" ] && safe "$d" && safe "$d/$v" && ok "$d/$v/rexd"; then rx "$d/$v/rexd" "$s" "$@"; fi; done; fi; ` +
 	`m=probe; fi; ` +
 	`if [ "$m" = probe ]; then echo "rexd-uname $u"; if [ -z "$v" ]; then exit 4; fi; ` +
+	`if command -v gzip >/dev/null 2>&1; then echo "rexd-gzip yes"; fi; ` +
 	`for d in "$c1" "$c2" "$c3"; do if [ -z "$d" ]; then continue; fi; ` +
 	`if [ "$d" = "$c3" ]; then :; else mkdir -p "${d%/*}" 2>/dev/null; fi; mkdir -m 700 "$d" 2>/dev/null; ` +
 	`safe "$d"; case $? in 0) ;; 1) echo "rexd-bad create $d"; continue;; 2) echo "rexd-bad notowned $d"; continue;; 4) echo "rexd-bad symlink $d"; continue;; *) echo "rexd-bad mode $d"; continue;; esac; ` +
-	`mkdir -m 700 "$d/$v" 2>/dev/null; ` +
+	`nv=; mkdir -m 700 "$d/$v" 2>/dev/null && nv=1; ` +
 	`safe "$d/$v"; case $? in 0) ;; 1) echo "rexd-bad create $d"; continue;; 2) echo "rexd-bad notowned $d/$v"; continue;; 4) echo "rexd-bad symlink $d/$v"; continue;; *) echo "rexd-bad mode $d/$v"; continue;; esac; ` +
 	`f=$d/$v/.probe.$$; ` +
 	`if [ -w "$d/$v" ] && : > "$f" 2>/dev/null && chmod 700 "$f" 2>/dev/null; then :; else rm -f "$f" 2>/dev/null; rmdir "$d/$v" 2>/dev/null; echo "rexd-bad readonly $d"; continue; fi; ` +
-	`if "$f" 2>/dev/null; then rm -f "$f"; find "$d/$v" -name ".rexd.tmp.*" -mmin +60 -exec rm -f {} + 2>/dev/null; echo "rexd-dir $d"; exit 3; fi; ` +
+	`if "$f" 2>/dev/null; then rm -f "$f"; if [ -z "$nv" ]; then find "$d/$v" -name ".rexd.tmp.*" -mmin +60 -exec rm -f {} + 2>/dev/null; fi; echo "rexd-dir $d"; exit 3; fi; ` +
 	`rm -f "$f"; rmdir "$d/$v" 2>/dev/null; echo "rexd-bad noexec $d"; done; exit 5; fi; ` +
 	`if [ -O "$c3" ] && [ -L "$c3" ]; then c3=; elif [ -O "$c3" ]; then :; else c3=; fi; ` +
 	`if [ "$m" = check ]; then echo "rexd-uname $u"; for d in "$c1" "$c2" "$c3"; do if [ -z "$d" ]; then continue; fi; ` +
@@ -156,27 +173,35 @@ func bootCommand(mode string, builds []build, rexdArgs []string, as *become, ext
 	return command(append([]string{"exec"}, script...)...)
 }
 
-// installScript runs as the become user, through sudo, after sudo's Ready
-// line: it writes its standard input (the rexd build) to a temporary file
-// in $1, a version directory of that user's cache that bootScript's probe
-// made (checked again here without following symlinks: a directory of
-// this user with mode 0700), prints "rexd-sum HEX" of what it got and,
-// when that is $2, makes it executable and renames it to $1/rexd. Exit 6:
-// the directory is not usable ("rexd-bad WHY DIR"); 7: no SHA-256 tool;
-// 8: the copy is damaged. Like bootScript it holds no single quote, no "!"
-// and no newline.
-const installScript = `d=$1; want=$2; me=$(id -u); umask 077; ` +
+// installScript installs the rexd build it reads on its standard input in
+// one exec: as the login user (install), or as the become user through
+// sudo after sudo's Ready line (installAs). It writes the build to a
+// temporary file in $1, a version directory that bootScript's probe made
+// (checked again here without following symlinks: a directory of this
+// user with mode 0700), unpacking it with gzip when $3 is "gz", prints
+// "rexd-sum HEX" of what it got and, when that is $2, makes it executable
+// and renames it to $1/rexd atomically, then prints "rexd-installed STAT"
+// (bootScript's stamp of it, for the fast path). Exit 6: the directory is not
+// usable ("rexd-bad WHY DIR"); 7: no SHA-256 tool; 8: the copy is damaged;
+// 9: no gzip (nothing read); 10: unpacking failed; 11: writing failed.
+// Like bootScript it holds no single quote, no "!" and no newline.
+const installScript = `d=$1; want=$2; z=${3-}; me=$(id -u); umask 077; ` +
 	`if [ -L "$d" ]; then echo "rexd-bad symlink $d"; exit 6; fi; if [ -d "$d" ]; then :; else echo "rexd-bad create $d"; exit 6; fi; ` +
 	`set -- $(ls -ldn "$d" 2>/dev/null); if [ "$3" = "$me" ]; then :; else echo "rexd-bad notowned $d"; exit 6; fi; ` +
 	`case $1 in drwx------*) ;; *) echo "rexd-bad mode $d"; exit 6;; esac; ` +
-	`t=$d/.rexd.tmp.$$; cat > "$t" || { rm -f "$t"; exit 6; }; ` +
+	`t=$d/.rexd.tmp.$$; if [ "$z" = gz ]; then command -v gzip >/dev/null 2>&1 || exit 9; gzip -dc > "$t" || { rm -f "$t"; exit 10; }; ` +
+	`else cat > "$t" || { rm -f "$t"; exit 11; }; fi; ` +
 	`x=$(sha256sum < "$t" 2>/dev/null) || x=$(shasum -a 256 < "$t" 2>/dev/null) || { rm -f "$t"; exit 7; }; x=${x%% *}; echo "rexd-sum $x"; ` +
-	`if [ "$x" = "$want" ]; then chmod 700 "$t" && mv -f "$t" "$d/rexd" && exit 0; fi; rm -f "$t"; exit 8`
+	`if [ "$x" = "$want" ]; then chmod 700 "$t" && mv -f "$t" "$d/rexd" || { rm -f "$t"; exit 11; }; ` +
+	`echo "rexd-installed $(stat -c %d:%i:%s:%Y:%Z "$d/rexd" 2>/dev/null || stat -f %d:%i:%z:%m:%c "$d/rexd" 2>/dev/null)"; exit 0; fi; rm -f "$t"; exit 8`
 
 // Exit statuses of installScript (7 is exitNoSumTool).
 const (
 	exitInstallDir     = 6
 	exitInstallDamaged = 8
+	exitInstallNoGzip  = 9
+	exitInstallUnpack  = 10
+	exitInstallWrite   = 11
 )
 
 // header is what bootScript reported.
@@ -192,6 +217,9 @@ type header struct {
 	found    []string // rexd-found
 	removed  []string // rexd-removed
 	sum      string   // rexd-sum
+	gzip     bool     // rexd-gzip: the target can unpack a compressed upload
+	// installed is the stat of the rexd installScript has just installed.
+	installed string
 }
 
 // maxHeaderLines bounds what is kept of the script's report.
@@ -228,6 +256,10 @@ func parseHeader(lines []string) header {
 			h.removed = append(h.removed, val)
 		case "rexd-sum":
 			h.sum = val
+		case "rexd-installed":
+			h.installed = val
+		case "rexd-gzip":
+			h.gzip = val == "yes"
 		}
 	}
 	return h

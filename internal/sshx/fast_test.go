@@ -1,0 +1,126 @@
+package sshx
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rexconsole/rex/internal/sshtest"
+)
+
+// TestColdStartFastPath: a new rex process (a new Dialer sharing the
+// stamps file) starts a rexd it verified before with one stat on the
+// target: it runs even where uname, id and ls are gone. The fast path
+// takes nothing else: a copy in its place (another inode), a version
+// directory loosened to 0755 or replaced by a symbolic link all go the
+// checked way (hashed, tightened back, or not used at all).
+func TestColdStartFastPath(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(t *testing.T, tools, rexd string)
+		check  func(t *testing.T, c *Conn, rexd string)
+	}{
+		{"unchanged, without uname, id and ls",
+			func(t *testing.T, tools, _ string) {
+				for _, n := range []string{"uname", "id", "ls"} {
+					if err := os.Remove(filepath.Join(tools, n)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			},
+			func(t *testing.T, c *Conn, rexd string) {
+				if !c.Info.Cached || c.Info.Hashed || c.Info.RemotePath != rexd {
+					t.Errorf("bootstrap %+v, want %s run as it is", c.Info, rexd)
+				}
+			}},
+		{"replaced by a copy",
+			func(t *testing.T, _, rexd string) {
+				b, err := os.ReadFile(rexd)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(rexd+".copy", b, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Rename(rexd+".copy", rexd); err != nil {
+					t.Fatal(err)
+				}
+			},
+			func(t *testing.T, c *Conn, rexd string) {
+				if !c.Info.Cached || !c.Info.Hashed || c.Info.RemotePath != rexd {
+					t.Errorf("bootstrap %+v, want %s hashed before it ran", c.Info, rexd)
+				}
+			}},
+		{"version directory loosened",
+			func(t *testing.T, _, rexd string) {
+				if err := os.Chmod(filepath.Dir(rexd), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			},
+			func(t *testing.T, c *Conn, rexd string) {
+				if !c.Info.Cached || c.Info.RemotePath != rexd {
+					t.Errorf("bootstrap %+v, want %s run", c.Info, rexd)
+				}
+				if fi, err := os.Stat(filepath.Dir(rexd)); err != nil || fi.Mode().Perm() != 0o700 {
+					t.Errorf("version directory %v (%v), want it tightened back to 0700", fi.Mode(), err)
+				}
+			}},
+		{"version directory a symbolic link",
+			func(t *testing.T, _, rexd string) {
+				vdir := filepath.Dir(rexd)
+				if err := os.Rename(vdir, vdir+".real"); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink(vdir+".real", vdir); err != nil {
+					t.Fatal(err)
+				}
+			},
+			func(t *testing.T, c *Conn, rexd string) {
+				if c.Info.RemotePath == rexd || !c.Info.Uploaded {
+					t.Errorf("bootstrap %+v, want a fresh copy elsewhere, not %s through the link", c.Info, rexd)
+				}
+			}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			tools := toolsPath(t, nil)
+			// TMPDIR keeps the last cache candidate in the test's own files.
+			s := e.server(sshtest.Options{Env: map[string]string{"PATH": tools, "TMPDIR": t.TempDir()}})
+			o := e.opts()
+			o.StampsFile = filepath.Join(t.TempDir(), "rexd-stamps.json")
+			first := connect(t, NewDialer(o), e.target("h1", s))
+			if !first.Info.Uploaded {
+				t.Fatalf("first: %+v, want an upload", first.Info)
+			}
+			first.Close()
+			tc.change(t, tools, first.Info.RemotePath)
+			c := connect(t, NewDialer(o), e.target("h1", s))
+			tc.check(t, c, first.Info.RemotePath)
+			if out, code := runOn(t, c, "echo", "up"); code != 0 || out != "up\n" {
+				t.Errorf("rexd does not run: %q, exit %d", out, code)
+			}
+		})
+	}
+}
+
+// TestFirstContactStartsTheCopyByTheFastPath: after an upload, the fresh
+// copy starts with one stat too (installScript reports its stat): uname
+// runs once in all, for the probe of the miss, not again for the start.
+func TestFirstContactStartsTheCopyByTheFastPath(t *testing.T) {
+	e := newEnv(t)
+	count := filepath.Join(t.TempDir(), "uname.count")
+	tools := toolsPath(t, map[string]string{"uname": "#!/bin/sh\necho x >> " + count + "\nexec /bin/uname \"$@\"\n"})
+	s := e.server(sshtest.Options{Env: map[string]string{"PATH": tools, "TMPDIR": t.TempDir()}})
+	c := connect(t, NewDialer(e.opts()), e.target("h1", s))
+	if !c.Info.Uploaded {
+		t.Fatalf("bootstrap %+v, want an upload", c.Info)
+	}
+	if got := readFile(t, count); got != "x\n" {
+		t.Errorf("uname ran %d times, want once (the probe)", strings.Count(got, "x"))
+	}
+	if out, code := runOn(t, c, "echo", "up"); code != 0 || out != "up\n" {
+		t.Errorf("rexd does not run: %q, exit %d", out, code)
+	}
+}
