@@ -80,6 +80,19 @@ func (d *Decoder) ReadLine() ([]byte, error) {
 	}
 }
 
+// ReadRaw reads the n bytes that follow a line in a raw frame (see
+// CASRawFrameLen) into a new slice. The caller bounds n.
+func (d *Decoder) ReadRaw(n int) ([]byte, error) {
+	b := make([]byte, n)
+	if _, err := io.ReadFull(d.r, b); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("read %d raw bytes after a line: %w", n, err)
+	}
+	return b, nil
+}
+
 // ParseMessage decodes one line into a Message and checks the envelope. The
 // returned *Error is a parse error (-32700) or an invalid request (-32600);
 // for the latter the message's id is filled in when it could be read.
