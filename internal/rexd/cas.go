@@ -437,12 +437,7 @@ func (c *conn) casPut(ctx context.Context, req *request) (any, *protocol.Error) 
 		if perr != nil {
 			return nil, perr
 		}
-		for _, o := range objs {
-			if err := cas.Verify(o); err != nil {
-				return nil, casError("cas.put", err)
-			}
-		}
-		t.mu.Lock()
+		t.mu.Lock() // Put verifies every object before it writes any
 		err := t.u.Put(objs)
 		t.mu.Unlock()
 		if err != nil {
