@@ -66,6 +66,17 @@ func CASRawFrameLen(line []byte, max int64) (n int64, ok bool, err error) {
 // included, and then the objects' bytes. The digests name the sizes of
 // r.Data (HASH/SIZE); Data[i] must hold exactly that many bytes.
 func (r *CASPutRequest) AppendRawRequest(dst []byte, id int64) []byte {
+	dst = r.AppendRawLine(dst, id)
+	for _, b := range r.Data {
+		dst = append(dst, b...)
+	}
+	return dst
+}
+
+// AppendRawLine appends only the line of the raw frame (newline included):
+// Encoder.WriteFrame sends r.Data after it without copying it into one
+// buffer.
+func (r *CASPutRequest) AppendRawLine(dst []byte, id int64) []byte {
 	var total int64
 	for _, b := range r.Data {
 		total += int64(len(b))
@@ -87,11 +98,7 @@ func (r *CASPutRequest) AppendRawRequest(dst []byte, id int64) []byte {
 		}
 		dst = appendString(dst, d)
 	}
-	dst = append(dst, "]}}\n"...)
-	for _, b := range r.Data {
-		dst = append(dst, b...)
-	}
-	return dst
+	return append(dst, "]}}\n"...)
 }
 
 // ParseCASPutRaw reads the params of a raw cas.put (the line's params, as

@@ -26,6 +26,10 @@ func TestCASPutRawRoundTrip(t *testing.T) {
 			r.Digests = append(r.Digests, rawDigest(byte('a'+i), len(d)))
 		}
 		stream := r.AppendRawRequest(nil, 42)
+		var sent bytes.Buffer
+		if err := NewEncoder(&sent).WriteFrame(r.AppendRawLine(nil, 42), r.Data); err != nil || !bytes.Equal(sent.Bytes(), stream) {
+			t.Fatalf("WriteFrame wrote %q (%v), want %q", sent.Bytes(), err, stream)
+		}
 		stream = append(stream, "{\"jsonrpc\":\"2.0\",\"id\":43,\"method\":\"cas.has\"}\n"...)
 
 		dec := NewDecoder(bytes.NewReader(stream), 0)

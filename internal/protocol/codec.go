@@ -150,6 +150,22 @@ func (e *Encoder) WriteLine(line []byte) error {
 	return e.w.Flush()
 }
 
+// WriteFrame writes a raw frame whole: line (ending in a newline), then
+// each of data, with no copy of data into one buffer.
+func (e *Encoder) WriteFrame(line []byte, data [][]byte) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, err := e.w.Write(line); err != nil {
+		return err
+	}
+	for _, b := range data {
+		if _, err := e.w.Write(b); err != nil {
+			return err
+		}
+	}
+	return e.w.Flush()
+}
+
 // Encode writes v as one line.
 func (e *Encoder) Encode(v any) error {
 	e.mu.Lock()

@@ -75,8 +75,8 @@ func (r *CASRemote) Put(ctx context.Context, objects []cas.Object) error {
 // bytes as they are, with no base64 to make and undo.
 type rawCASPut struct{ *protocol.CASPutRequest }
 
-func (r rawCASPut) AppendRequest(dst []byte, id int64, _ string) []byte {
-	return r.AppendRawRequest(dst, id)
+func (r rawCASPut) AppendFrame(dst []byte, id int64) ([]byte, [][]byte) {
+	return r.AppendRawLine(dst, id), r.Data
 }
 
 // Get implements cas.Remote.
