@@ -251,6 +251,14 @@ func (t Tree) Encode() ([]byte, error) {
 
 // DecodeTree parses canonical tree bytes and applies every rule Encode does.
 func DecodeTree(data []byte) (Tree, error) {
+	if t, ok := decodeTreeFast(data); ok {
+		return t, nil
+	}
+	return decodeTreeSlow(data)
+}
+
+// decodeTreeSlow is DecodeTree through the generic canonical decoder.
+func decodeTreeSlow(data []byte) (Tree, error) {
 	v, err := UnmarshalCanonical(data)
 	if err != nil {
 		return Tree{}, fmt.Errorf("decode tree: %w", err)
