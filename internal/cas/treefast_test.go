@@ -2,7 +2,9 @@ package cas
 
 import (
 	"fmt"
+	"io/fs"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -118,4 +120,40 @@ func BenchmarkDecodeTree(b *testing.B) {
 			}
 		})
 	}
+}
+
+// FuzzTreeEncode: Encode (appendTree) writes the same bytes as the
+// generic MarshalCanonical path, for any tree that is valid: names and
+// targets of any bytes, every type, any mode.
+func FuzzTreeEncode(f *testing.F) {
+	f.Add([]byte("a\x00b\x01c"), uint16(0o644), uint16(0o4755))
+	f.Add([]byte("x\"y\\z\x7f\tq\xff"), uint16(0o600), uint16(0o700))
+	f.Add([]byte("naïve\x00\u2028"), uint16(0), uint16(0o7777))
+	f.Fuzz(func(t *testing.T, names []byte, m1, m2 uint16) {
+		d := DigestOf(names)
+		var tr Tree
+		for i, n := range strings.Split(string(names), "\x00") {
+			var e Entry
+			switch i % 3 {
+			case 0:
+				e = Entry{Name: n, Type: EntryFile, Digest: d}.WithPerm(fs.FileMode(m1))
+			case 1:
+				e = Entry{Name: n, Type: EntryDir, Digest: d}.WithPerm(fs.FileMode(m2))
+			default:
+				e = Entry{Name: n, Type: EntrySymlink, Target: n + "/t"}
+			}
+			tr.Entries = append(tr.Entries, e)
+		}
+		slices.SortFunc(tr.Entries, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+		want, werr := encodeTreeGeneric(tr)
+		got, gerr := tr.Encode()
+		if (werr == nil) != (gerr == nil) || string(got) != string(want) {
+			t.Fatalf("Encode %q %v, generic %q %v", got, gerr, want, werr)
+		}
+		if gerr == nil {
+			if back, err := DecodeTree(got); err != nil || !reflect.DeepEqual(back, tr) && len(tr.Entries) > 0 {
+				t.Fatalf("decoded %+v %v, encoded %+v", back, err, tr)
+			}
+		}
+	})
 }
