@@ -115,18 +115,16 @@ func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 			n, isRaw, ferr := protocol.CASRawFrameLen(line, cas.MaxBatchBytes)
 			if ferr != nil {
 				// The bytes that follow cannot be skipped in step: answer,
-				// then end the connection.
+				// then end the connection as if the input ended.
 				perr := protocol.Errorf(protocol.CodeResourceLimit, map[string]int64{"max_bytes": cas.MaxBatchBytes},
 					"cas.put of %d raw bytes refused (at most %d per call); the connection is closed, send smaller batches", n, cas.MaxBatchBytes)
 				c.reply(protocol.NewErrorResponse(nil, perr))
 				c.auditRefused(nil, perr)
-				readErr <- ferr
 				return
 			}
 			if isRaw {
 				if in.raw, err = dec.ReadRaw(int(n)); err != nil {
-					readErr <- err
-					return
+					return // the input ended inside the frame: as at its end
 				}
 			}
 			select {
