@@ -225,6 +225,20 @@ func (t Tree) Encode() ([]byte, error) {
 	if err := t.validate(); err != nil {
 		return nil, err
 	}
+	// appendTree writes the canonical form without building maps; only a
+	// string that is not valid UTF-8 makes it give up, and
+	// MarshalCanonical says why.
+	if data, ok := appendTree(nil, t); ok {
+		return data, nil
+	}
+	return encodeTreeGeneric(t)
+}
+
+// encodeTreeGeneric is Encode through MarshalCanonical.
+func encodeTreeGeneric(t Tree) ([]byte, error) {
+	if err := t.validate(); err != nil {
+		return nil, err
+	}
 	entries := make([]any, len(t.Entries))
 	for i, e := range t.Entries {
 		m := map[string]any{"name": e.Name, "type": string(e.Type)}
@@ -251,6 +265,14 @@ func (t Tree) Encode() ([]byte, error) {
 
 // DecodeTree parses canonical tree bytes and applies every rule Encode does.
 func DecodeTree(data []byte) (Tree, error) {
+	if t, ok := decodeTreeFast(data); ok {
+		return t, nil
+	}
+	return decodeTreeSlow(data)
+}
+
+// decodeTreeSlow is DecodeTree through the generic canonical decoder.
+func decodeTreeSlow(data []byte) (Tree, error) {
 	v, err := UnmarshalCanonical(data)
 	if err != nil {
 		return Tree{}, fmt.Errorf("decode tree: %w", err)

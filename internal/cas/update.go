@@ -734,7 +734,7 @@ type BlobWriter struct {
 	e    Entry  // the first entry holding it: its mode
 	name string // relative to the root
 	f    *os.File
-	h    hash.Hash
+	h    hash.Hash // nil: Put verified the bytes already
 	n    int64
 	done bool
 }
@@ -825,7 +825,9 @@ func (w *BlobWriter) Write(p []byte) (int, error) {
 		return 0, fmt.Errorf("receive %s: %w: %d bytes past its size of %d", w.d, ErrMismatch, w.n+int64(len(p))-w.d.Size, w.d.Size)
 	}
 	n, err := w.f.Write(p)
-	w.h.Write(p[:n])
+	if w.h != nil {
+		w.h.Write(p[:n])
+	}
 	w.n += int64(n)
 	if err != nil {
 		return n, fmt.Errorf("receive %s: %w", w.d, err)
@@ -845,7 +847,7 @@ func (w *BlobWriter) Commit() error {
 	case err != nil:
 	case w.n != w.d.Size:
 		err = fmt.Errorf("%w: received %d of %d bytes", ErrMismatch, w.n, w.d.Size)
-	case hex.EncodeToString(w.h.Sum(nil)) != w.d.Hash:
+	case w.h != nil && hex.EncodeToString(w.h.Sum(nil)) != w.d.Hash:
 		err = fmt.Errorf("%w: the bytes received hash to something else; send them again", ErrMismatch)
 	}
 	if err != nil {
@@ -871,13 +873,22 @@ func (w *BlobWriter) Abort() {
 // Put receives whole blobs, each verified before it is kept. The batches
 // of one sender arrive several at a time (see SendBlobs), and are written
 // side by side: no more threads creating files in one directory than that.
+//
+// Every object is hashed once, here, before any is written: a batch with
+// one bad object writes nothing, and the writers need not hash again.
 func (u *Update) Put(objs []Object) error {
+	for _, o := range objs {
+		if err := verifyObject(o); err != nil {
+			return fmt.Errorf("receive: %w", err)
+		}
+	}
 	for i := range objs {
 		o := objs[i]
 		w, err := u.Receive(o.Digest)
 		if err != nil {
 			return err
 		}
+		w.h = nil // verified above
 		if _, err := w.Write(o.Data); err != nil {
 			w.Abort()
 			return err

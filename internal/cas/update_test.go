@@ -326,6 +326,18 @@ func TestUpdateReceivesNeededBlobs(t *testing.T) {
 	}
 	assertNoRexFiles(t, base)
 
+	// A batch with one wrong object writes none of it: Put checks every
+	// object before the first is written.
+	u, _ = st.PrepareUpdate(t.Context(), root, "dst", tree, UpdateOptions{})
+	if err := u.Put([]Object{{DigestOf([]byte("alpha\n")), []byte("alpha\n")}, {DigestOf([]byte("gamma\n")), []byte("GAMMA\n")}}); !errors.Is(err, ErrMismatch) {
+		t.Fatalf("put of a batch with wrong bytes: %v", err)
+	}
+	if m := u.Missing(); len(m) != 2 {
+		t.Fatalf("missing after a refused batch: %v", m)
+	}
+	u.Abort()
+	assertNoRexFiles(t, base)
+
 	u, _ = st.PrepareUpdate(t.Context(), root, "dst", tree, UpdateOptions{})
 	if err := u.Put([]Object{{DigestOf([]byte("alpha\n")), []byte("alpha\n")}, {DigestOf([]byte("gamma\n")), []byte("gamma\n")}}); err != nil {
 		t.Fatal(err)

@@ -80,6 +80,19 @@ func (d *Decoder) ReadLine() ([]byte, error) {
 	}
 }
 
+// ReadRaw reads the n bytes that follow a line in a raw frame (see
+// CASRawFrameLen) into a new slice. The caller bounds n.
+func (d *Decoder) ReadRaw(n int) ([]byte, error) {
+	b := make([]byte, n)
+	if _, err := io.ReadFull(d.r, b); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("read %d raw bytes after a line: %w", n, err)
+	}
+	return b, nil
+}
+
 // ParseMessage decodes one line into a Message and checks the envelope. The
 // returned *Error is a parse error (-32700) or an invalid request (-32600);
 // for the latter the message's id is filled in when it could be read.
@@ -133,6 +146,22 @@ func (e *Encoder) WriteLine(line []byte) error {
 	defer e.mu.Unlock()
 	if _, err := e.w.Write(line); err != nil {
 		return err
+	}
+	return e.w.Flush()
+}
+
+// WriteFrame writes a raw frame whole: line (ending in a newline), then
+// each of data, with no copy of data into one buffer.
+func (e *Encoder) WriteFrame(line []byte, data [][]byte) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, err := e.w.Write(line); err != nil {
+		return err
+	}
+	for _, b := range data {
+		if _, err := e.w.Write(b); err != nil {
+			return err
+		}
 	}
 	return e.w.Flush()
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -192,6 +193,46 @@ func TestCASUpdateTxn(t *testing.T) {
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), ".rex-") || e.Name() == "new.txt" {
 			t.Errorf("an aborted update left %s", e.Name())
+		}
+	}
+}
+
+// TestCASPutSendsRawBytes: to a rexd that announces cas.raw, blobs cross
+// the wire as they are (a line of digests, then the bytes), not as base64,
+// and arrive whole.
+func TestCASPutSendsRawBytes(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	_, s, _ := local(t)
+	ctx := context.Background()
+	if !slices.Contains(s.Info.Capabilities, protocol.CapCASRaw) {
+		t.Fatalf("rexd does not announce %s: %v", protocol.CapCASRaw, s.Info.Capabilities)
+	}
+	var objs []cas.Object
+	var total int
+	for i := range 4 {
+		b := make([]byte, 256<<10+i)
+		rand.Read(b)
+		objs = append(objs, cas.Object{Digest: cas.DigestOf(b), Data: b})
+		total += len(b)
+	}
+	before := s.Client().BytesOut()
+	if err := s.CAS().Put(ctx, objs); err != nil {
+		t.Fatal(err)
+	}
+	if sent := s.Client().BytesOut() - before; sent < int64(total) || sent > int64(total)+2048 {
+		t.Errorf("%d bytes of objects took %d bytes on the wire; raw frames add only a line", total, sent)
+	}
+	ds := make([]cas.Digest, len(objs))
+	for i, o := range objs {
+		ds[i] = o.Digest
+	}
+	got, err := s.CAS().Get(ctx, ds)
+	if err != nil || len(got) != len(objs) {
+		t.Fatalf("get: %d objects, %v", len(got), err)
+	}
+	for i := range got {
+		if !bytes.Equal(got[i].Data, objs[i].Data) {
+			t.Errorf("object %d came back different", i)
 		}
 	}
 }

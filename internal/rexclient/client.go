@@ -294,7 +294,12 @@ func (c *Client) send(enc *protocol.Encoder, method string, params any, onResult
 
 	var reqID json.RawMessage
 	var err error
-	if lr, ok := params.(lineRequest); ok {
+	if fr, ok := params.(frameRequest); ok {
+		// A raw frame (rawCASPut): its line, then the bytes, not copied.
+		reqID = json.RawMessage(key)
+		line, data := fr.AppendFrame(nil, id)
+		err = enc.WriteFrame(line, data)
+	} else if lr, ok := params.(lineRequest); ok {
 		// Bulk data (cas.put) writes its own line: no reflection, no copy.
 		reqID = json.RawMessage(key)
 		err = enc.WriteLine(lr.AppendRequest(nil, id, method))
@@ -359,6 +364,12 @@ func (c *Client) await(ctx context.Context, s *sent, result any) error {
 // (protocol.CASPutRequest).
 type lineRequest interface {
 	AppendRequest(dst []byte, id int64, method string) []byte
+}
+
+// frameRequest is params sent as a line followed by raw bytes
+// (protocol.CapCASRaw).
+type frameRequest interface {
+	AppendFrame(dst []byte, id int64) (line []byte, data [][]byte)
 }
 
 // route hands an event to the process it names.

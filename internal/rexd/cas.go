@@ -401,7 +401,21 @@ func (c *conn) casPut(ctx context.Context, req *request) (any, *protocol.Error) 
 	var objs []cas.Object
 	var st *cas.Store
 	var perr *protocol.Error
-	if sid, txn, digests, data, ok := protocol.ParseCASPutParams(req.msg.Params); ok {
+	if req.raw != nil {
+		// A raw frame: the bytes followed the line (protocol.CapCASRaw).
+		sid, txn, digests, data, err := protocol.ParseCASPutRaw(req.msg.Params, req.raw, cas.MaxBatchEntries)
+		if err != nil {
+			return nil, protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"reason": "bad_raw_frame"},
+				"%v; nothing was stored", err)
+		}
+		p.SessionID, p.Txn = sid, txn
+		if st, perr = c.casBeginDecoded(req, &p, casPutAudit(txn, data)); perr != nil {
+			return nil, perr
+		}
+		if objs, perr = fastObjects(digests, data); perr != nil {
+			return nil, perr
+		}
+	} else if sid, txn, digests, data, ok := protocol.ParseCASPutParams(req.msg.Params); ok {
 		// rex's own layout: read in one pass, base64 decoded on the way.
 		p.SessionID, p.Txn = sid, txn
 		if st, perr = c.casBeginDecoded(req, &p, casPutAudit(txn, data)); perr != nil {
@@ -423,12 +437,7 @@ func (c *conn) casPut(ctx context.Context, req *request) (any, *protocol.Error) 
 		if perr != nil {
 			return nil, perr
 		}
-		for _, o := range objs {
-			if err := cas.Verify(o); err != nil {
-				return nil, casError("cas.put", err)
-			}
-		}
-		t.mu.Lock()
+		t.mu.Lock() // Put verifies every object before it writes any
 		err := t.u.Put(objs)
 		t.mu.Unlock()
 		if err != nil {

@@ -1,6 +1,7 @@
 package rexd
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rexconsole/rex/internal/cas"
 	"github.com/rexconsole/rex/internal/protocol"
 )
 
@@ -89,7 +91,7 @@ func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 	}
 	dec := protocol.NewDecoder(r, s.cfg.MaxLine)
 
-	lines := make(chan []byte)
+	lines := make(chan inLine)
 	readErr := make(chan error, 1)
 	go func() {
 		defer close(lines)
@@ -109,10 +111,24 @@ func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 				}
 				return
 			}
-			cp := make([]byte, len(line))
-			copy(cp, line)
+			in := inLine{line: bytes.Clone(line)}
+			n, isRaw, ferr := protocol.CASRawFrameLen(line, cas.MaxBatchBytes)
+			if ferr != nil {
+				// The bytes that follow cannot be skipped in step: answer,
+				// then end the connection as if the input ended.
+				perr := protocol.Errorf(protocol.CodeResourceLimit, map[string]int64{"max_bytes": cas.MaxBatchBytes},
+					"cas.put of %d raw bytes refused (at most %d per call); the connection is closed, send smaller batches", n, cas.MaxBatchBytes)
+				c.reply(protocol.NewErrorResponse(nil, perr))
+				c.auditRefused(nil, perr)
+				return
+			}
+			if isRaw {
+				if in.raw, err = dec.ReadRaw(int(n)); err != nil {
+					return // the input ended inside the frame: as at its end
+				}
+			}
 			select {
-			case lines <- cp:
+			case lines <- in:
 			case <-cctx.Done():
 				return
 			}
@@ -126,17 +142,17 @@ loop:
 		case <-ctx.Done():
 			err = ctx.Err()
 			break loop
-		case line, ok := <-lines:
+		case in, ok := <-lines:
 			if !ok {
 				break loop
 			}
 			if c.relay != nil {
-				if _, werr := c.relay.Write(append(line, '\n')); werr != nil {
+				if _, werr := c.relay.Write(append(append(in.line, '\n'), in.raw...)); werr != nil {
 					break loop
 				}
 				continue
 			}
-			c.handleLine(line)
+			c.handleLine(in.line, in.raw)
 		case <-c.relayEnd:
 			break loop
 		}
@@ -150,6 +166,13 @@ loop:
 	// rexd being stopped (ctx) ends them.
 	c.shutdown(cancel, ctx.Err() == nil)
 	return err
+}
+
+// inLine is a line read from the client and, for a raw cas.put, the bytes
+// that followed it.
+type inLine struct {
+	line []byte
+	raw  []byte
 }
 
 // startRelay makes this connection a relay to the rexd that holds the
@@ -206,8 +229,9 @@ func kindOf(method string) requestKind {
 	return quick
 }
 
-// handleLine parses one line and starts what it asks for.
-func (c *conn) handleLine(line []byte) {
+// handleLine parses one line and starts what it asks for; raw is the
+// bytes of a raw cas.put that followed it.
+func (c *conn) handleLine(line, raw []byte) {
 	msg, perr := protocol.ParseMessage(line)
 	if perr != nil {
 		var id json.RawMessage
@@ -240,6 +264,7 @@ func (c *conn) handleLine(line []byte) {
 		return
 	}
 	req := c.begin(msg)
+	req.raw = raw
 	kind := kindOf(msg.Method)
 	if kind == quick {
 		c.dispatch(req)
@@ -278,6 +303,8 @@ type request struct {
 	key    string // the id as sent
 
 	session *session
+	// raw holds the object bytes that followed a raw cas.put's line.
+	raw []byte
 	// deferred is set by handlers that answer asynchronously.
 	deferred bool
 	audit    auditEntry

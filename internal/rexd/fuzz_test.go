@@ -28,6 +28,11 @@ func FuzzServe(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":"o","method":"session.open","params":{"client_name":"f","build_hashes":["x"]}}
 {"jsonrpc":"2.0","id":3,"method":"exec.start","params":{"session_open_id":"o","argv":["true"]}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":2,"method":"exec.start","params":{"session_open_id":{"a":[1]},"argv":["true"]}}`))
+	// Raw cas.put frames: whole, cut short, and over the cap.
+	f.Add([]byte(`{"jsonrpc":"2.0","id":2,"method":"cas.put","params":{"raw_bytes":2,"session_id":"s_1","digests":["x/1","y/1"]}}` + "\nab\n" +
+		`{"jsonrpc":"2.0","id":3,"method":"cas.has","params":{"session_id":"s_1","digests":[]}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":2,"method":"cas.put","params":{"raw_bytes":9,"session_id":"s_1","digests":["x/9"]}}` + "\nab"))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":2,"method":"cas.put","params":{"raw_bytes":99999999,"session_id":"s_1","digests":["x/99999999"]}}` + "\n"))
 	f.Fuzz(func(t *testing.T, input []byte) {
 		root := t.TempDir()
 		srv, err := New(Config{

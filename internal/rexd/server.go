@@ -115,7 +115,7 @@ func (s *Server) newID(prefix string) string {
 
 // capabilities are what this server implements.
 func (s *Server) capabilities() []string {
-	caps := []string{protocol.CapExec, protocol.CapFS, protocol.CapEvents, protocol.CapExecInput, protocol.CapPTY, protocol.CapCAS, protocol.CapCancel, protocol.CapPipeline}
+	caps := []string{protocol.CapExec, protocol.CapFS, protocol.CapEvents, protocol.CapExecInput, protocol.CapPTY, protocol.CapCAS, protocol.CapCASRaw, protocol.CapCancel, protocol.CapPipeline}
 	if s.cfg.ResumeGrace > 0 {
 		caps = append(caps, protocol.CapResume)
 	}
