@@ -171,12 +171,21 @@ func (p *process) take(n int) (allowed int, overrun bool) {
 	return allowed, first
 }
 
+// readSize is a read of a pipe (a pipe holds 64 KiB), and maxEvent the most
+// output one event carries: a command that fills its pipe gets a pipe and
+// a buffer of that size.
+const (
+	readSize = 64 << 10
+	maxEvent = 256 << 10
+)
+
 // pump reads one output stream and sends it as events. Chunks never split a
 // UTF-8 sequence; bytes past the output cap are read and dropped so the
 // child never blocks on a full pipe.
 func (p *process) pump(r io.Reader, method string, counter *atomic.Int64, limitTotal int64) {
 	s := p.sess
-	buf := make([]byte, 64<<10)
+	buf := make([]byte, readSize)
+	grown := false
 	pending := 0
 	var seq uint64
 	ev := protocol.OutputEvent{SessionID: p.sess.id, ProcessID: p.id, PTYID: p.ptyID}
@@ -204,6 +213,16 @@ func (p *process) pump(r io.Reader, method string, counter *atomic.Int64, limitT
 	for {
 		s.waitRoom(p)
 		n, err := r.Read(buf[pending:])
+		if n == len(buf)-pending && !grown {
+			// The pipe was full: the command writes faster than its
+			// output goes out. A bigger pipe and buffer let each read
+			// and each event carry more, which costs less per byte here,
+			// in sshd and in the client.
+			grown = true
+			if growPipe(r, maxEvent) {
+				buf = append(buf, make([]byte, maxEvent-len(buf))...)
+			}
+		}
 		if n > 0 {
 			counter.Add(int64(n))
 			total := pending + n
