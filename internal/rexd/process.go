@@ -181,9 +181,11 @@ const (
 
 // pump reads one output stream and sends it as events. Chunks never split a
 // UTF-8 sequence; bytes past the output cap are read and dropped so the
-// child never blocks on a full pipe.
-func (p *process) pump(r io.Reader, method string, counter *atomic.Int64, limitTotal int64) {
+// child never blocks on a full pipe. coalesce batches a stream of small
+// writes (exec output; a terminal's echo must not wait).
+func (p *process) pump(r io.Reader, method string, counter *atomic.Int64, limitTotal int64, coalesce bool) {
 	s := p.sess
+	var lastRead time.Time
 	buf := make([]byte, readSize)
 	grown := false
 	pending := 0
@@ -241,8 +243,36 @@ func (p *process) pump(r io.Reader, method string, counter *atomic.Int64, limitT
 			send(buf[:pending])
 			return
 		}
+		if coalesce && n > 0 {
+			// A command streaming in small writes (stdio's 4 KiB): give
+			// its pipe a moment to fill before the next read, so that one
+			// event carries many writes instead of one each (every event
+			// costs syscalls and wakeups here, in sshd and in the
+			// client). What was read has been sent: only the bytes of a
+			// burst that is already flowing wait, at most coalesceWait.
+			now := time.Now()
+			if n < coalesceBelow && now.Sub(lastRead) < coalesceWait {
+				if !grown {
+					grown = true
+					if growPipe(r, maxEvent) {
+						buf = append(buf, make([]byte, maxEvent-len(buf))...)
+					}
+				}
+				time.Sleep(coalesceWait)
+				now = time.Now()
+			}
+			lastRead = now
+		}
 	}
 }
+
+// A read shorter than coalesceBelow that comes within coalesceWait of the
+// previous one means a command is streaming in small writes: the pump then
+// waits coalesceWait before it reads again.
+const (
+	coalesceBelow = 16 << 10
+	coalesceWait  = 2 * time.Millisecond
+)
 
 // waitAndReport waits for the child, drains its output and sends the exit
 // event. pumps is closed when every output stream hit EOF; closers are the

@@ -167,7 +167,7 @@ func (c *conn) ptyOpen(ctx context.Context, req *request) (any, *protocol.Error)
 	pumps := make(chan struct{})
 	go func() {
 		defer close(pumps)
-		proc.pump(t.master, protocol.EventPTYOutput, &proc.bytesOut, -1)
+		proc.pump(t.master, protocol.EventPTYOutput, &proc.bytesOut, -1, false)
 	}()
 	go func() {
 		proc.waitAndReport(pumps, []io.Closer{t})
