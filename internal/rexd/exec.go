@@ -200,6 +200,7 @@ func (c *conn) execStart(ctx context.Context, req *request) (any, *protocol.Erro
 		detached:  p.Detach,
 		grace:     c.srv.cfg.KillGrace,
 		remaining: s.effectiveOutputCap(p.MaxOutputBytes),
+		reaped:    make(chan struct{}),
 		done:      make(chan struct{}),
 	}
 	s.procs[proc.id] = proc

@@ -69,6 +69,7 @@ type process struct {
 	// slow link can hold up): their pipes are not given up on meanwhile.
 	sending atomic.Int32
 	timer   *time.Timer
+	reaped  chan struct{} // closed once the child has been waited for
 	done    chan struct{} // closed after the exit event went out
 }
 
@@ -258,7 +259,10 @@ func (p *process) pump(r io.Reader, method string, counter *atomic.Int64, limitT
 						buf = append(buf, make([]byte, maxEvent-len(buf))...)
 					}
 				}
-				time.Sleep(coalesceWait)
+				select {
+				case <-time.After(coalesceWait):
+				case <-p.reaped: // the rest is in the pipe already
+				}
 				now = time.Now()
 			}
 			lastRead = now
@@ -280,6 +284,7 @@ const (
 func (p *process) waitAndReport(pumps <-chan struct{}, closers []io.Closer) {
 	werr := p.cmd.Wait()
 	finished := time.Now()
+	close(p.reaped)
 	drained := false
 	for i := 0; i < 100000 && !drained; i++ { // bounded; each turn sleeps
 		select {
