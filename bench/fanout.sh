@@ -8,13 +8,17 @@
 #   rex-warm  a second run in one process (pooled connections, as in the console)
 #   rex-cpu-s / rex-rss-MB  user+system CPU seconds and peak RSS of the rex-cold process
 #
+# Then one host streams STREAM_MB MiB (default 256; 0 skips it) of text with `cat FILE` to a file:
+# `ssh h1 cat` (same key exchange and cipher) beside `rex run h1 -- cat`, REPS times each,
+# medians of MiB/s and of each client's own CPU seconds per 100 MiB of output.
+#
 # The shared fleet has at most 254 hosts (127.0.1.1-254): a size above is run at 254.
 # The open-file limit is raised to the hard limit here, for the peers (rex raises its own).
 # The peers get the key exchange and cipher x/crypto/ssh negotiates (curve25519-sha256,
 # aes128-gcm) so the race is fair. Results: bench/results/fanout.md (and .tsv).
 #
 # Environment: SHARED_BENCH (default ../shared/bench), REPS (default 3),
-# CMDS (default "true uname out10mb"), PEERS (default "pdsh pssh clush ssh-par"),
+# CMDS (default "true uname out10mb"), PEERS (default "pdsh pssh clush ssh-par"), STREAM_MB,
 # and for sizes above 64 hosts REPS_BIG (default REPS) and CMDS_BIG (default CMDS), e.g.
 #   REPS_BIG=1 CMDS_BIG="true uname" bench/fanout.sh 8 32 128 256
 set -euo pipefail
@@ -86,6 +90,44 @@ for n in "${SIZES[@]}"; do
 	done
 done
 
+# One host, one big stream: the wire's pace, and what each client spends on it.
+STREAM_MB=${STREAM_MB:-256}
+if ((STREAM_MB > 0)); then
+	"$SHARED/fleet.sh" down "$FLEET" >/dev/null 2>&1 || true
+	"$SHARED/fleet.sh" up "$FLEET" 1 >/dev/null
+	H=$WORK/home-stream
+	mkdir -p "$H/.config/rex" "$H/.ssh"
+	cp "$FLEET/devices.json" "$H/.config/rex/devices.json"
+	cp "$FLEET/known_hosts" "$H/.ssh/known_hosts"
+	ENV=(env HOME="$H" XDG_CONFIG_HOME="$H/.config" XDG_CACHE_HOME="$H/.cache" XDG_STATE_HOME="$H/.state")
+	"${ENV[@]}" "$REX" device prepare h1 >/dev/null
+	BIG=$WORK/stream.txt
+	yes "2026-11-22T10:00:00Z host-17 service[1234]: request handled in 12ms status=200 path=/api/v1/items" |
+		head -c $((STREAM_MB << 20)) >"$BIG"
+	chmod 644 "$BIG"
+	printf 'client\tMB_s\tcpu_s_per_100MB\n' >"$OUT/stream.tsv"
+	# record CLIENT CMD...: one run to $WORK/stream.out, its MB/s and CPU per 100 MB.
+	record() {
+		local client=$1
+		shift
+		/usr/bin/time -f '%e %U %S' -o "$WORK/time" "$@" >"$WORK/stream.out" 2>"$WORK/stream.err" || {
+			echo "$client: stream failed:" >&2
+			tail -3 "$WORK/stream.err" >&2
+			return
+		}
+		read -r t u sy <"$WORK/time"
+		printf '%s\t%s\t%s\n' "$client" "$(echo "scale=1; $STREAM_MB / $t" | bc)" \
+			"$(echo "scale=3; ($u + $sy) * 100 / $STREAM_MB" | bc)" >>"$OUT/stream.tsv"
+		rm -f "$WORK/stream.out"
+	}
+	for rep in $(seq 1 "$REPS"); do
+		# shellcheck disable=SC2086
+		record ssh ssh -F "$FLEET/ssh_config" $SSH_EXTRA -n h1 cat "$BIG"
+		record rex "${ENV[@]}" "$REX" run h1 -- cat "$BIG"
+	done
+	echo "done: one host, $STREAM_MB MiB" >&2
+fi
+
 {
 	echo "Fan-out on loopback sshd hosts, medians of $REPS runs, seconds (lower is better)."
 	echo "Peers with SSH_EXTRA=\"$SSH_EXTRA\". $(nproc) cores, $(date -u +%Y-%m-%d), load at the end $(cut -d' ' -f1-3 /proc/loadavg)."
@@ -106,5 +148,17 @@ done
 			echo
 		done
 	done
+	if ((STREAM_MB > 0)); then
+		echo
+		echo "### one host, \`cat\` of $STREAM_MB MiB of text to a file (medians of $REPS)"
+		echo
+		echo "| client | MiB/s | own CPU s per 100 MiB |"
+		echo "|---|---:|---:|"
+		for client in ssh rex; do
+			mbs=$(awk -F'\t' -v c="$client" '$1==c {print $2}' "$OUT/stream.tsv" | median)
+			cpu=$(awk -F'\t' -v c="$client" '$1==c {print $3}' "$OUT/stream.tsv" | median)
+			echo "| $client | $mbs | $cpu |"
+		done
+	fi
 } >"$OUT/fanout.md"
 cat "$OUT/fanout.md"

@@ -345,17 +345,22 @@ type outputSink interface {
 // at most 3, to end on a whole UTF-8 character); every piece after the
 // first has the continuation prefix `name:+` or `name!+` in place of
 // `name: ` or `name! `, so the line can be joined again.
+//
+// Each target's lines are cut and prefixed apart from the others' (targets
+// run on their own goroutines); only the write of an event's lines, whole,
+// holds the printer.
 type prefixSink struct {
-	mu       sync.Mutex
+	mu       sync.Mutex // held while writing to o.Out
 	o        IO
-	w        *bufio.Writer
-	prefixes map[string]*hostPrefix
+	prefixes map[string]*hostPrefix // not changed after newPrefixSink
 }
 
 type hostPrefix struct {
+	mu          sync.Mutex
 	first, cont [2]string // stdout, stderr
 	partial     [2][]byte
 	continued   [2]bool // a piece of the current line was printed
+	out         []byte  // lines cut and prefixed, not yet written
 }
 
 // MaxLine is the longest piece of a line `rex run` prints at once.
@@ -375,7 +380,7 @@ func newPrefixSink(o IO, targets []fanout.Target) *prefixSink {
 			width = len(t.Name)
 		}
 	}
-	p := &prefixSink{o: o, w: bufio.NewWriterSize(o.Out, 64<<10), prefixes: map[string]*hostPrefix{}}
+	p := &prefixSink{o: o, prefixes: map[string]*hostPrefix{}}
 	for i, t := range targets {
 		pad := strings.Repeat(" ", width-len(t.Name))
 		hp := &hostPrefix{}
@@ -404,18 +409,18 @@ func (p *prefixSink) event(ev fanout.Event) {
 	case fanout.EventStderr:
 		stream = 1
 	case fanout.EventResult:
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		p.flushPartial(ev.Target)
-		p.flush()
-		return
 	default:
 		return
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	hp := p.prefixes[ev.Target]
 	if hp == nil {
+		return
+	}
+	hp.mu.Lock()
+	defer hp.mu.Unlock()
+	if ev.Kind == fanout.EventResult {
+		hp.flushPartial()
+		p.write(hp)
 		return
 	}
 	data := ev.Data
@@ -425,7 +430,7 @@ func (p *prefixSink) event(ev fanout.Event) {
 			hp.partial[stream] = append(hp.partial[stream], data...)
 			for len(hp.partial[stream]) > MaxLine {
 				n := pieceLen(hp.partial[stream])
-				p.piece(hp, stream, hp.partial[stream][:n], false)
+				hp.piece(stream, hp.partial[stream][:n], false)
 				hp.partial[stream] = append(hp.partial[stream][:0], hp.partial[stream][n:]...)
 			}
 			break
@@ -437,13 +442,13 @@ func (p *prefixSink) event(ev fanout.Event) {
 		}
 		for len(line) > MaxLine {
 			n := pieceLen(line)
-			p.piece(hp, stream, line[:n], false)
+			hp.piece(stream, line[:n], false)
 			line = line[n:]
 		}
-		p.piece(hp, stream, line, true)
+		hp.piece(stream, line, true)
 		data = data[i+1:]
 	}
-	p.flush()
+	p.write(hp)
 }
 
 // pieceLen is where a line longer than MaxLine (len(b) > MaxLine) is cut:
@@ -459,48 +464,48 @@ func pieceLen(b []byte) int {
 	return MaxLine
 }
 
-// piece prints one piece of a line; last ends the line.
-func (p *prefixSink) piece(hp *hostPrefix, stream int, b []byte, last bool) {
+// piece adds one piece of a line to what hp prints next; last ends the
+// line.
+func (hp *hostPrefix) piece(stream int, b []byte, last bool) {
 	prefix := hp.first[stream]
 	if hp.continued[stream] {
 		prefix = hp.cont[stream]
 	}
-	p.w.WriteString(prefix)
-	p.w.Write(b)
-	p.w.WriteByte('\n')
+	hp.out = append(hp.out, prefix...)
+	hp.out = append(hp.out, b...)
+	hp.out = append(hp.out, '\n')
 	hp.continued[stream] = !last
 }
 
-// flush writes what is buffered, holding the terminal (a prompt never
-// lands inside output).
-func (p *prefixSink) flush() {
-	if p.w.Buffered() == 0 {
+// write prints hp's pending lines in one write, holding the terminal (a
+// prompt never lands inside output).
+func (p *prefixSink) write(hp *hostPrefix) {
+	if len(hp.out) == 0 {
 		return
 	}
+	p.mu.Lock()
 	p.o.lock()
-	p.w.Flush()
+	p.o.Out.Write(hp.out)
 	p.o.unlock()
+	p.mu.Unlock()
+	if cap(hp.out) > 1<<20 {
+		hp.out = nil // one huge line does not pin its buffer
+	} else {
+		hp.out = hp.out[:0]
+	}
 }
 
-// flushPartial prints what is left of a target's last lines.
-func (p *prefixSink) flushPartial(target string) {
-	hp := p.prefixes[target]
-	if hp == nil {
-		return
-	}
+// flushPartial adds what is left of the target's last lines.
+func (hp *hostPrefix) flushPartial() {
 	for s := 0; s < 2; s++ {
 		if len(hp.partial[s]) > 0 || hp.continued[s] {
-			p.piece(hp, s, hp.partial[s], true)
+			hp.piece(s, hp.partial[s], true)
 			hp.partial[s] = hp.partial[s][:0]
 		}
 	}
 }
 
-func (p *prefixSink) finish(*fanout.Summary) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.flush()
-}
+func (p *prefixSink) finish(*fanout.Summary) {} // every event was written whole
 
 // gatherSink keeps each target's output and prints identical outputs once
 // under the sorted list of the targets that produced them (like dshbak -c

@@ -3,6 +3,10 @@ package protocol
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
+	"math"
+	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -38,12 +42,15 @@ func AppendOutputEvent(dst []byte, method string, ev *OutputEvent, data []byte) 
 	}
 	dst = append(dst, `,"data":"`...)
 	enc := EncodingUTF8
-	if asText(data) {
-		dst = appendEscaped(dst, data)
-	} else {
+	// Escaping may add at most what base64 would (see asText); past
+	// that, or at invalid UTF-8, the chunk goes as base64 instead.
+	var text bool
+	mark := len(dst)
+	if dst, text = appendText(dst, data, base64.StdEncoding.EncodedLen(len(data))-len(data)); !text {
 		enc = EncodingBase64
+		dst = dst[:mark]
 		n := base64.StdEncoding.EncodedLen(len(data))
-		dst = append(dst, make([]byte, n)...)
+		dst = slices.Grow(dst, n)[:len(dst)+n]
 		base64.StdEncoding.Encode(dst[len(dst)-n:], data)
 	}
 	dst = append(dst, `","encoding":"`...)
@@ -70,33 +77,88 @@ const hexDigits = "0123456789abcdef"
 // as base64's 4/3 instead.
 func asText(b []byte) bool {
 	budget := base64.StdEncoding.EncodedLen(len(b)) - len(b) // extra bytes escaping may add
-	for _, c := range b {
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
+	i := 0
+	for {
+		i = nextSpecial(b, i)
+		if i == len(b) {
+			return true
 		}
-		switch c {
+		switch c := b[i]; c {
 		case '"', '\\', '\n', '\r', '\t':
 			budget--
 		default:
+			if c >= utf8.RuneSelf {
+				r, size := utf8.DecodeRune(b[i:])
+				if r == utf8.RuneError && size == 1 {
+					return false
+				}
+				i += size
+				continue
+			}
 			budget -= 5 // \u00XX
 		}
 		if budget < 0 {
 			return false
 		}
+		i++
 	}
-	return utf8.Valid(b)
 }
 
-// appendEscaped escapes valid UTF-8 for a JSON string: quote, backslash and
-// control characters; everything else is copied in runs.
-func appendEscaped(dst, s []byte) []byte {
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
+// Output is scanned a word at a time: 8 bytes are checked at once for
+// anything that is not plain printable ASCII, which is almost all of what
+// commands print.
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// specialBytes has the high bit set in the lowest byte of w (little
+// endian) that is a control byte, a quote, a backslash or not ASCII. Bits
+// above the lowest may be set spuriously (a borrow), never the lowest one.
+func specialBytes(w uint64) uint64 {
+	ctl := w - lsb*0x20
+	quote := (w ^ lsb*'"') - lsb
+	backslash := (w ^ lsb*'\\') - lsb
+	return (ctl | quote | backslash | w) & msb
+}
+
+// nextSpecial returns the index of the first byte of b at or after i that
+// JSON must escape or that is not ASCII, or len(b).
+func nextSpecial(b []byte, i int) int {
+	for ; i+8 <= len(b); i += 8 {
+		if m := specialBytes(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	for ; i < len(b); i++ {
+		if c := b[i]; c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
+			return i
+		}
+	}
+	return i
+}
+
+// appendText appends b escaped for the body of a JSON string when b is
+// valid UTF-8 and escaping adds at most extra bytes; otherwise it returns
+// false (and dst with an unspecified tail, for the caller to cut). One
+// pass: the check and the copy are the same scan.
+func appendText(dst, b []byte, extra int) ([]byte, bool) {
+	start, i := 0, 0
+	for {
+		i = nextSpecial(b, i)
+		if i == len(b) {
+			return append(dst, b[start:]...), true
+		}
+		c := b[i]
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && size == 1 {
+				return dst, false
+			}
+			i += size
 			continue
 		}
-		dst = append(dst, s[start:i]...)
+		dst = append(dst, b[start:i]...)
 		switch c {
 		case '"', '\\':
 			dst = append(dst, '\\', c)
@@ -108,10 +170,21 @@ func appendEscaped(dst, s []byte) []byte {
 			dst = append(dst, '\\', 't')
 		default:
 			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			extra -= 4
 		}
-		start = i + 1
+		if extra--; extra < 0 {
+			return dst, false
+		}
+		i++
+		start = i
 	}
-	return append(dst, s[start:]...)
+}
+
+// appendEscaped escapes valid UTF-8 for a JSON string: quote, backslash and
+// control characters; everything else is copied in runs.
+func appendEscaped(dst, s []byte) []byte {
+	dst, _ = appendText(dst, s, math.MaxInt)
+	return dst
 }
 
 // ParseOutputEvent reads a line written by AppendOutputEvent. It returns
@@ -254,17 +327,22 @@ func (p *fastParser) uint() (uint64, bool) {
 // unescape decodes the body of a JSON string. It refuses raw control
 // characters and invalid UTF-8, as a JSON decoder would.
 func unescape(raw []byte) ([]byte, bool) {
-	out := make([]byte, 0, len(raw))
+	return appendUnescaped(make([]byte, 0, len(raw)), raw)
+}
+
+// appendUnescaped appends the decoded body of a JSON string to out. Runs
+// between escapes are checked a word at a time; only a run with non-ASCII
+// bytes is checked for UTF-8 (an escape always decodes to valid UTF-8, and
+// a backslash never splits a character, so valid runs make valid output).
+func appendUnescaped(out, raw []byte) ([]byte, bool) {
 	for i := 0; i < len(raw); {
 		j := bytes.IndexByte(raw[i:], '\\')
 		if j < 0 {
 			j = len(raw) - i
 		}
 		run := raw[i : i+j]
-		for _, c := range run {
-			if c < 0x20 {
-				return nil, false
-			}
+		if !plainRun(run) {
+			return nil, false
 		}
 		out = append(out, run...)
 		i += j
@@ -312,10 +390,28 @@ func unescape(raw []byte) ([]byte, bool) {
 		}
 		i++
 	}
-	if !utf8.Valid(out) {
-		return nil, false
-	}
 	return out, true
+}
+
+// plainRun reports whether run (a stretch of a JSON string between
+// escapes) may stand in a string as is: no control bytes, valid UTF-8.
+func plainRun(run []byte) bool {
+	var ctl, high uint64
+	i := 0
+	for ; i+8 <= len(run); i += 8 {
+		w := binary.LittleEndian.Uint64(run[i:])
+		ctl |= (w - lsb*0x20) &^ w // exact for "any byte below 0x20"
+		high |= w
+	}
+	for ; i < len(run); i++ {
+		c := uint64(run[i])
+		ctl |= (c - 0x20) &^ c & 0x80
+		high |= c
+	}
+	if ctl&msb != 0 {
+		return false
+	}
+	return high&msb == 0 || utf8.Valid(run)
 }
 
 func hex4(b []byte) (rune, bool) {

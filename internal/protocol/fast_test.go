@@ -155,3 +155,94 @@ func TestOutputEventsPickTheShorterEncoding(t *testing.T) {
 		})
 	}
 }
+
+// benchText is 64 KiB of 100-byte lines, what `fold -w 100` streams.
+func benchText() []byte {
+	line := append(bytes.Repeat([]byte("a"), 99), '\n')
+	return bytes.Repeat(line, 64<<10/100)
+}
+
+// BenchmarkAppendOutputEvent measures rexd's cost per output byte: one
+// event of 64 KiB of text lines.
+func BenchmarkAppendOutputEvent(b *testing.B) {
+	data := benchText()
+	ev := OutputEvent{SessionID: "s_1", ProcessID: "p_1"}
+	var line []byte
+	b.SetBytes(int64(len(data)))
+	for i := 0; i < b.N; i++ {
+		ev.Seq++
+		line = AppendOutputEvent(line[:0], EventExecStdout, &ev, data)
+	}
+}
+
+// BenchmarkParseOutputEvent measures the client's cost per output byte:
+// the same event read back.
+func BenchmarkParseOutputEvent(b *testing.B) {
+	data := benchText()
+	ev := OutputEvent{SessionID: "s_1", ProcessID: "p_1", Seq: 1}
+	line := AppendOutputEvent(nil, EventExecStdout, &ev, data)
+	b.SetBytes(int64(len(data)))
+	for i := 0; i < b.N; i++ {
+		if _, _, _, ok := ParseOutputEvent(line); !ok {
+			b.Fatal("not parsed")
+		}
+	}
+}
+
+// refEscape is the byte-at-a-time escaping the word-at-a-time scan
+// replaced: the choice (text or not) and the bytes must stay the same.
+func refEscape(b []byte) ([]byte, bool) {
+	budget := (len(b)+2)/3*4 - len(b)
+	var out []byte
+	for _, c := range b {
+		switch {
+		case c == '"' || c == '\\':
+			out = append(out, '\\', c)
+			budget--
+		case c == '\n':
+			out = append(out, '\\', 'n')
+			budget--
+		case c == '\r':
+			out = append(out, '\\', 'r')
+			budget--
+		case c == '\t':
+			out = append(out, '\\', 't')
+			budget--
+		case c < 0x20:
+			out = append(out, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			budget -= 5
+		default:
+			out = append(out, c)
+		}
+	}
+	return out, budget >= 0 && utf8.Valid(b)
+}
+
+// FuzzAppendText: the word-at-a-time escaper agrees with the byte-at-a-time
+// one, at every alignment, and asText agrees with both.
+func FuzzAppendText(f *testing.F) {
+	f.Add([]byte("hello, world\n"))
+	f.Add([]byte("0123456\"89abcdef\\ghijklm\x00nop é日本\U0001F600\xff"))
+	f.Add(bytes.Repeat([]byte{0x1f, ' ', 0x7f, 0x80}, 5))
+	f.Add([]byte("\xe6\x97\xa5\xe6\x97"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for off := 0; off < 8 && off <= len(data); off++ {
+			b := data[off:]
+			want, wantText := refEscape(b)
+			got, gotText := appendText([]byte("x"), b, (len(b)+2)/3*4-len(b))
+			if gotText != wantText || asText(b) != wantText {
+				t.Fatalf("%q: text=%v asText=%v, want %v", b, gotText, asText(b), wantText)
+			}
+			if gotText && !bytes.Equal(got[1:], want) {
+				t.Fatalf("%q escaped as %q, want %q", b, got[1:], want)
+			}
+			if utf8.Valid(b) && !bytes.Equal(appendEscaped(nil, b), want) {
+				t.Fatalf("appendEscaped(%q) = %q, want %q", b, appendEscaped(nil, b), want)
+			}
+			wantPlain := utf8.Valid(b) && !bytes.ContainsFunc(b, func(r rune) bool { return r < 0x20 })
+			if plainRun(b) != wantPlain {
+				t.Fatalf("plainRun(%q) = %v, want %v", b, !wantPlain, wantPlain)
+			}
+		}
+	})
+}

@@ -2,6 +2,7 @@ package rexd_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -83,5 +84,54 @@ func TestOutputOfAnEndedCommandWaitsForASlowClient(t *testing.T) {
 			}
 			return
 		}
+	}
+}
+
+// TestBigOutputArrivesWhole: a command writes far more than its pipe holds
+// as fast as it can (rexd grows the pipe and reads, and sends, more at once),
+// or streams many small writes (rexd lets several gather into one event);
+// every byte arrives, in order, and no event carries more than rexd's bound.
+func TestBigOutputArrivesWhole(t *testing.T) {
+	h := start(t)
+	sid := h.open()
+	var lines bytes.Buffer
+	for i := 1; i <= 150000; i++ { // 938,895 bytes: under the default output cap
+		fmt.Fprintf(&lines, "%d\n", i)
+	}
+	var small bytes.Buffer
+	for i := 0; i < 3000; i++ {
+		fmt.Fprintf(&small, "line%d\n", i)
+	}
+	tests := []struct {
+		name string
+		argv []string
+		want []byte
+	}{
+		{"one fast writer", []string{"seq", "1", "150000"}, lines.Bytes()},
+		{"many small writes", []string{"sh", "-c", `i=0; while [ $i -lt 3000 ]; do echo line$i; i=$((i+1)); done`}, small.Bytes()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var res protocol.ExecStartResult
+			h.with(t).ok(protocol.MethodExecStart, protocol.ExecStartParams{SessionID: sid, Argv: tt.argv}, &res)
+			h.with(t).exitOf(res.ProcessID, 60*time.Second)
+			var got []byte
+			for i, e := range h.events(res.ProcessID, protocol.EventExecStdout) {
+				b, err := e.Bytes()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if e.Seq != uint64(i+1) {
+					t.Fatalf("seq %d at position %d", e.Seq, i)
+				}
+				if len(b) > 256<<10 {
+					t.Fatalf("an event of %d bytes, more than rexd's 256 KiB", len(b))
+				}
+				got = append(got, b...)
+			}
+			if !bytes.Equal(got, tt.want) {
+				t.Fatalf("got %d bytes, want %d; they differ", len(got), len(tt.want))
+			}
+		})
 	}
 }

@@ -200,6 +200,7 @@ func (c *conn) execStart(ctx context.Context, req *request) (any, *protocol.Erro
 		detached:  p.Detach,
 		grace:     c.srv.cfg.KillGrace,
 		remaining: s.effectiveOutputCap(p.MaxOutputBytes),
+		reaped:    make(chan struct{}),
 		done:      make(chan struct{}),
 	}
 	s.procs[proc.id] = proc
@@ -301,8 +302,14 @@ func (p *process) start(path, dir string, env []string) error {
 func (p *process) run(capTotal int64) {
 	pumps := make(chan struct{})
 	outDone, errDone := make(chan struct{}), make(chan struct{})
-	go func() { defer close(outDone); p.pump(p.readers[0], protocol.EventExecStdout, &p.bytesOut, capTotal) }()
-	go func() { defer close(errDone); p.pump(p.readers[1], protocol.EventExecStderr, &p.bytesErr, capTotal) }()
+	go func() {
+		defer close(outDone)
+		p.pump(p.readers[0], protocol.EventExecStdout, &p.bytesOut, capTotal, true)
+	}()
+	go func() {
+		defer close(errDone)
+		p.pump(p.readers[1], protocol.EventExecStderr, &p.bytesErr, capTotal, true)
+	}()
 	go func() { <-outDone; <-errDone; close(pumps) }()
 	go p.waitAndReport(pumps, []io.Closer{p.readers[0], p.readers[1]})
 }

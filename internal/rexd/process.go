@@ -69,6 +69,7 @@ type process struct {
 	// slow link can hold up): their pipes are not given up on meanwhile.
 	sending atomic.Int32
 	timer   *time.Timer
+	reaped  chan struct{} // closed once the child has been waited for
 	done    chan struct{} // closed after the exit event went out
 }
 
@@ -171,12 +172,23 @@ func (p *process) take(n int) (allowed int, overrun bool) {
 	return allowed, first
 }
 
+// readSize is a read of a pipe (a pipe holds 64 KiB), and maxEvent the most
+// output one event carries: a command that fills its pipe gets a pipe and
+// a buffer of that size.
+const (
+	readSize = 64 << 10
+	maxEvent = 256 << 10
+)
+
 // pump reads one output stream and sends it as events. Chunks never split a
 // UTF-8 sequence; bytes past the output cap are read and dropped so the
-// child never blocks on a full pipe.
-func (p *process) pump(r io.Reader, method string, counter *atomic.Int64, limitTotal int64) {
+// child never blocks on a full pipe. coalesce batches a stream of small
+// writes (exec output; a terminal's echo must not wait).
+func (p *process) pump(r io.Reader, method string, counter *atomic.Int64, limitTotal int64, coalesce bool) {
 	s := p.sess
-	buf := make([]byte, 64<<10)
+	var lastRead time.Time
+	buf := make([]byte, readSize)
+	grown := false
 	pending := 0
 	var seq uint64
 	ev := protocol.OutputEvent{SessionID: p.sess.id, ProcessID: p.id, PTYID: p.ptyID}
@@ -204,6 +216,16 @@ func (p *process) pump(r io.Reader, method string, counter *atomic.Int64, limitT
 	for {
 		s.waitRoom(p)
 		n, err := r.Read(buf[pending:])
+		if n == len(buf)-pending && !grown {
+			// The pipe was full: the command writes faster than its
+			// output goes out. A bigger pipe and buffer let each read
+			// and each event carry more, which costs less per byte here,
+			// in sshd and in the client.
+			grown = true
+			if growPipe(r, maxEvent) {
+				buf = append(buf, make([]byte, maxEvent-len(buf))...)
+			}
+		}
 		if n > 0 {
 			counter.Add(int64(n))
 			total := pending + n
@@ -222,8 +244,39 @@ func (p *process) pump(r io.Reader, method string, counter *atomic.Int64, limitT
 			send(buf[:pending])
 			return
 		}
+		if coalesce && n > 0 {
+			// A command streaming in small writes (stdio's 4 KiB): give
+			// its pipe a moment to fill before the next read, so that one
+			// event carries many writes instead of one each (every event
+			// costs syscalls and wakeups here, in sshd and in the
+			// client). What was read has been sent: only the bytes of a
+			// burst that is already flowing wait, at most coalesceWait.
+			now := time.Now()
+			if n < coalesceBelow && now.Sub(lastRead) < coalesceWait {
+				if !grown {
+					grown = true
+					if growPipe(r, maxEvent) {
+						buf = append(buf, make([]byte, maxEvent-len(buf))...)
+					}
+				}
+				select {
+				case <-time.After(coalesceWait):
+				case <-p.reaped: // the rest is in the pipe already
+				}
+				now = time.Now()
+			}
+			lastRead = now
+		}
 	}
 }
+
+// A read shorter than coalesceBelow that comes within coalesceWait of the
+// previous one means a command is streaming in small writes: the pump then
+// waits coalesceWait before it reads again.
+const (
+	coalesceBelow = 16 << 10
+	coalesceWait  = 2 * time.Millisecond
+)
 
 // waitAndReport waits for the child, drains its output and sends the exit
 // event. pumps is closed when every output stream hit EOF; closers are the
@@ -231,6 +284,7 @@ func (p *process) pump(r io.Reader, method string, counter *atomic.Int64, limitT
 func (p *process) waitAndReport(pumps <-chan struct{}, closers []io.Closer) {
 	werr := p.cmd.Wait()
 	finished := time.Now()
+	close(p.reaped)
 	drained := false
 	for i := 0; i < 100000 && !drained; i++ { // bounded; each turn sleeps
 		select {

@@ -132,6 +132,7 @@ func (c *conn) ptyOpen(ctx context.Context, req *request) (any, *protocol.Error)
 		isPTY:     true,
 		grace:     c.srv.cfg.KillGrace,
 		remaining: -1, // a terminal is interactive: no output cap
+		reaped:    make(chan struct{}),
 		done:      make(chan struct{}),
 	}
 	t := &ptyProc{id: proc.ptyID, proc: proc}
@@ -167,7 +168,7 @@ func (c *conn) ptyOpen(ctx context.Context, req *request) (any, *protocol.Error)
 	pumps := make(chan struct{})
 	go func() {
 		defer close(pumps)
-		proc.pump(t.master, protocol.EventPTYOutput, &proc.bytesOut, -1)
+		proc.pump(t.master, protocol.EventPTYOutput, &proc.bytesOut, -1, false)
 	}()
 	go func() {
 		proc.waitAndReport(pumps, []io.Closer{t})
