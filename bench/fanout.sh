@@ -102,8 +102,12 @@ if ((STREAM_MB > 0)); then
 	ENV=(env HOME="$H" XDG_CONFIG_HOME="$H/.config" XDG_CACHE_HOME="$H/.cache" XDG_STATE_HOME="$H/.state")
 	"${ENV[@]}" "$REX" device prepare h1 >/dev/null
 	BIG=$WORK/stream.txt
-	yes "2026-11-22T10:00:00Z host-17 service[1234]: request handled in 12ms status=200 path=/api/v1/items" |
-		head -c $((STREAM_MB << 20)) >"$BIG"
+	# yes ends on SIGPIPE when head has enough: not a failure here.
+	(
+		set +o pipefail
+		yes "2026-11-22T10:00:00Z host-17 service[1234]: request handled in 12ms status=200 path=/api/v1/items" |
+			head -c $((STREAM_MB << 20)) >"$BIG"
+	)
 	chmod 644 "$BIG"
 	printf 'client\tMB_s\tcpu_s_per_100MB\n' >"$OUT/stream.tsv"
 	# record CLIENT CMD...: one run to $WORK/stream.out, its MB/s and CPU per 100 MB.

@@ -99,6 +99,33 @@ func BenchmarkStream(b *testing.B) {
 	}
 }
 
+// BenchmarkStreamSmallWrites streams what `fold` writes in 4 KiB pieces
+// (the fan-out benchmark's 10 MB per host, here 32 MB) through `rexd
+// --stdio` into a Go client, and reports how many bytes an event carries.
+func BenchmarkStreamSmallWrites(b *testing.B) {
+	const size = 32_000_000
+	const out = size + size/100 - 1 // fold's newlines, none after the last line
+	s := benchSession(b)
+	b.SetBytes(out)
+	events := 0
+	for i := 0; i < b.N; i++ {
+		var n countWriter
+		p, err := s.Exec(context.Background(), protocol.ExecStartParams{Shell: true,
+			Command: "head -c " + strconv.Itoa(size) + " /dev/zero | tr '\\0' a | fold -w 100"},
+			rexclient.ExecOptions{Stdout: &n, OnEvent: func(rexclient.Event) { events++ }})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := p.Wait(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		if n != out {
+			b.Fatalf("got %d bytes, want %d", n, out)
+		}
+	}
+	b.ReportMetric(float64(int64(b.N)*out)/float64(events-b.N), "bytes/event") // less each exit
+}
+
 type countWriter int64
 
 func (c *countWriter) Write(p []byte) (int, error) { *c += countWriter(len(p)); return len(p), nil }

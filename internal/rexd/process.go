@@ -189,6 +189,17 @@ func (p *process) pump(r io.Reader, method string, counter *atomic.Int64, limitT
 	var lastRead time.Time
 	buf := make([]byte, readSize)
 	grown := false
+	// grow gives a command that writes faster than its output goes out a
+	// bigger pipe and buffer, once: each read and each event then carries
+	// more, which costs less per byte here, in sshd and in the client.
+	grow := func() {
+		if !grown {
+			grown = true
+			if growPipe(r, maxEvent) {
+				buf = append(buf, make([]byte, maxEvent-len(buf))...)
+			}
+		}
+	}
 	pending := 0
 	var seq uint64
 	ev := protocol.OutputEvent{SessionID: p.sess.id, ProcessID: p.id, PTYID: p.ptyID}
@@ -216,15 +227,8 @@ func (p *process) pump(r io.Reader, method string, counter *atomic.Int64, limitT
 	for {
 		s.waitRoom(p)
 		n, err := r.Read(buf[pending:])
-		if n == len(buf)-pending && !grown {
-			// The pipe was full: the command writes faster than its
-			// output goes out. A bigger pipe and buffer let each read
-			// and each event carry more, which costs less per byte here,
-			// in sshd and in the client.
-			grown = true
-			if growPipe(r, maxEvent) {
-				buf = append(buf, make([]byte, maxEvent-len(buf))...)
-			}
+		if n == len(buf)-pending {
+			grow() // the pipe was full
 		}
 		if n > 0 {
 			counter.Add(int64(n))
@@ -253,12 +257,7 @@ func (p *process) pump(r io.Reader, method string, counter *atomic.Int64, limitT
 			// burst that is already flowing wait, at most coalesceWait.
 			now := time.Now()
 			if n < coalesceBelow && now.Sub(lastRead) < coalesceWait {
-				if !grown {
-					grown = true
-					if growPipe(r, maxEvent) {
-						buf = append(buf, make([]byte, maxEvent-len(buf))...)
-					}
-				}
+				grow()
 				select {
 				case <-time.After(coalesceWait):
 				case <-p.reaped: // the rest is in the pipe already
