@@ -126,10 +126,27 @@ func ParseMessage(line []byte) (*Message, *Error) {
 // Encoder writes newline-delimited JSON messages. It is safe for concurrent
 // use; each message is written and flushed whole.
 type Encoder struct {
-	mu  sync.Mutex
-	w   *bufio.Writer
-	buf bytes.Buffer
-	enc *json.Encoder
+	mu     sync.Mutex
+	w      *bufio.Writer
+	buf    bytes.Buffer
+	enc    *json.Encoder
+	closed bool
+}
+
+// ErrEncoderClosed is what a write after Close returns.
+var ErrEncoderClosed = errors.New("the connection's writer is closed")
+
+// Close flushes what is buffered and refuses every later write: a
+// connection's end can promise that nothing (a late exit event of a
+// process reaped meanwhile) reaches its writer afterwards.
+func (e *Encoder) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	return e.w.Flush()
 }
 
 // NewEncoder returns an Encoder writing to w.
@@ -144,6 +161,9 @@ func NewEncoder(w io.Writer) *Encoder {
 func (e *Encoder) WriteLine(line []byte) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.closed {
+		return ErrEncoderClosed
+	}
 	if _, err := e.w.Write(line); err != nil {
 		return err
 	}
@@ -155,6 +175,9 @@ func (e *Encoder) WriteLine(line []byte) error {
 func (e *Encoder) WriteFrame(line []byte, data [][]byte) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.closed {
+		return ErrEncoderClosed
+	}
 	if _, err := e.w.Write(line); err != nil {
 		return err
 	}
@@ -170,6 +193,9 @@ func (e *Encoder) WriteFrame(line []byte, data [][]byte) error {
 func (e *Encoder) Encode(v any) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.closed {
+		return ErrEncoderClosed
+	}
 	e.buf.Reset()
 	if err := e.enc.Encode(v); err != nil { // Encode appends the newline
 		return fmt.Errorf("encode message: %w", err)

@@ -242,3 +242,28 @@ func FuzzDecoder(f *testing.F) {
 		}
 	})
 }
+
+// TestEncoderClose: what was written before Close reaches the writer;
+// nothing after it does, and every kind of write says so.
+func TestEncoderClose(t *testing.T) {
+	var out bytes.Buffer
+	e := NewEncoder(&out)
+	if err := e.WriteLine([]byte("{}\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for name, write := range map[string]func() error{
+		"WriteLine":  func() error { return e.WriteLine([]byte("{}\n")) },
+		"WriteFrame": func() error { return e.WriteFrame([]byte("{}\n"), [][]byte{[]byte("ab")}) },
+		"Encode":     func() error { return e.Encode(map[string]int{"a": 1}) },
+	} {
+		if err := write(); !errors.Is(err, ErrEncoderClosed) {
+			t.Errorf("%s after Close: %v, want ErrEncoderClosed", name, err)
+		}
+	}
+	if out.String() != "{}\n" {
+		t.Fatalf("the writer got %q, want only what came before Close", out.String())
+	}
+}

@@ -598,4 +598,8 @@ func (c *conn) shutdown(cancel context.CancelFunc, orphan bool) {
 	for _, p := range detached {
 		<-p.done
 	}
+	// Nothing reaches the writer once Serve has returned: a process that
+	// outlived close's grace, or was reaped but had not sent its exit
+	// event yet, finds the writer closed (its client is gone anyway).
+	c.enc.Close()
 }
