@@ -179,7 +179,9 @@ func (h *harness) wait(timeout time.Duration, pred func(*protocol.Message) bool)
 // response waits for the response with the given raw id.
 func (h *harness) response(id string) *protocol.Message {
 	h.t.Helper()
-	return h.wait(10*time.Second, func(m *protocol.Message) bool {
+	// A bound for an answer that never comes, not a speed goal: 8 MiB
+	// fs.read pieces under -race on a loaded machine took more than 10 s.
+	return h.wait(60*time.Second, func(m *protocol.Message) bool {
 		return m.IsResponse() && string(m.ID) == id
 	})
 }
