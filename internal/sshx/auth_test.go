@@ -115,16 +115,19 @@ func TestEncryptedKey(t *testing.T) {
 		warm := e.opts()
 		warm.Passphrase = func(string) ([]byte, error) { return []byte("open sesame"), nil }
 		connect(t, NewDialer(warm), tg)
+		// Typing outlasts the timeout; what is left of the connection (the
+		// handshake's end, rexd's start) must fit in the timeout, which on
+		// a machine at load 20-90 took more than 15 s: 40 s leaves room.
 		o := e.opts()
-		o.ConnectTimeout = 15 * time.Second
+		o.ConnectTimeout = 40 * time.Second
 		o.Passphrase = func(string) ([]byte, error) {
-			time.Sleep(16 * time.Second)
+			time.Sleep(o.ConnectTimeout + time.Second) // the operator types
 			return []byte("open sesame"), nil
 		}
 		// Not connect's 30 s: the caller's own deadline would take in the
-		// 16 s of typing, and a loaded machine's handshake and rexd start
-		// could pass it (reported, like the budget, as no answer).
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		// typing, and a loaded machine's handshake and rexd start could
+		// pass it (reported, like the budget, as no answer).
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		start := time.Now()
 		c, err := NewDialer(o).Connect(ctx, tg)
