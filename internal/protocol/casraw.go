@@ -126,8 +126,9 @@ func ParseCASPutRaw(params, raw []byte, maxObjects int) (sessionID, txn string, 
 		return bad("session_id is not a plain string")
 	}
 	if p.lit(`,"txn":`) {
-		if txn, ok = p.str(); !ok {
-			return bad("txn is not a plain string")
+		// An empty txn is written by leaving it out: one frame, one form.
+		if txn, ok = p.str(); !ok || txn == "" {
+			return bad("txn is not a plain, non-empty string")
 		}
 	}
 	if !p.lit(`,"digests":[`) {
