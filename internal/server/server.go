@@ -213,7 +213,9 @@ func (l *Listener) Serve(ctx context.Context, c Console) error {
 				case <-t.C:
 				}
 			}
+			sc.replying.Lock()
 			sc.conn.Close()
+			sc.replying.Unlock()
 		}
 	}()
 	for {
@@ -265,6 +267,10 @@ type serverConn struct {
 	// was sent console.detached.
 	attached atomic.Bool
 	told     chan struct{}
+	// replying is held from server.stop's decision until its reply is
+	// written: the stop it starts closes every connection, and the
+	// client that asked must read its answer first.
+	replying sync.Mutex
 }
 
 func (s *serverConn) reply(m *protocol.Message, res any, perr *protocol.Error) {
@@ -338,13 +344,15 @@ func (s *serverConn) serve(ctx context.Context) {
 		case MethodStop:
 			var p StopParams
 			json.Unmarshal(m.Params, &p)
+			s.replying.Lock()
 			st, ok := s.c.Stop(p.Force)
 			if !ok {
 				st.Pid, st.Version, st.StartedAt = os.Getpid(), version.Version, s.l.started
 				s.reply(m, nil, protocol.Errorf(CodeBusy, st, "work is running in the rex server; stop it with force"))
-				continue
+			} else {
+				s.reply(m, struct{}{}, nil)
 			}
-			s.reply(m, struct{}{}, nil)
+			s.replying.Unlock()
 		case MethodAttach:
 			var p AttachParams
 			if json.Unmarshal(m.Params, &p) != nil || p.Cols <= 0 || p.Rows <= 0 {

@@ -325,3 +325,49 @@ func dialHelper(sock string) {
 	fmt.Println("answered:" + strings.TrimSpace(line))
 	os.Exit(0)
 }
+
+// stoppingConsole ends the server the moment a stop is accepted, as the
+// console's own end does when it is quick.
+type stoppingConsole struct {
+	fakeConsole
+	cancel context.CancelFunc
+}
+
+func (s *stoppingConsole) Stop(force bool) (Status, bool) {
+	s.cancel()
+	return Status{}, true
+}
+
+// TestServerStopAnswered: the client that asked for the stop reads its
+// answer even when the stop closes every connection at once (CI saw
+// "server.stop: the server closed the connection").
+func TestServerStopAnswered(t *testing.T) {
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	for i := range 100 {
+		ln, err := Listen("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		con := &stoppingConsole{cancel: cancel}
+		served := make(chan error, 1)
+		go func() { served <- ln.Serve(ctx, con) }()
+		dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
+		c, err := Dial(dctx, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Stop(dctx, false); err != nil {
+			t.Fatalf("stop %d: %v, want its answer", i, err)
+		}
+		if err := c.WaitGone(dctx); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		dcancel()
+		if err := <-served; err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+		ln.Close()
+	}
+}
