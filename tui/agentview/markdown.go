@@ -78,10 +78,24 @@ func renderMarkdown(p parser.Parser, st Styles, src string, width int) []string 
 		// The walk keeps within width; this guards the promise against
 		// graphemes that measure differently once joined.
 		if ansi.StringWidth(l) > width {
-			lines[i] = ansi.Truncate(l, width, "")
+			lines[i] = trimRight(ansi.Truncate(l, width, ""))
 		}
 	}
 	return lines
+}
+
+// trimRight removes the spaces a line ends with, also those before its
+// closing SGR sequences.
+func trimRight(l string) string {
+	suffix := ""
+	for {
+		l = strings.TrimRight(l, " ")
+		i := strings.LastIndex(l, "\x1b[")
+		if i < 0 || strings.TrimRight(l[i+2:], "0123456789;:") != "m" {
+			return l + suffix
+		}
+		l, suffix = l[:i], l[i:]+suffix
+	}
 }
 
 // render styles s with style id.
