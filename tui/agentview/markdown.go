@@ -53,7 +53,13 @@ type mdRenderer struct {
 	// combined caches the styles made by nesting (emphasis in a link).
 	combined map[[2]int]int
 	depth    int // of nested lists, for the bullet
+	nesting  int // of quotes and lists, to bound the work of prefixing
 }
+
+// maxNesting is how deep quotes and lists are drawn as such; deeper ones
+// are drawn flat, or input like 2000 '>' would prefix every line 2000
+// times (and leave no width for the text).
+const maxNesting = 16
 
 // renderMarkdown renders Markdown text as lines no wider than width.
 func renderMarkdown(p parser.Parser, st Styles, src string, width int) []string {
@@ -167,6 +173,11 @@ func (r *mdRenderer) block(n ast.Node, width int) []string {
 		}
 		return out
 	case *ast.Blockquote:
+		if r.nesting >= maxNesting {
+			return r.blocks(n, width, false)
+		}
+		r.nesting++
+		defer func() { r.nesting-- }()
 		bar := r.render(sQuote, "│")
 		lines := r.blocks(n, width-2, false)
 		for i, l := range lines {
@@ -212,6 +223,15 @@ func (r *mdRenderer) code(segs *text.Segments, width int) []string {
 }
 
 func (r *mdRenderer) list(n *ast.List, width int) []string {
+	if r.nesting >= maxNesting {
+		var out []string
+		for c := n.FirstChild(); c != nil; c = c.NextSibling() {
+			out = append(out, r.blocks(c, width, n.IsTight)...)
+		}
+		return out
+	}
+	r.nesting++
+	defer func() { r.nesting-- }()
 	bullet := [...]string{"•", "◦", "▪"}[r.depth%3]
 	r.depth++
 	defer func() { r.depth-- }()
@@ -429,13 +449,26 @@ func (r *mdRenderer) wrap(spans []span, width int) []string {
 		}
 		for _, p := range word {
 			for p.text != "" {
-				w := ansi.StringWidth(p.text)
-				if lineW+w <= width {
+				room := width - lineW
+				// A cell takes at least a byte, so only the first bytes
+				// need measuring: cutting a long word stays linear.
+				chunk := p.text
+				if len(chunk) > room*8 {
+					chunk = p.text[:runeStart(p.text, room*8)]
+				}
+				head := ansi.Truncate(chunk, room, "")
+				if head == p.text {
 					line = append(line, p)
-					lineW += w
+					lineW += ansi.StringWidth(head)
 					break
 				}
-				head := ansi.Truncate(p.text, width-lineW, "")
+				if head == chunk && head != "" {
+					// All of it fit (zero-width characters): take it and go on.
+					line = append(line, piece{head, p.id})
+					lineW += ansi.StringWidth(head)
+					p.text = p.text[len(head):]
+					continue
+				}
 				if head == "" {
 					if lineW > 0 {
 						flushLine()
@@ -484,6 +517,14 @@ func (r *mdRenderer) wrap(spans []span, width int) []string {
 		out = out[:len(out)-1]
 	}
 	return out
+}
+
+// runeStart returns i or the start of the rune i falls in.
+func runeStart(s string, i int) int {
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return i
 }
 
 // wrapText wraps unstyled text (an HTML block's line, shown as it is).

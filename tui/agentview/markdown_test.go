@@ -84,6 +84,8 @@ func TestMarkdown(t *testing.T) {
 		{"quote", "> one\n> two\n>\n> three", 40, "│ one two\n│\n│ three"},
 		{"quote wraps", "> aaa bbb ccc", 6, "│ aaa\n│ bbb\n│ ccc"},
 		{"nested quote", "> a\n>> b", 40, "│ a\n│\n│ │ b"},
+		{"quotes deeper than 16 drawn flat", strings.Repeat(">", 20) + " x", 80, strings.Repeat("│ ", 16) + "x"},
+		{"lists deeper than 16 drawn flat", strings.Repeat("- ", 18) + "x", 80, "• ◦ ▪ • ◦ ▪ • ◦ ▪ • ◦ ▪ • ◦ ▪ • x"},
 		{"link", "see [the docs](https://x.example/d)", 80, "see the docs (https://x.example/d)"},
 		{"link text is url", "[https://x.example](https://x.example)", 80, "https://x.example"},
 		{"autolink", "<https://x.example/a>", 80, "https://x.example/a"},
