@@ -1,10 +1,11 @@
 package agentview
 
-// The answer's Markdown is parsed with goldmark and its tree walked into
-// styled lines here, rather than rendered with glamour: glamour's ansi
-// package imports chroma and bluemonday, whose initialisers cost every rex
-// process about 24 ms and 4 MB before main (GODEBUG=inittrace=1), for code
-// highlighting and HTML sanitising the transcript does not need.
+// The answer's Markdown is parsed with goldmark's parser (gfm.go) and its
+// tree walked into styled lines here, rather than rendered with glamour:
+// glamour's ansi package imports chroma and bluemonday, whose initialisers
+// cost every rex process about 24 ms and 4 MB before main
+// (GODEBUG=inittrace=1), for code highlighting and HTML sanitising the
+// transcript does not need.
 
 import (
 	"strconv"
@@ -13,21 +14,12 @@ import (
 
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
-	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/ast"
-	"github.com/yuin/goldmark/extension"
 	east "github.com/yuin/goldmark/extension/ast"
 	"github.com/yuin/goldmark/parser"
 	"github.com/yuin/goldmark/text"
 	"github.com/yuin/goldmark/util"
 )
-
-// newMarkdownParser returns a CommonMark parser with GFM tables and
-// strikethrough (no linkify: its regular expressions are compiled at init
-// for bare URLs, which read well enough as text).
-func newMarkdownParser() parser.Parser {
-	return goldmark.New(goldmark.WithExtensions(extension.Table, extension.Strikethrough)).Parser()
-}
 
 // style ids: a span's style is an index into mdRenderer.styles, so runs of
 // one style can be found by comparing ints.
@@ -54,6 +46,7 @@ type mdRenderer struct {
 	combined map[[2]int]int
 	depth    int // of nested lists, for the bullet
 	nesting  int // of quotes and lists, to bound the work of prefixing
+	inCell   bool
 }
 
 // maxNesting is how deep quotes and lists are drawn as such; deeper ones
@@ -291,7 +284,9 @@ func (r *mdRenderer) table(n *east.Table, width int) []string {
 			if !ok {
 				continue
 			}
+			r.inCell = true
 			s, w := r.line(r.inlines(tc, base, nil))
+			r.inCell = false
 			cells = append(cells, cell{s, w, tc.Alignment})
 			if i := len(cells) - 1; i >= len(widths) {
 				widths = append(widths, w)
@@ -372,7 +367,12 @@ func (r *mdRenderer) inlines(n ast.Node, id int, out []span) []span {
 					b.Write(t.Value)
 				}
 			}
-			out = append(out, span{text: strings.ReplaceAll(b.String(), "\n", " "), id: r.nest(id, sCode)})
+			code := strings.ReplaceAll(b.String(), "\n", " ")
+			if r.inCell {
+				// GFM: a pipe in a cell is escaped, even in code.
+				code = strings.ReplaceAll(code, `\|`, "|")
+			}
+			out = append(out, span{text: code, id: r.nest(id, sCode)})
 		case *ast.Emphasis:
 			st := sEmph
 			if c.Level >= 2 {
