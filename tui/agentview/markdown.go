@@ -42,6 +42,9 @@ const (
 type mdRenderer struct {
 	src    []byte
 	styles []lipgloss.Style
+	// sgr is each style's opening and closing sequences: lipgloss's Render
+	// per run was a quarter of the time a render takes.
+	sgr [][2]string
 	// combined caches the styles made by nesting (emphasis in a link).
 	combined map[[2]int]int
 	depth    int // of nested lists, for the bullet
@@ -71,12 +74,15 @@ func renderMarkdown(p parser.Parser, st Styles, src string, width int) []string 
 		r.styles[sQuote] = st.Quote
 		r.styles[sRule] = st.Rule
 	}
+	for _, s := range r.styles {
+		r.sgr = append(r.sgr, sgrOf(s))
+	}
 	doc := p.Parse(text.NewReader(r.src))
 	lines := r.blocks(doc, width, false)
 	for i, l := range lines {
 		// The walk keeps within width; this guards the promise against
 		// graphemes that measure differently once joined.
-		if ansi.StringWidth(l) > width {
+		if len(l) > width && ansi.StringWidth(l) > width {
 			lines[i] = trimRight(ansi.Truncate(l, width, ""))
 		}
 	}
@@ -102,7 +108,17 @@ func (r *mdRenderer) render(id int, s string) string {
 	if id == sNone {
 		return s
 	}
-	return r.styles[id].Render(s)
+	return r.sgr[id][0] + s + r.sgr[id][1]
+}
+
+// sgrOf returns the sequences st puts before and after a text.
+func sgrOf(st lipgloss.Style) [2]string {
+	out := st.Render("x")
+	i := strings.IndexByte(out, 'x')
+	if i < 0 {
+		return [2]string{}
+	}
+	return [2]string{out[:i], out[i+1:]}
 }
 
 // nest returns the id of style inner inside outer.
@@ -118,6 +134,7 @@ func (r *mdRenderer) nest(outer, inner int) int {
 		return id
 	}
 	r.styles = append(r.styles, r.styles[inner].Inherit(r.styles[outer]))
+	r.sgr = append(r.sgr, sgrOf(r.styles[len(r.styles)-1]))
 	id := len(r.styles) - 1
 	r.combined[k] = id
 	return id
@@ -203,7 +220,7 @@ func (r *mdRenderer) code(segs *text.Segments, width int) []string {
 			continue
 		}
 		l = clean(l)
-		if ansi.StringWidth(l) > width-2 {
+		if textWidth(l) > width-2 {
 			l = ansi.Truncate(l, max(width-2, 1), "…")
 		}
 		out = append(out, "  "+r.render(sCodeBlock, l))
@@ -456,16 +473,19 @@ func (r *mdRenderer) wrap(spans []span, width int) []string {
 				if len(chunk) > room*8 {
 					chunk = p.text[:runeStart(p.text, room*8)]
 				}
-				head := ansi.Truncate(chunk, room, "")
+				head := chunk
+				if len(chunk) > room {
+					head = ansi.Truncate(chunk, room, "")
+				}
 				if head == p.text {
 					line = append(line, p)
-					lineW += ansi.StringWidth(head)
+					lineW += textWidth(head)
 					break
 				}
 				if head == chunk && head != "" {
 					// All of it fit (zero-width characters): take it and go on.
 					line = append(line, piece{head, p.id})
-					lineW += ansi.StringWidth(head)
+					lineW += textWidth(head)
 					p.text = p.text[len(head):]
 					continue
 				}
@@ -496,12 +516,12 @@ func (r *mdRenderer) wrap(spans []span, width int) []string {
 			i := strings.IndexByte(t, ' ')
 			if i < 0 {
 				word = append(word, piece{t, s.id})
-				wordW += ansi.StringWidth(t)
+				wordW += textWidth(t)
 				break
 			}
 			if i > 0 {
 				word = append(word, piece{t[:i], s.id})
-				wordW += ansi.StringWidth(t[:i])
+				wordW += textWidth(t[:i])
 			}
 			flushWord()
 			gap = s.id
@@ -551,12 +571,20 @@ func (r *mdRenderer) join(ps []piece) string {
 	var b strings.Builder
 	for i := 0; i < len(ps); {
 		j := i + 1
-		run := ps[i].text
 		for j < len(ps) && ps[j].id == ps[i].id {
-			run += ps[j].text
 			j++
 		}
-		b.WriteString(r.render(ps[i].id, run))
+		if ps[i].id == sNone {
+			for _, p := range ps[i:j] {
+				b.WriteString(p.text)
+			}
+		} else {
+			var run strings.Builder
+			for _, p := range ps[i:j] {
+				run.WriteString(p.text)
+			}
+			b.WriteString(r.render(ps[i].id, run.String()))
+		}
 		i = j
 	}
 	return b.String()
@@ -586,6 +614,17 @@ func clean(s string) string {
 	}, strings.ToValidUTF8(s, "\uFFFD"))
 }
 
+// textWidth is ansi.StringWidth of text without escape sequences, quick
+// for ASCII.
+func textWidth(s string) int {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f {
+			return ansi.StringWidth(s)
+		}
+	}
+	return len(s)
+}
+
 // expandTabs replaces tabs with spaces to the next stop of 4.
 func expandTabs(s string) string {
 	if !strings.Contains(s, "\t") {
@@ -600,7 +639,7 @@ func expandTabs(s string) string {
 			col += n
 		}
 		b.WriteString(part)
-		col += ansi.StringWidth(part)
+		col += textWidth(part)
 	}
 	return b.String()
 }
