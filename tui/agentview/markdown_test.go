@@ -221,7 +221,7 @@ func FuzzMarkdown(f *testing.F) {
 	for _, s := range []string{
 		string(src), "", "# h\n\n- a\n  - b\n\n> q\n>> r\n\n```\ncode\n", "| a | b |\n|:-:|--:|\n| 1 | 2 |",
 		"a \x1b[31mb\x1b[0m &#27; &#155; \xff\t\r\n\x00", "1. a\n   1. b\n      1. c", "日本語 ![x](y) <a@b.c> <http://x>",
-		strings.Repeat(">", 200) + " deep", strings.Repeat("- ", 100) + "deep",
+		"x\n| a \\| b | `c\\|` |\n|:-|-:|\n| 1 |\n| 1 | 2 | 3 |\\", "~~a~b~~~ ~~~", strings.Repeat(">", 200) + " deep", strings.Repeat("- ", 100) + "deep",
 	} {
 		f.Add(s, 40)
 	}
