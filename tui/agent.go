@@ -15,6 +15,7 @@ import (
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/fantasy"
+	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/rexconsole/rex/devices"
@@ -764,6 +765,9 @@ func (m *Model) agentStyles() agentview.Styles {
 	return agentview.Styles{
 		Prompt: st.Accent.Bold(true), Tool: st.Accent, Command: st.Text.Bold(true), Target: st.Pane.Title,
 		Running: st.Warning, OK: st.Success, Fail: st.Error, Muted: st.Muted, Notice: st.Muted,
+		Heading: st.Accent.Bold(true), Emph: lipgloss.NewStyle().Italic(true), Strong: lipgloss.NewStyle().Bold(true),
+		Strike: lipgloss.NewStyle().Strikethrough(true), Code: st.Warning, CodeBlock: st.Text, Link: st.Accent.Underline(true),
+		Quote: st.Muted, Rule: st.Muted,
 		Dark: st.Theme.Dark, Plain: m.opts.NoColor,
 	}
 }

@@ -1,6 +1,6 @@
 // Package agentview keeps and draws the console's agent transcript: the
-// operator's prompts, the answer as rendered Markdown (charm.land/glamour)
-// while it streams, each tool call as it starts (the tool, the command,
+// operator's prompts, the answer as Markdown rendered to styled lines
+// (parsed with goldmark, drawn here) while it streams, each tool call as it starts (the tool, the command,
 // the target and its hosts) and how it ended, consent decisions, retries
 // and the reason a turn stopped. The console feeds it agent events in
 // Update and asks for lines of a width there too; drawing them is the
@@ -11,10 +11,9 @@ import (
 	"fmt"
 	"strings"
 
-	"charm.land/glamour/v2"
-	"charm.land/glamour/v2/styles"
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
+	"github.com/yuin/goldmark/parser"
 
 	"github.com/rexconsole/rex/devices"
 	"github.com/rexconsole/rex/internal/agent"
@@ -31,8 +30,19 @@ type Styles struct {
 	Fail    lipgloss.Style
 	Muted   lipgloss.Style
 	Notice  lipgloss.Style
-	// Dark picks glamour's dark style, else its light one; Plain renders
-	// Markdown without colours (NO_COLOR).
+	// The answer's Markdown; a link's URL is Muted.
+	Heading   lipgloss.Style
+	Emph      lipgloss.Style
+	Strong    lipgloss.Style
+	Strike    lipgloss.Style
+	Code      lipgloss.Style // inline code
+	CodeBlock lipgloss.Style
+	Link      lipgloss.Style
+	Quote     lipgloss.Style // a block quote's bar
+	Rule      lipgloss.Style
+	// Plain renders Markdown without colours or attributes (NO_COLOR).
+	// Dark says the theme is dark; the styles above already carry its
+	// colours, so the renderer does not read it.
 	Dark, Plain bool
 }
 
@@ -83,8 +93,9 @@ type View struct {
 	// version changes with every change, so a pane knows to redraw.
 	version uint64
 
-	md      *glamour.TermRenderer
-	mdWidth int
+	// md parses the answers; made on first use, as most processes never
+	// draw a transcript.
+	md parser.Parser
 }
 
 // New returns an empty transcript.
@@ -95,7 +106,6 @@ func New(st Styles) *View {
 // SetStyles changes the styles (a theme change); everything is redrawn.
 func (v *View) SetStyles(st Styles) {
 	v.st = st
-	v.md, v.mdWidth = nil, 0
 	for _, e := range v.entries {
 		e.dirty = true
 	}
@@ -306,42 +316,16 @@ func (v *View) toolLines(e *entry, width int) []string {
 	return lines
 }
 
-// markdown renders the answer; a renderer is made once per width.
+// markdown renders the answer.
 func (v *View) markdown(text string, width int) []string {
 	text = strings.TrimSpace(text)
 	if text == "" {
 		return nil
 	}
-	if v.md == nil || v.mdWidth != width {
-		cfg := styles.LightStyleConfig
-		switch {
-		case v.st.Plain:
-			cfg = styles.NoTTYStyleConfig
-		case v.st.Dark:
-			cfg = styles.DarkStyleConfig
-		}
-		zero := uint(0)
-		cfg.Document.Margin = &zero
-		cfg.Document.BlockPrefix, cfg.Document.BlockSuffix = "", ""
-		md, err := glamour.NewTermRenderer(glamour.WithStyles(cfg), glamour.WithWordWrap(width))
-		if err != nil {
-			return wrapStyled(lipgloss.NewStyle(), text, width, "")
-		}
-		v.md, v.mdWidth = md, width
+	if v.md == nil {
+		v.md = newMarkdownParser()
 	}
-	out, err := v.md.Render(text)
-	if err != nil {
-		return wrapStyled(lipgloss.NewStyle(), text, width, "")
-	}
-	lines := strings.Split(strings.Trim(out, "\n"), "\n")
-	for i, l := range lines {
-		l = strings.TrimRight(l, " ")
-		if ansi.StringWidth(l) > width {
-			l = ansi.Truncate(l, width, "")
-		}
-		lines[i] = l
-	}
-	return lines
+	return renderMarkdown(v.md, v.st, text, width)
 }
 
 func prefixed(prefix string, lines []string) []string {
