@@ -93,20 +93,7 @@ func TestInstallInOneExec(t *testing.T) {
 			opts := e.opts()
 			opts.Payload = payload.Dir(dir)
 			c := connect(t, NewDialer(opts), e.target("h1", s))
-			if !c.Info.Uploaded || c.Info.Method != tc.method || c.Info.BytesUploaded != int64(tc.uploaded) {
-				t.Fatalf("bootstrap %+v, want %d bytes uploaded by %s", c.Info, tc.uploaded, tc.method)
-			}
-			if got := fileSum(t, c.Info.RemotePath); got != sum {
-				t.Errorf("installed rexd has sha256 %s, want %s", got, sum)
-			}
-			if out, code := runOn(t, c, "echo", "up"); code != 0 || out != "up\n" {
-				t.Errorf("rexd does not run: %q, exit %d", out, code)
-			}
-			vdir := filepath.Join(s.Home, ".cache", "rexd", version.Version+"-"+sum[:12])
-			entries, err := os.ReadDir(vdir)
-			if err != nil || len(entries) != 1 || entries[0].Name() != "rexd" {
-				t.Errorf("%s holds %v (%v), want rexd alone", vdir, entries, err)
-			}
+			assertInstalled(t, c, s, tc.method, tc.uploaded, sum)
 		})
 	}
 }
@@ -161,5 +148,26 @@ func TestProbeSweepsOldLeftovers(t *testing.T) {
 	}
 	if _, err := os.Stat(recent); err != nil {
 		t.Errorf("the recent one is gone: %v", err)
+	}
+}
+
+// assertInstalled checks a bootstrap that uploaded: by method, that many
+// bytes, the build's hash on the target, a rexd that runs, and nothing
+// else left in its version directory.
+func assertInstalled(t *testing.T, c *Conn, s *sshtest.Server, method string, uploaded int, sum string) {
+	t.Helper()
+	if !c.Info.Uploaded || c.Info.Method != method || c.Info.BytesUploaded != int64(uploaded) {
+		t.Fatalf("bootstrap %+v, want %d bytes uploaded by %s", c.Info, uploaded, method)
+	}
+	if got := fileSum(t, c.Info.RemotePath); got != sum {
+		t.Errorf("installed rexd has sha256 %s, want %s", got, sum)
+	}
+	if out, code := runOn(t, c, "echo", "up"); code != 0 || out != "up\n" {
+		t.Errorf("rexd does not run: %q, exit %d", out, code)
+	}
+	vdir := filepath.Join(s.Home, ".cache", "rexd", version.Version+"-"+sum[:12])
+	entries, err := os.ReadDir(vdir)
+	if err != nil || len(entries) != 1 || entries[0].Name() != "rexd" {
+		t.Errorf("%s holds %v (%v), want rexd alone", vdir, entries, err)
 	}
 }
