@@ -167,7 +167,16 @@ func (w *problemWalk) walk(r *jsonschema.EvaluationResult, loc []string, node *j
 	if r == nil || r.Valid {
 		return
 	}
-	loc = append(slices.Clip(loc), pointerTokens(r.InstanceLocation)...)
+	// A detail's instance location is one property name or index, which the
+	// library writes unescaped after a slash.
+	if l, ok := strings.CutPrefix(r.InstanceLocation, "/"); ok {
+		loc = append(slices.Clip(loc), l)
+	}
+	if _, ok := w.at(loc); !ok {
+		// The library also checks a missing required property, as null,
+		// against its schema; "required" has said what is wrong.
+		return
+	}
 	explained := false
 	for _, d := range r.Details {
 		if d != nil && !d.Valid {
@@ -187,8 +196,37 @@ func (w *problemWalk) walk(r *jsonschema.EvaluationResult, loc []string, node *j
 		w.add(loc, w.sentence(loc, node, e))
 	}
 	for _, d := range r.Details {
+		if d == nil || d.Valid {
+			continue
+		}
+		kw, _, _ := strings.Cut(strings.TrimPrefix(d.EvaluationPath, "/"), "/")
+		switch kw {
+		case "propertyNames":
+			// The library checks the name at the property's location.
+			if l, ok := strings.CutPrefix(d.InstanceLocation, "/"); ok {
+				w.add(append(slices.Clip(loc), l), w.badName(loc, l))
+			}
+			continue
+		case "dependentSchemas":
+			// The dependent schema applies to the object itself, though the
+			// library places it at the property that triggers it.
+			d2 := *d
+			d2.InstanceLocation = ""
+			w.walk(&d2, loc, childSchema(node, d.EvaluationPath))
+			continue
+		}
 		w.walk(d, loc, childSchema(node, d.EvaluationPath))
 	}
+}
+
+// badName says that the object at loc may not hold key; the same
+// sentence whichever keyword (additionalProperties, propertyNames, a false
+// schema) forbids it, so one mistake reads once.
+func (w *problemWalk) badName(loc []string, key string) string {
+	if len(loc) == 0 {
+		return fmt.Sprintf("tool %s has no parameter %s; see its parameters with \"rex tool show %s\"", w.toolID, key, w.toolID)
+	}
+	return fmt.Sprintf("parameter %s has no key %s", paramName(loc), key)
 }
 
 // childSchema finds the subschema that produced a detail, from the
@@ -197,7 +235,15 @@ func childSchema(node *jsonschema.Schema, evalPath string) *jsonschema.Schema {
 	if node == nil {
 		return nil
 	}
-	t := pointerTokens(evalPath)
+	var t []string
+	if p := strings.TrimPrefix(evalPath, "/"); p != "" {
+		// Property names are written unescaped: the rest is one name.
+		kw, rest, ok := strings.Cut(p, "/")
+		t = []string{kw}
+		if ok {
+			t = append(t, rest)
+		}
+	}
 	if len(t) == 0 {
 		// A $ref's result; with a $dynamicRef too it is ambiguous.
 		if node.ResolvedDynamicRef == nil {
@@ -259,19 +305,6 @@ func childSchema(node *jsonschema.Schema, evalPath string) *jsonschema.Schema {
 		return node.ContentSchema
 	}
 	return nil
-}
-
-// pointerTokens splits a JSON Pointer ("/a/0/b~1c") into its tokens.
-func pointerTokens(p string) []string {
-	if p == "" || p == "#" {
-		return nil
-	}
-	p = strings.TrimPrefix(strings.TrimPrefix(p, "#"), "/")
-	parts := strings.Split(p, "/")
-	for i, s := range parts {
-		parts[i] = strings.ReplaceAll(strings.ReplaceAll(s, "~1", "/"), "~0", "~")
-	}
-	return parts
 }
 
 // at is the instance value at loc, and whether there is one.
@@ -367,10 +400,9 @@ func (w *problemWalk) sentence(loc []string, node *jsonschema.Schema, e *jsonsch
 		parent, key := loc[:len(loc)-1], loc[len(loc)-1]
 		if pv, _ := w.at(parent); pv != nil {
 			if _, isObj := pv.(map[string]any); isObj {
-				if len(parent) == 0 {
-					return fmt.Sprintf("tool %s has no parameter %s; see its parameters with \"rex tool show %s\"", w.toolID, key, w.toolID)
-				}
-				return fmt.Sprintf("parameter %s has no key %s", paramName(parent), key)
+				// additionalProperties, unevaluatedProperties or a
+				// property's schema is false: the key may not be given.
+				return w.badName(parent, key)
 			}
 		}
 		return fmt.Sprintf("%s is not allowed by the schema", subject)

@@ -115,7 +115,7 @@ func TestValidateParamsMessages(t *testing.T) {
 		"$defs": {"mode": {"enum": ["fast", "safe"]}},
 		"type": "object",
 		"properties": {
-			"name": {}, "zone": {},
+			"name": {}, "zone": {"type": "integer", "minimum": 1},
 			"mode": {"$ref": "#/$defs/mode"},
 			"count": {"type": "integer", "minimum": 1},
 			"level": {"const": "x"},
@@ -140,13 +140,48 @@ func TestValidateParamsMessages(t *testing.T) {
 			"parameter count must be at least 1, not 0; parameter opts needs width; parameter tags must have at least 2 items, not 1; " +
 				"parameter opts.depth must be integer, not string; parameter opts has no key z; parameter tags[0] must be string, not integer"},
 	} {
-		var got string
-		if err := validateParams(ps, "t/x", tt.params); err != nil {
-			got = err.Error()
-		}
-		if got != tt.want {
-			t.Errorf("params %v:\n got %q\nwant %q", tt.params, got, tt.want)
-		}
+		check(t, ps, tt.params, tt.want)
+	}
+}
+
+func check(t *testing.T, ps *paramSchema, params map[string]any, want string) {
+	t.Helper()
+	var got string
+	if err := validateParams(ps, "t/x", params); err != nil {
+		got = err.Error()
+	}
+	if got != want {
+		t.Errorf("params %v:\n got %q\nwant %q", params, got, want)
+	}
+}
+
+// TestValidateParamsShapes: keys with slashes, propertyNames,
+// dependentSchemas, unevaluatedProperties and false schemas name the
+// parameter the operator wrote.
+func TestValidateParamsShapes(t *testing.T) {
+	ps := mustSchema(t, `{
+		"properties": {
+			"a/b": {"type": "integer"},
+			"m": {"type": "object", "propertyNames": {"maxLength": 2}, "additionalProperties": {"type": "string"}},
+			"gone": false,
+			"tls": {"type": "boolean"}
+		},
+		"dependentSchemas": {"tls": {"required": ["cert"]}},
+		"propertyNames": {"pattern": "^[a-z/]+$"},
+		"unevaluatedProperties": false
+	}`)
+	for _, tt := range []struct {
+		params map[string]any
+		want   string
+	}{
+		{map[string]any{"a/b": 1, "m": map[string]any{"k": "v"}}, ""},
+		{map[string]any{"a/b": "x"}, "parameter a/b must be integer, not string"},
+		{map[string]any{"m": map[string]any{"long": "v", "k": 1}}, "parameter m.k must be string, not integer; parameter m has no key long"},
+		{map[string]any{"gone": 1}, `tool t/x has no parameter gone; see its parameters with "rex tool show t/x"`},
+		{map[string]any{"tls": true}, "tool t/x needs parameter cert; pass --param cert=VALUE"},
+		{map[string]any{"Up": 1}, `tool t/x has no parameter Up; see its parameters with "rex tool show t/x"`},
+	} {
+		check(t, ps, tt.params, tt.want)
 	}
 }
 
