@@ -2,6 +2,7 @@ package chain
 
 import (
 	"bytes"
+	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,6 +70,145 @@ func compileSchema(raw map[string]any) (*paramSchema, error) {
 		return nil, fmt.Errorf("config_schema is not valid JSON Schema: $ref %q points at nothing in the schema", refs[0])
 	}
 	return &paramSchema{sch: sch}, nil
+}
+
+// metaschemaFS holds the metaschemas of drafts 2020-12 and 2019-09 (from
+// json-schema.org, as santhosh-tekuri/jsonschema shipped them); the library
+// carries only those of drafts 7, 6 and 4.
+//
+//go:embed metaschema/*.json
+var metaschemaFS embed.FS
+
+// metaschemaCheck checks config_schemas against their draft's metaschema,
+// as the library's Compile does not: "type": "strin" or "minLength": -1
+// would otherwise be accepted. The metaschemas compile on the first schema
+// that needs them, once per Engine, so a process that validates no schema
+// pays nothing; checks take turns because validation caches inside schemas.
+type metaschemaCheck struct {
+	mu     sync.Mutex
+	c      *jsonschema.Compiler
+	loaded map[string]bool // embedded metaschema prefixes compiled into c
+}
+
+// check reports the first way raw breaks its draft's metaschema, as one line.
+func (k *metaschemaCheck) check(raw map[string]any) error {
+	doc, err := json.Marshal(raw)
+	if err != nil {
+		return fmt.Errorf("config_schema is not JSON: %w", err)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.c == nil {
+		k.c = jsonschema.NewCompiler()
+		for scheme := range k.c.Loaders {
+			delete(k.c.Loaders, scheme)
+		}
+		k.loaded = map[string]bool{}
+	}
+	// Drafts 2020-12 and 2019-09 against the embedded metaschemas; 7, 6
+	// and 4 against the library's own.
+	var draft string
+	switch s := fmt.Sprint(raw["$schema"]); {
+	case raw["$schema"] == nil, strings.Contains(s, "/draft/2020-12/"):
+		draft = "2020-12"
+	case strings.Contains(s, "/draft/2019-09/"):
+		draft = "2019-09"
+	}
+	var res *jsonschema.EvaluationResult
+	if draft != "" {
+		if err := k.load(draft); err != nil {
+			return err
+		}
+		ms, err := k.c.Schema("https://json-schema.org/draft/" + draft + "/schema")
+		if err != nil {
+			return fmt.Errorf("config_schema could not be checked against draft %s: %w", draft, err)
+		}
+		res = ms.ValidateJSON(doc)
+	} else if res, err = k.c.ValidateSchema(doc); err != nil {
+		return fmt.Errorf("config_schema could not be checked against its draft: %s", oneLine(err.Error()))
+	}
+	if res.IsValid() {
+		return nil
+	}
+	var leaves []problem
+	metaLeaves(res, "", &leaves)
+	if len(leaves) == 0 {
+		return errors.New("config_schema is not valid JSON Schema")
+	}
+	slices.SortFunc(leaves, func(a, b problem) int {
+		if c := strings.Compare(a.loc[0], b.loc[0]); c != 0 {
+			return c
+		}
+		return strings.Compare(a.msg, b.msg)
+	})
+	// Every failure at the first place, as anyOf's branches each say part.
+	at := leaves[0].loc[0]
+	var msgs []string
+	for _, l := range leaves {
+		if l.loc[0] == at && !slices.Contains(msgs, oneLine(l.msg)) {
+			msgs = append(msgs, oneLine(l.msg))
+		}
+	}
+	if at == "" {
+		at = "/"
+	}
+	return fmt.Errorf("config_schema is not valid JSON Schema: at %s: %s", at, strings.Join(msgs, "; "))
+}
+
+// load compiles the embedded metaschemas of one draft, vocabularies first
+// so the draft's own document finds them.
+func (k *metaschemaCheck) load(draft string) error {
+	if k.loaded[draft] {
+		return nil
+	}
+	names, err := metaschemaFS.ReadDir("metaschema")
+	if err != nil {
+		return fmt.Errorf("read the embedded metaschemas: %w", err)
+	}
+	var main []byte
+	for _, n := range names {
+		rest, ok := strings.CutPrefix(n.Name(), draft+"-")
+		if !ok {
+			continue
+		}
+		b, err := metaschemaFS.ReadFile("metaschema/" + n.Name())
+		if err != nil {
+			return fmt.Errorf("read the embedded metaschema %s: %w", n.Name(), err)
+		}
+		if rest == "schema.json" {
+			main = b
+			continue
+		}
+		if _, err := k.c.Compile(b); err != nil {
+			return fmt.Errorf("compile the embedded metaschema %s: %w", n.Name(), err)
+		}
+	}
+	if _, err := k.c.Compile(main); err != nil {
+		return fmt.Errorf("compile the embedded metaschema of draft %s: %w", draft, err)
+	}
+	k.loaded[draft] = true
+	return nil
+}
+
+// metaLeaves collects the failures of a metaschema check that are not
+// explained by deeper ones, each at its location in the config_schema.
+func metaLeaves(r *jsonschema.EvaluationResult, at string, out *[]problem) {
+	if r == nil || r.Valid {
+		return
+	}
+	at += r.InstanceLocation
+	explained := false
+	for _, d := range r.Details {
+		if d != nil && !d.Valid {
+			explained = true
+			metaLeaves(d, at, out)
+		}
+	}
+	for _, e := range r.Errors {
+		if !(wrappers[e.Keyword] && explained) {
+			*out = append(*out, problem{loc: []string{at}, msg: e.Error()})
+		}
+	}
 }
 
 // knownDraft reports whether a $schema names a draft the validator knows.

@@ -36,6 +36,7 @@ CONFIG_SCHEMA = {
 		".ai/tools/v/rt.yaml":     "tool_type: runtime\nexecutor_id: rex/core/primitives/execute\nconfig:\n  command: \"true\"\n  input_data: \"{params_json}\"\n",
 		".ai/tools/v/bad.yaml":    "executor_id: v/rt\nconfig_schema:\n  type: object\n  properties:\n    n: {type: integer, minimum: \"one\"}\n",
 		".ai/tools/v/remote.yaml": "executor_id: v/rt\nconfig_schema:\n  $ref: \"file:///etc/passwd\"\n",
+		".ai/tools/v/typo.yaml":   "executor_id: v/rt\nconfig_schema:\n  properties:\n    n: {type: strin}\n",
 	})
 	e := newEngine(t, Options{ProjectRoot: proj})
 	plan := func(params map[string]string) error {
@@ -83,6 +84,8 @@ CONFIG_SCHEMA = {
 	errorContains(t, err, "config_schema", "minimum")
 	_, err = e.Plan(t.Context(), PlanRequest{ID: "v/remote", Target: localTarget(t, nil)})
 	errorContains(t, err, "config_schema", "other documents")
+	_, err = e.Plan(t.Context(), PlanRequest{ID: "v/typo", Target: localTarget(t, nil)})
+	errorContains(t, err, "config_schema is not valid JSON Schema: at /properties/n/type")
 }
 
 // mustSchema compiles a config_schema written as JSON.
@@ -203,6 +206,38 @@ func TestConfigSchemaCompile(t *testing.T) {
 	} {
 		err := compileText(tt.doc)
 		errorContains(t, err, tt.want)
+		if strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: error is not one line: %q", tt.doc, err)
+		}
+	}
+}
+
+// TestConfigSchemaMetaschema: a schema that breaks its draft's metaschema
+// is refused, one line naming where; valid schemas of every draft pass.
+func TestConfigSchemaMetaschema(t *testing.T) {
+	var k metaschemaCheck
+	for _, tt := range []struct{ doc, want, also string }{
+		{`{"type": "object", "properties": {"n": {"type": "integer", "minimum": 1, "format": "date"}}, "required": ["n"], "$defs": {"a": {"enum": [1, "x"]}}}`, "", ""},
+		{`{"$schema": "https://json-schema.org/draft/2019-09/schema", "properties": {"n": {"type": "string"}}}`, "", ""},
+		{`{"$schema": "http://json-schema.org/draft-07/schema#", "properties": {"n": {"type": "string"}}}`, "", ""},
+		{`{"properties": {"n": {"type": "strin"}}}`, "config_schema is not valid JSON Schema: at /properties/n/type: ", "Value strin should be one of the allowed values"},
+		{`{"properties": {"n": {"minLength": -1}}}`, "config_schema is not valid JSON Schema: at /properties/n/minLength: -1 should be at least 0", ""},
+		{`{"required": ["a", "a"]}`, "config_schema is not valid JSON Schema: at /required: ", ""},
+		{`{"$schema": "https://json-schema.org/draft/2019-09/schema", "type": "strin"}`, "config_schema is not valid JSON Schema: at /type: ", ""},
+		{`{"$schema": "http://json-schema.org/draft-07/schema#", "maxItems": -2}`, "config_schema is not valid JSON Schema: at /maxItems: ", ""},
+	} {
+		var raw map[string]any
+		if err := json.Unmarshal([]byte(tt.doc), &raw); err != nil {
+			t.Fatal(err)
+		}
+		err := k.check(raw)
+		if tt.want == "" {
+			if err != nil {
+				t.Errorf("%s was refused: %v", tt.doc, err)
+			}
+			continue
+		}
+		errorContains(t, err, tt.want, tt.also)
 		if strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: error is not one line: %q", tt.doc, err)
 		}
