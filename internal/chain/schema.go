@@ -585,6 +585,8 @@ func (w *problemWalk) sentence(loc []string, node *jsonschema.Schema, e *jsonsch
 		return fmt.Sprintf("%s must have at most %s items, not %s", subject, param(e, "max_items"), param(e, "count"))
 	case "unique_items_mismatch":
 		return fmt.Sprintf("%s must hold unique items: items %s and %s are equal", subject, param(e, "index1"), param(e, "index2"))
+	case "unknown_format":
+		return fmt.Sprintf("%s cannot be checked: its schema's format %s is not one rex knows; the tool's config_schema needs fixing", subject, param(e, "format"))
 	case "format_mismatch":
 		return fmt.Sprintf("%s %s is not a valid %s", subject, jsonText(got), param(e, "format"))
 	}

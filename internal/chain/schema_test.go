@@ -167,7 +167,8 @@ func TestValidateParamsShapes(t *testing.T) {
 			"a/b": {"type": "integer"},
 			"m": {"type": "object", "propertyNames": {"maxLength": 2}, "additionalProperties": {"type": "string"}},
 			"gone": false,
-			"tls": {"type": "boolean"}
+			"tls": {"type": "boolean"},
+			"when": {"format": "nosuch"}
 		},
 		"dependentSchemas": {"tls": {"required": ["cert"]}},
 		"propertyNames": {"pattern": "^[a-z/]+$"},
@@ -182,6 +183,7 @@ func TestValidateParamsShapes(t *testing.T) {
 		{map[string]any{"m": map[string]any{"long": "v", "k": 1}}, "parameter m.k must be string, not integer; parameter m has no key long"},
 		{map[string]any{"gone": 1}, `tool t/x has no parameter gone; see its parameters with "rex tool show t/x"`},
 		{map[string]any{"tls": true}, "tool t/x needs parameter cert; pass --param cert=VALUE"},
+		{map[string]any{"m": map[string]any{}, "when": "x"}, "parameter when cannot be checked: its schema's format nosuch is not one rex knows; the tool's config_schema needs fixing"},
 		{map[string]any{"Up": 1}, `tool t/x has no parameter Up; see its parameters with "rex tool show t/x"`},
 	} {
 		check(t, ps, tt.params, tt.want)
