@@ -182,6 +182,8 @@ type Engine struct {
 	chains map[string]*chainEntry
 	metas  map[metaKey]*metaEntry
 	stats  CacheStats
+
+	metaschemas metaschemaCheck // checks each config_schema read from a file
 }
 
 type metaKey struct {
@@ -359,6 +361,11 @@ func (e *Engine) metadata(root *spaceRoot, rel string, content []byte, hash stri
 	e.stats.MetaMisses++
 	e.mu.Unlock()
 	meta, isItem, err := loadMetadata(rel, content)
+	if err == nil && meta != nil && meta.ConfigSchema != nil {
+		if cerr := e.metaschemas.check(meta.ConfigSchema); cerr != nil {
+			meta, err = nil, cerr
+		}
+	}
 	if err != nil {
 		err = fmt.Errorf("%s: %w", root.display(rel), err)
 	}

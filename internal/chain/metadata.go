@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
 	"github.com/rexconsole/rex/internal/secrets"
 )
 
@@ -30,7 +28,7 @@ type Metadata struct {
 	VerifyDeps       *VerifyDeps
 	Config           map[string]any // execution config: command, args, input_data, cwd, timeout, param_env, ...
 	ConfigSchema     map[string]any // the parameters, as JSON Schema
-	schema           *jsonschema.Schema
+	schema           *paramSchema
 	ConfigResolve    *ConfigResolve
 	ChildConstraints *Constraints
 	Inputs, Outputs  []string // declared I/O types; nil when not declared
