@@ -35,6 +35,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var (
 		stdio, showVersion, noAudit bool
 		configPath, auditPath       string
+		buildHash                   string
 		roots, limits               multiFlag
 		nice                        int
 		niceSSH                     bool
@@ -47,6 +48,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Var(&limits, "limit", "set a limit, `NAME=VALUE` with NAME as in the config's [limits] (repeatable); 0 means none for timeouts and output")
 	fs.IntVar(&nice, "nice", 0, "run at nice `N` (rex starts a bulk lane's rexd so: a transfer yields the CPU to interactive work)")
 	fs.BoolVar(&niceSSH, "nice-ssh", false, "with --nice, also lower the sshd that started rexd (rex asks it for a lane with an SSH connection of its own)")
+	fs.StringVar(&buildHash, "build-hash", "", "this executable's SHA-256 as `HEX`, as the one who starts it checked it: rexd does not hash itself then (rex's boot script passes it when a stat shows the file unchanged since it was hashed)")
 	fs.BoolVar(&showVersion, "version", false, "print \"rexd <version> <build-hash>\" and exit")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: rexd --stdio [--config PATH] [--root DIR]... [--audit PATH] [--limit NAME=VALUE]... [--nice N [--nice-ssh]]")
@@ -59,10 +61,19 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	hash, err := rexd.BuildHash()
-	if err != nil {
-		fmt.Fprintf(stderr, "rexd: %v\n", err)
-		return 1
+	hash := buildHash
+	if hash == "" || showVersion {
+		// Hashing the 4 MB executable is most of a start's own time: a
+		// starter that has checked it says so instead. --version always
+		// reports what the file holds.
+		var err error
+		if hash, err = rexd.BuildHash(); err != nil {
+			fmt.Fprintf(stderr, "rexd: %v\n", err)
+			return 1
+		}
+	} else if !isSHA256(hash) {
+		fmt.Fprintf(stderr, "rexd: --build-hash %q is not a SHA-256 in hex\n", hash)
+		return 2
 	}
 	if showVersion {
 		fmt.Fprintf(stdout, "rexd %s %s\n", version.Version, hash)
@@ -173,4 +184,17 @@ func setLimit(cfg *rexd.Config, kv string) error {
 		return fmt.Errorf("--limit %q: unknown limit %q", kv, name)
 	}
 	return nil
+}
+
+// isSHA256 reports whether s is 64 lowercase hex digits.
+func isSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -197,7 +197,7 @@ func (d *Dialer) bootstrap(ctx context.Context, client *ssh.Client, name string,
 	fresh := path.Join(h.dir, b.entry, "rexd")
 	extra := []string{"fresh=" + fresh}
 	if stamp != "" {
-		extra = append(extra, "fast="+fresh+"="+stamp)
+		extra = append(extra, "fast="+fresh+"="+stamp, "fastsum="+b.SHA256)
 	}
 	l, err = d.launch(ctx, client, name, "run", builds, &lo, extra...)
 	if err != nil {
@@ -231,9 +231,9 @@ func buildHashes(builds []build) []string {
 	return out
 }
 
-// knownArgs are the known= arguments of bootScript for an account, and a
-// fast= one for the first of them that is one of builds (in its version
-// directory, <version>-<hash12>): the cold start's fast path.
+// knownArgs are the known= arguments of bootScript for an account, and
+// fast= and fastsum= ones for the first of them that is one of builds (in
+// its version directory, <version>-<hash12>): the cold start's fast path.
 func (d *Dialer) knownArgs(account string, builds []build) []string {
 	d.verifiedMu.Lock()
 	defer d.verifiedMu.Unlock()
@@ -249,8 +249,8 @@ func (d *Dialer) knownArgs(account string, builds []build) []string {
 			continue
 		}
 		entry := path.Base(path.Dir(p))
-		if slices.ContainsFunc(builds, func(b build) bool { return b.entry == entry }) {
-			return append(out, "fast="+p+"="+stamp)
+		if i := slices.IndexFunc(builds, func(b build) bool { return b.entry == entry }); i >= 0 {
+			return append(out, "fast="+p+"="+stamp, "fastsum="+builds[i].SHA256)
 		}
 	}
 	return out

@@ -20,6 +20,7 @@ func TestColdStartFastPath(t *testing.T) {
 		name   string
 		change func(t *testing.T, tools, rexd string)
 		check  func(t *testing.T, c *Conn, rexd string)
+		told   bool // rexd was given its hash, not left to hash itself
 	}{
 		{"unchanged, without uname, id and ls",
 			func(t *testing.T, tools, _ string) {
@@ -33,7 +34,7 @@ func TestColdStartFastPath(t *testing.T) {
 				if !c.Info.Cached || c.Info.Hashed || c.Info.RemotePath != rexd {
 					t.Errorf("bootstrap %+v, want %s run as it is", c.Info, rexd)
 				}
-			}},
+			}, true},
 		{"replaced by a copy",
 			func(t *testing.T, _, rexd string) {
 				b, err := os.ReadFile(rexd)
@@ -51,7 +52,7 @@ func TestColdStartFastPath(t *testing.T) {
 				if !c.Info.Cached || !c.Info.Hashed || c.Info.RemotePath != rexd {
 					t.Errorf("bootstrap %+v, want %s hashed before it ran", c.Info, rexd)
 				}
-			}},
+			}, false},
 		{"version directory loosened",
 			func(t *testing.T, _, rexd string) {
 				if err := os.Chmod(filepath.Dir(rexd), 0o755); err != nil {
@@ -65,7 +66,7 @@ func TestColdStartFastPath(t *testing.T) {
 				if fi, err := os.Stat(filepath.Dir(rexd)); err != nil || fi.Mode().Perm() != 0o700 {
 					t.Errorf("version directory %v (%v), want it tightened back to 0700", fi.Mode(), err)
 				}
-			}},
+			}, false},
 		{"version directory a symbolic link",
 			func(t *testing.T, _, rexd string) {
 				vdir := filepath.Dir(rexd)
@@ -80,7 +81,7 @@ func TestColdStartFastPath(t *testing.T) {
 				if c.Info.RemotePath == rexd || !c.Info.Uploaded {
 					t.Errorf("bootstrap %+v, want a fresh copy elsewhere, not %s through the link", c.Info, rexd)
 				}
-			}},
+			}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -98,6 +99,12 @@ func TestColdStartFastPath(t *testing.T) {
 			tc.change(t, tools, first.Info.RemotePath)
 			c := connect(t, NewDialer(o), e.target("h1", s))
 			tc.check(t, c, first.Info.RemotePath)
+			if told := strings.Contains(rexdCmdline(t, c), " --build-hash "+fileSum(t, c.Info.RemotePath)+" "); told != tc.told {
+				t.Errorf("rexd's command line %q: given its hash %v, want %v", rexdCmdline(t, c), told, tc.told)
+			}
+			if got, want := c.Session.Info.BuildHash, fileSum(t, c.Info.RemotePath); got != want {
+				t.Errorf("rexd reports build hash %s, its file's is %s", got, want)
+			}
 			if out, code := runOn(t, c, "echo", "up"); code != 0 || out != "up\n" {
 				t.Errorf("rexd does not run: %q, exit %d", out, code)
 			}
@@ -120,7 +127,21 @@ func TestFirstContactStartsTheCopyByTheFastPath(t *testing.T) {
 	if got := readFile(t, count); got != "x\n" {
 		t.Errorf("uname ran %d times, want once (the probe)", strings.Count(got, "x"))
 	}
+	if !strings.Contains(rexdCmdline(t, c), " --build-hash "+fileSum(t, c.Info.RemotePath)+" ") {
+		t.Errorf("the fresh copy hashed itself: %q, want --build-hash given", rexdCmdline(t, c))
+	}
 	if out, code := runOn(t, c, "echo", "up"); code != 0 || out != "up\n" {
 		t.Errorf("rexd does not run: %q, exit %d", out, code)
 	}
+}
+
+// rexdCmdline is the command line of the rexd that serves c, read by a
+// child of it from /proc (the hosts of these tests are this machine).
+func rexdCmdline(t *testing.T, c *Conn) string {
+	t.Helper()
+	out, code := runOn(t, c, "sh", "-c", `tr "\0" " " < /proc/$PPID/cmdline`)
+	if code != 0 {
+		t.Fatalf("read rexd's command line: exit %d", code)
+	}
+	return out
 }

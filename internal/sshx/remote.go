@@ -32,6 +32,9 @@ import (
 //	fast=<path>=<stat>              one of the known ones, of a build this
 //	                                rex carries: run mode tries it first,
 //	                                with a single stat (see fok)
+//	fastsum=<sha256>                that build's SHA-256, given to the fast
+//	                                path's rexd (--build-hash) so that it
+//	                                does not hash itself
 //
 // Candidate cache directories, in order: $XDG_CACHE_HOME/rexd,
 // $HOME/.cache/rexd, ${TMPDIR:-/tmp}/rexd-<uid>. A cache directory and its
@@ -61,9 +64,9 @@ import (
 // The script holds no single quote, no "!" and no newline, so it survives
 // being quoted for any login shell (csh included); values travel as
 // arguments, never inside the script.
-const bootScript = `m=$1; shift; v=; r=; want=; k=; fresh=; fp=; pl=; bu=; bm=; bp=; br=; ` +
+const bootScript = `m=$1; shift; v=; r=; want=; k=; fresh=; fp=; fh=; pl=; bu=; bm=; bp=; br=; ` +
 	`while [ $# -gt 0 ]; do e=$1; shift; if [ "$e" = -- ]; then break; fi; ` +
-	`case $e in version=*) r=${e#version=};; sum=*) pl="$pl|$e|";; known=*) k="$k|${e#known=}|";; fresh=*) fresh=${e#fresh=};; fast=*) fp=${e#fast=};; ` +
+	`case $e in version=*) r=${e#version=};; sum=*) pl="$pl|$e|";; known=*) k="$k|${e#known=}|";; fresh=*) fresh=${e#fresh=};; fast=*) fp=${e#fast=};; fastsum=*) fh=${e#fastsum=};; ` +
 	`become=*) bu=${e#become=};; bmode=*) bm=${e#bmode=};; bprompt=*) bp=${e#bprompt=};; bready=*) br=${e#bready=};; *=*) pl="$pl|$e|";; esac; done; ` +
 	// rx F STAT ARGS: run rexd F, through sudo when become= says so.
 	`rx() { p=$1; ps=$2; shift 2; echo "rexd-exec $p $ps"; if [ -n "$bu" ]; then exec sudo "$bm" -H -p "$bp" -u "$bu" -- /bin/sh -c "$br" "$p" --stdio "$@"; fi; exec "$p" --stdio "$@"; }; ` +
@@ -76,7 +79,7 @@ const bootScript = `m=$1; shift; v=; r=; want=; k=; fresh=; fp=; pl=; bu=; bm=; 
 	`fok() { set -- $(stat -c %f:%d:%i:%s:%Y:%Z "$pd" "$vd" "$f" 2>/dev/null || stat -f %p:%d:%i:%z:%m:%c "$pd" "$vd" "$f" 2>/dev/null); ` +
 	`if [ $# -eq 3 ]; then :; else return 1; fi; for x in "$1" "$2"; do case $x in 41c0:*|40700:*) ;; *) return 1;; esac; done; s=${3#*:}; [ "$s" = "$fs" ]; }; ` +
 	`if [ "$m" = run ] && [ -n "$fp" ]; then f=${fp%=*}; fs=${fp##*=}; vd=${f%/*}; pd=${vd%/*}; ` +
-	`if [ -L "$pd" ] || [ -L "$vd" ] || [ -L "$f" ]; then :; elif [ -O "$pd" ] && [ -O "$vd" ] && [ -O "$f" ] && [ -f "$f" ] && [ -x "$f" ] && fok; then rx "$f" "$s" "$@"; fi; fi; ` +
+	`if [ -L "$pd" ] || [ -L "$vd" ] || [ -L "$f" ]; then :; elif [ -O "$pd" ] && [ -O "$vd" ] && [ -O "$f" ] && [ -f "$f" ] && [ -x "$f" ] && fok; then if [ -n "$fh" ]; then rx "$f" "$s" --build-hash "$fh" "$@"; fi; rx "$f" "$s" "$@"; fi; fi; ` +
 	`u=$(uname -sm 2>/dev/null); me=$(id -u); ` +
 	`case $pl in *"|sum=$u="*) want=${pl#*"|sum=$u="}; want=${want%%|*};; esac; case $pl in *"|$u="*) v=${pl#*"|$u="}; v=${v%%|*};; esac; ` +
 	`c1=; case ${XDG_CACHE_HOME-} in /*) c1=$XDG_CACHE_HOME/rexd;; esac; ` +
