@@ -46,11 +46,15 @@ for _ in $(seq 1 "$REPS"); do
 	vers+=("$({ time "$REX" --version >/dev/null 2>&1; } 2>&1)")
 	# shellcheck disable=SC2086
 	ssh1+=("$({ time ssh -F "$WAN/ssh_config" $SSH_EXTRA -n h1 true; } 2>&1)")
+	# Each build's cold runs follow its own first contact: a first contact removes h1's
+	# whole rexd cache, the other build's copy with it, and the stamps of both.
 	first1+=("$(first "$REX")")
-	[[ -z ${REX_BEFORE:-} ]] || bfirst1+=("$(first "$REX_BEFORE")")
 	rex1+=("$({ time "${ENV[@]}" "$REX" run h1 -- true >/dev/null 2>&1; } 2>&1)")
-	[[ -z ${REX_BEFORE:-} ]] || before+=("$({ time "${ENV[@]}" "$REX_BEFORE" run h1 -- true >/dev/null 2>&1; } 2>&1)")
 	rexN+=("$({ time "${ENV[@]}" "$REX" run all-bench -- true >/dev/null 2>&1; } 2>&1)")
+	if [[ -n ${REX_BEFORE:-} ]]; then
+		bfirst1+=("$(first "$REX_BEFORE")")
+		before+=("$({ time "${ENV[@]}" "$REX_BEFORE" run h1 -- true >/dev/null 2>&1; } 2>&1)")
+	fi
 	peers+=("$(PEERS="pdsh pssh ssh-par" "$SHARED/peers.sh" "$WAN" true)")
 done
 {
