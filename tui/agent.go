@@ -768,7 +768,7 @@ func (m *Model) agentStyles() agentview.Styles {
 		Heading: st.Accent.Bold(true), Emph: lipgloss.NewStyle().Italic(true), Strong: lipgloss.NewStyle().Bold(true),
 		Strike: lipgloss.NewStyle().Strikethrough(true), Code: st.Warning, CodeBlock: st.Text, Link: st.Accent.Underline(true),
 		Quote: st.Muted, Rule: st.Muted,
-		Dark: st.Theme.Dark, Plain: m.opts.NoColor,
+		Plain: m.opts.NoColor,
 	}
 }
 

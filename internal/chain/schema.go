@@ -23,6 +23,17 @@ import (
 // self-contained: $ref may point inside it, never at another document, and
 // the compiler has no loaders, so nothing is ever fetched.
 
+// offlineCompiler is a compiler without the library's http and https
+// loaders: a config_schema comes from a tool file and must never make rex
+// fetch anything.
+func offlineCompiler() *jsonschema.Compiler {
+	c := jsonschema.NewCompiler()
+	for scheme := range c.Loaders {
+		delete(c.Loaders, scheme)
+	}
+	return c
+}
+
 // errNoLoad refuses every document a schema refers to.
 var errNoLoad = errors.New("a config_schema cannot load other documents; keep $ref inside the schema")
 
@@ -43,12 +54,7 @@ func compileSchema(raw map[string]any) (*paramSchema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config_schema is not JSON: %w", err)
 	}
-	c := jsonschema.NewCompiler()
-	// The library registers http and https loaders; a config_schema comes
-	// from a tool file and must never make rex fetch anything.
-	for scheme := range c.Loaders {
-		delete(c.Loaders, scheme)
-	}
+	c := offlineCompiler()
 	c.SetDefaultDialect(jsonschema.Draft202012)
 	c.SetAssertFormat(true)
 	if s, ok := raw["$schema"]; ok {
@@ -99,10 +105,7 @@ func (k *metaschemaCheck) check(raw map[string]any) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.c == nil {
-		k.c = jsonschema.NewCompiler()
-		for scheme := range k.c.Loaders {
-			delete(k.c.Loaders, scheme)
-		}
+		k.c = offlineCompiler()
 		k.loaded = map[string]bool{}
 	}
 	// Drafts 2020-12 and 2019-09 against the embedded metaschemas; 7, 6

@@ -41,9 +41,7 @@ type Styles struct {
 	Quote     lipgloss.Style // a block quote's bar
 	Rule      lipgloss.Style
 	// Plain renders Markdown without colours or attributes (NO_COLOR).
-	// Dark says the theme is dark; the styles above already carry its
-	// colours, so the renderer does not read it.
-	Dark, Plain bool
+	Plain bool
 }
 
 // maxEntries bounds the transcript; the oldest entries go first.

@@ -19,7 +19,7 @@ func plain(lines []string) string {
 }
 
 func TestTranscript(t *testing.T) {
-	v := New(Styles{Prompt: lipgloss.NewStyle().Bold(true), Dark: true})
+	v := New(Styles{Prompt: lipgloss.NewStyle().Bold(true)})
 	v.Prompt("what kernel runs on these hosts")
 	for _, e := range []agent.Event{
 		{Type: agent.EventTurnStart, Prompt: "what kernel runs on these hosts", Target: "fleet"},
