@@ -106,7 +106,7 @@ func connectLocalSudo(ctx context.Context, rexdPath string, args []string, user 
 		}
 		return nil, fmt.Errorf("start the local rexd through sudo as %s: %w", user, err)
 	}
-	s, err := c.OpenSession(ctx, protocol.SessionOpenParams{ClientName: "rex", ClientVersion: version.Version})
+	s, err := c.OpenSession(ctx, protocol.SessionOpenParams{ClientName: "rex", ClientVersion: version.Version, RequestedCapabilities: []string{protocol.CapOutputRaw}})
 	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("local rexd through sudo: %w", err)

@@ -18,7 +18,7 @@ func LocalConnector(rexdPath string, args ...string) ConnectorFunc {
 		if err != nil {
 			return nil, fmt.Errorf("start local rexd: %w", err)
 		}
-		s, err := c.OpenSession(ctx, protocol.SessionOpenParams{ClientName: "rex", ClientVersion: version.Version})
+		s, err := c.OpenSession(ctx, protocol.SessionOpenParams{ClientName: "rex", ClientVersion: version.Version, RequestedCapabilities: []string{protocol.CapOutputRaw}})
 		if err != nil {
 			c.Close()
 			return nil, fmt.Errorf("local rexd: %w", err)

@@ -427,6 +427,9 @@ func (p *Pool) AcquireAs(ctx context.Context, t Target, client string) (*Lease, 
 		ClientVersion:  version.Version,
 		WorkspaceRoots: base.Info.WorkspaceRoots,
 		ResumeGraceMS:  base.Info.ResumeGraceMS, // resumed with the rest
+		// rex's own rexd has raw output frames (a resumable session
+		// keeps JSON lines whatever is asked).
+		RequestedCapabilities: []string{protocol.CapOutputRaw},
 	})
 	if err != nil {
 		l.Release()

@@ -147,6 +147,25 @@ func (c *Client) readLoop(dec *protocol.Decoder, enc *protocol.Encoder, transpor
 		if err != nil {
 			break
 		}
+		if method, ev, n, ok, ferr := protocol.ParseRawOutputLine(line, protocol.MaxRawOutput); ok {
+			if errors.Is(ferr, protocol.ErrRawOutputTooLarge) {
+				err = fmt.Errorf("rexd broke the protocol: %w", ferr)
+				break
+			}
+			data, rerr := dec.ReadRaw(n)
+			if rerr != nil {
+				err = rerr
+				break
+			}
+			if ferr != nil {
+				continue // skipped whole, as an unreadable line is; rexd never sends one
+			}
+			if ev.SessionSeq != 0 && !c.seen(ev.SessionID, ev.SessionSeq, len(line)+1+n, enc) {
+				continue
+			}
+			c.routeOutput(method, ev, data)
+			continue
+		}
 		if method, ev, data, ok := protocol.ParseOutputEvent(line); ok {
 			if ev.SessionSeq != 0 && !c.seen(ev.SessionID, ev.SessionSeq, len(line), enc) {
 				continue

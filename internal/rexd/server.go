@@ -115,7 +115,7 @@ func (s *Server) newID(prefix string) string {
 
 // capabilities are what this server implements.
 func (s *Server) capabilities() []string {
-	caps := []string{protocol.CapExec, protocol.CapFS, protocol.CapEvents, protocol.CapExecInput, protocol.CapPTY, protocol.CapCAS, protocol.CapCASRaw, protocol.CapCancel, protocol.CapPipeline}
+	caps := []string{protocol.CapExec, protocol.CapFS, protocol.CapEvents, protocol.CapExecInput, protocol.CapPTY, protocol.CapCAS, protocol.CapCASRaw, protocol.CapCancel, protocol.CapPipeline, protocol.CapOutputRaw}
 	if s.cfg.ResumeGrace > 0 {
 		caps = append(caps, protocol.CapResume)
 	}
@@ -261,6 +261,7 @@ func (c *conn) sessionOpen(ctx context.Context, req *request) (any, *protocol.Er
 		cwd:        roots.home(),
 		limits:     lowerLimits(c.srv.cfg.Limits, p.Limits),
 		openedAt:   time.Now(),
+		rawOutput:  grace == 0 && slices.Contains(p.RequestedCapabilities, protocol.CapOutputRaw),
 		procs:      map[string]*process{},
 		ptys:       map[string]*ptyProc{},
 	}

@@ -23,6 +23,10 @@ type session struct {
 	cwd        string
 	limits     protocol.Limits
 	openedAt   time.Time
+	// rawOutput: the client asked for raw output frames (capability
+	// output.raw). A resumable session's events stay JSON lines, which
+	// its log keeps, replays and relays as lines.
+	rawOutput bool
 
 	mu       sync.Mutex
 	procs    map[string]*process // exec processes, live and recently ended
@@ -224,6 +228,11 @@ func (s *session) close(disconnect bool) []*process {
 // connection, or for a resumable session through its log (numbered). line
 // is scratch space the caller may reuse; the line written is returned.
 func (s *session) sendOutput(p *process, method string, ev *protocol.OutputEvent, data, line []byte) []byte {
+	if s.resume == nil && s.rawOutput {
+		line = protocol.AppendRawOutputLine(line[:0], method, ev, len(data))
+		s.conn.enc.WriteFrame(line, [][]byte{data}) // an error means the client left; keep draining
+		return line
+	}
 	if s.resume == nil {
 		line = protocol.AppendOutputEvent(line[:0], method, ev, data)
 		s.conn.enc.WriteLine(line) // an error means the client left; keep draining

@@ -576,6 +576,11 @@ func (d *Dialer) openParams() protocol.SessionOpenParams {
 	if p.ClientVersion == "" {
 		p.ClientVersion = version.Version
 	}
+	// Only rexd of this build is ever opened (build_hashes): it has
+	// raw output frames.
+	if !slices.Contains(p.RequestedCapabilities, protocol.CapOutputRaw) {
+		p.RequestedCapabilities = append(slices.Clip(p.RequestedCapabilities), protocol.CapOutputRaw)
+	}
 	return p
 }
 
