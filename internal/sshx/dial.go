@@ -1,6 +1,7 @@
 package sshx
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -492,11 +493,29 @@ func pauseBudget(ctx context.Context) (resume func()) {
 type countingConn struct {
 	net.Conn
 	in, out atomic.Int64
+	r       *bufio.Reader // over socketReader; made on first Read
 }
 
+// connReadBuffer is how much one read of the socket may take. x/crypto/ssh
+// reads through a 4 KiB buffer: every packet of a stream cost two or more
+// reads (the length, then the rest), 17,000 reads and as many wakeups for
+// 256 MiB of output where ssh(1) makes 1,300.
+const connReadBuffer = 256 << 10
+
+// Read is called by the SSH transport's one reading goroutine only.
 func (c *countingConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	c.in.Add(int64(n))
+	if c.r == nil {
+		c.r = bufio.NewReaderSize(socketReader{c}, connReadBuffer)
+	}
+	return c.r.Read(p)
+}
+
+// socketReader reads the socket itself, counting what arrives.
+type socketReader struct{ c *countingConn }
+
+func (s socketReader) Read(p []byte) (int, error) {
+	n, err := s.c.Conn.Read(p)
+	s.c.in.Add(int64(n))
 	return n, err
 }
 
