@@ -19,7 +19,9 @@ completes, prefixed "host: " (stdout) or "host! " (stderr); a line longer
 than 64 KiB goes in pieces, each after the first marked "host:+". Then, on
 stderr, one line per target that did not exit 0 ("h2! exit 1", "h3! timed
 out after 1s", "h4! unreachable: ...", "h5! cancelled") and a summary (-q
-drops the summary).
+drops the summary). -N prints the output with no names: one target's bytes
+as they come, stdout to stdout and stderr to stderr, as ssh does; several
+targets' whole lines.
 
 One command word with spaces or shell syntax runs through sh -c on the
 target; several words are an argv that no shell interprets. stdin, when it
@@ -38,6 +40,7 @@ command and exits 130 (SIGTERM: 143).`,
   rex run -w web-* -x web9 -t 30s -- apt-get -y upgrade
   rex run ^hosts.txt --batch 2 --max-fail 1 -- ./upgrade.sh
   rex run web --canary 1 -- systemctl restart nginx
+  rex run db1 -N -- pg_dump app > app.sql
   rex run web --resumable -- ./long-migration.sh
   tar c conf | rex run web -- 'tar x -C /etc/app'`,
 		ValidArgsFunction: completeTargets(e, 0),

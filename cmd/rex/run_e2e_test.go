@@ -400,3 +400,44 @@ func TestOutdirQuietContinuedAndEnv(t *testing.T) {
 		t.Errorf("connection lost: exit %d, %s", code, out)
 	}
 }
+
+// TestNoPrefix: -N prints one target's output byte for byte, as ssh does
+// (binary, a last line without a newline), stderr on stderr; with several
+// targets, whole lines with no names.
+func TestNoPrefix(t *testing.T) {
+	f := newSSHFleet(t, 2, false)
+	out, errOut, code := f.run("run", "h1", "-N", "-q", "--", `head -c 300000 /dev/urandom > f; cat f; echo oops >&2`)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	want, err := os.ReadFile(filepath.Join(f.hostHome("h1"), "f"))
+	if err != nil || len(want) != 300000 {
+		t.Fatalf("the host's file: %d bytes, %v", len(want), err)
+	}
+	if out != string(want) {
+		t.Errorf("stdout is %d bytes that differ from the host's %d", len(out), len(want))
+	}
+	if errOut != "oops\n" {
+		t.Errorf("stderr %q, want the command's own", errOut)
+	}
+
+	out, errOut, code = f.run("run", "good", "-N", "-q", "--", `i=0; while [ $i -lt 2000 ]; do echo "line $i of $REX_TARGET"; i=$((i+1)); done; printf last`)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	count := map[string]int{}
+	for _, l := range lines {
+		count[l]++
+	}
+	for _, h := range f.healthy {
+		for _, l := range []string{"line 0 of " + h, "line 1999 of " + h} {
+			if count[l] != 1 {
+				t.Errorf("%q printed %d times", l, count[l])
+			}
+		}
+	}
+	if len(lines) != 2*2001 || count["last"] != 2 || !strings.HasSuffix(out, "\n") {
+		t.Errorf("%d lines (want %d, each whole), %d \"last\" lines", len(lines), 2*2001, count["last"])
+	}
+}

@@ -35,14 +35,17 @@ type RunSpec struct {
 	TargetFlags
 	ReachFlags
 	RollingFlags
-	JSON    bool
-	Gather  bool
-	Quiet   bool
-	OutDir  string
-	NoStdin bool
-	Timeout time.Duration
-	Sudo    bool
-	Task    fanout.Task
+	JSON   bool
+	Gather bool
+	Quiet  bool
+	OutDir string
+	// NoPrefix prints the output as it comes, with no target names
+	// (-N, as pdsh -N and clush -N).
+	NoPrefix bool
+	NoStdin  bool
+	Timeout  time.Duration
+	Sudo     bool
+	Task     fanout.Task
 	// OneShot closes each target's connection once its command has ended
 	// (`rex run`, which exits after): a run over many targets then holds
 	// open files for the running ones only. The console leaves it unset.
@@ -63,6 +66,7 @@ func (s *RunSpec) Bind(fs *pflag.FlagSet) {
 	s.ReachFlags.Bind(fs)
 	s.RollingFlags.Bind(fs)
 	BindQuiet(fs, &s.Quiet)
+	fs.BoolVarP(&s.NoPrefix, "no-prefix", "N", false, "print output as it comes, without target names (one target: its bytes as they are; several: whole lines)")
 	fs.StringVar(&s.OutDir, "outdir", "", "write each target's output to DIR/<target>.out and .err instead of the terminal")
 	fs.BoolVar(&s.NoStdin, "no-stdin", false, "do not forward stdin to the targets (it is forwarded when it is not a terminal)")
 	BindSudo(fs, &s.Sudo)
@@ -98,6 +102,9 @@ func (s *RunSpec) Args(fs *pflag.FlagSet, args []string) error {
 	}
 	if s.OutDir != "" && (s.JSON || s.Gather) {
 		return Usagef("--outdir writes the output to files; it does not go with --json or --gather")
+	}
+	if s.NoPrefix && (s.JSON || s.Gather || s.OutDir != "") {
+		return Usagef("--no-prefix prints the output as it comes; it does not go with --json, --gather or --outdir")
 	}
 	s.Task = TaskFor(cmd)
 	s.Task.Timeout = s.Timeout
@@ -167,6 +174,8 @@ func Run(ctx context.Context, app *App, o IO, spec RunSpec) error {
 		if out, err = newOutdirSink(spec.OutDir); err != nil {
 			return err
 		}
+	case spec.NoPrefix:
+		out = newPlainSink(o, targets)
 	default:
 		out = newPrefixSink(o, targets)
 	}
@@ -506,6 +515,96 @@ func (hp *hostPrefix) flushPartial() {
 }
 
 func (p *prefixSink) finish(*fanout.Summary) {} // every event was written whole
+
+// plainSink prints output with no target names (-N). One target's bytes
+// go through as they arrive, stdout to stdout and stderr to stderr, as ssh
+// prints them. With several targets only whole lines are written (a line
+// of one target never runs into another's), and a target's last line
+// without a newline gets one.
+type plainSink struct {
+	mu       sync.Mutex // held while writing to o.Out or o.Err
+	o        IO
+	whole    bool
+	partials map[string]*plainPartial // not changed after newPlainSink
+}
+
+type plainPartial struct {
+	mu   sync.Mutex
+	tail [2][]byte // stdout, stderr: the start of a line not yet ended
+}
+
+func newPlainSink(o IO, targets []fanout.Target) *plainSink {
+	p := &plainSink{o: o, whole: len(targets) > 1, partials: map[string]*plainPartial{}}
+	for _, t := range targets {
+		p.partials[t.Name] = &plainPartial{}
+	}
+	return p
+}
+
+func (p *plainSink) event(ev fanout.Event) {
+	stream := 0
+	switch ev.Kind {
+	case fanout.EventStdout:
+	case fanout.EventStderr:
+		stream = 1
+	case fanout.EventResult:
+		if pp := p.partials[ev.Target]; pp != nil && p.whole {
+			pp.mu.Lock()
+			for s := range pp.tail {
+				if len(pp.tail[s]) > 0 {
+					p.write(s, append(pp.tail[s], '\n'))
+					pp.tail[s] = nil
+				}
+			}
+			pp.mu.Unlock()
+		}
+		return
+	default:
+		return
+	}
+	if !p.whole {
+		p.write(stream, ev.Data)
+		return
+	}
+	pp := p.partials[ev.Target]
+	if pp == nil {
+		return
+	}
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	data := ev.Data
+	i := bytes.LastIndexByte(data, '\n')
+	switch {
+	case i < 0:
+		pp.tail[stream] = append(pp.tail[stream], data...)
+		if len(pp.tail[stream]) > MaxLine { // a line that long goes in pieces
+			p.write(stream, pp.tail[stream])
+			pp.tail[stream] = pp.tail[stream][:0]
+		}
+		return
+	case len(pp.tail[stream]) > 0:
+		p.write(stream, append(pp.tail[stream], data[:i+1]...))
+		pp.tail[stream] = pp.tail[stream][:0]
+	default:
+		p.write(stream, data[:i+1])
+	}
+	pp.tail[stream] = append(pp.tail[stream], data[i+1:]...)
+}
+
+// write prints b whole on the stream's writer, holding the terminal.
+func (p *plainSink) write(stream int, b []byte) {
+	w := p.o.Out
+	if stream == 1 {
+		w = p.o.Err
+	}
+	p.mu.Lock()
+	p.o.lock()
+	w.Write(b)
+	p.o.unlock()
+	p.mu.Unlock()
+}
+
+func (p *plainSink) finish(*fanout.Summary) {} // each target's rest went with its result
 
 // gatherSink keeps each target's output and prints identical outputs once
 // under the sorted list of the targets that produced them (like dshbak -c

@@ -37,6 +37,8 @@ func TestParseRun(t *testing.T) {
 		{args: "web --", err: "no command"},
 		{args: "web --bogus -- ls", err: "unknown flag --bogus"},
 		{args: "web --json --gather -- ls", err: "pick one"},
+		{args: "web -N --json -- ls", err: "--no-prefix"},
+		{args: "web --no-prefix --gather -- ls", err: "--no-prefix"},
 		{args: "web --timeout soon -- ls", err: "--timeout"},
 		{args: "web --concurrency 0 -- ls", err: "--concurrency"},
 	}
@@ -117,6 +119,43 @@ func TestPrefixOutput(t *testing.T) {
 		"web2: no newline\n"
 	if out.String() != want {
 		t.Errorf("prefix output:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
+// -N: several targets' whole lines with no names, stdout and stderr apart,
+// a last line without a newline ended when its target ends.
+func TestPlainOutput(t *testing.T) {
+	var out, errOut bytes.Buffer
+	ts := []fanout.Target{{Name: "web1"}, {Name: "db10"}, {Name: "web2"}, {Name: "gone"}}
+	scriptedRun(newPlainSink(IO{Out: &out, Err: &errOut}, ts))
+	want := "Linux web1\n" +
+		"Linux db\n" +
+		"up 3 days\n" +
+		"Linux web1\nup 3 days\n" +
+		"no newline\n" +
+		"no newline\n"
+	if out.String() != want || errOut.String() != "warning: disk\n" {
+		t.Errorf("plain output:\n%q\n%q\nwant:\n%q\n%q", out.String(), errOut.String(), want, "warning: disk\n")
+	}
+}
+
+// -N with one target: its bytes as they come, as ssh prints them (no
+// newline added, none held back).
+func TestPlainOutputOneTarget(t *testing.T) {
+	var out, errOut bytes.Buffer
+	p := newPlainSink(IO{Out: &out, Err: &errOut}, []fanout.Target{{Name: "db1"}})
+	chunks := []string{"\x00\xffpart", "ial\nline", "\n", "end"}
+	for i, c := range chunks {
+		p.event(fanout.Event{Target: "db1", Kind: fanout.EventStdout, Data: []byte(c)})
+		if want := strings.Join(chunks[:i+1], ""); out.String() != want {
+			t.Fatalf("after chunk %d: %q, want %q", i, out.String(), want)
+		}
+	}
+	p.event(fanout.Event{Target: "db1", Kind: fanout.EventStderr, Data: []byte("oops")})
+	p.event(fanout.Event{Target: "db1", Kind: fanout.EventResult, Result: &fanout.Result{Target: "db1", ExitCode: code(0)}})
+	p.finish(&fanout.Summary{})
+	if out.String() != strings.Join(chunks, "") || errOut.String() != "oops" {
+		t.Fatalf("%q %q", out.String(), errOut.String())
 	}
 }
 
