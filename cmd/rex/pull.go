@@ -30,6 +30,7 @@ resolved (or --force). --dry-run prints what the merge would write.`,
 				return err
 			}
 			spec.Targets = excl.Spec(spec.Targets)
+			e.pool.NoLanes = true // one transfer, then exit: no console to keep responsive
 			app, err := e.App()
 			if err != nil {
 				return err

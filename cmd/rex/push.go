@@ -40,6 +40,7 @@ elsewhere, is not sent again.`,
 				return err
 			}
 			spec.Targets = excl.Spec(spec.Targets)
+			e.pool.NoLanes = true // one transfer, then exit: no console to keep responsive
 			app, err := e.App()
 			if err != nil {
 				return err

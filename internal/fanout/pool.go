@@ -108,6 +108,12 @@ type PoolOptions struct {
 	// that drops is dialled again, with backoff, and its sessions resumed,
 	// for as long as rexd keeps them.
 	ResumeGrace time.Duration
+	// NoLanes keeps bulk transfers on each connection's own session
+	// (Lease.Bulk opens no lane). A process that runs one transfer and
+	// exits (`rex push`, `rex pull`) has nothing interactive on its
+	// connections to keep ahead of the blobs, and a lane would cost every
+	// host a second SSH connection and rexd.
+	NoLanes bool
 }
 
 // DefaultIdleTimeout is how long the console keeps an unused connection.
@@ -200,15 +206,16 @@ func (l *Lease) Session() *rexclient.Session {
 // Bulk is the session for bulk transfers (push, pull) on this lease's
 // connection: the connection's bulk lane (Conn.OpenLane), opened on first
 // use and kept with the connection, so that large messages never queue
-// ahead of interactive ones. When the connector has no lanes, a lane cannot
-// be opened, or the lease is a named session (AcquireAs, whose client name
-// the audit must keep), it is the lease's own session.
+// ahead of interactive ones. When the pool takes no lanes (NoLanes), the
+// connector has none, a lane cannot be opened, or the lease is a named
+// session (AcquireAs, whose client name the audit must keep), it is the
+// lease's own session.
 //
 // The only error is an OpenLane error that wraps ErrLaneUnsafe: the work
 // must not go ahead on this target at all.
 func (l *Lease) Bulk(ctx context.Context) (*rexclient.Session, error) {
 	e := l.e
-	if l.s != nil || e.conn.OpenLane == nil {
+	if l.s != nil || e.conn.OpenLane == nil || l.p.opts.NoLanes {
 		return l.Session(), nil
 	}
 	e.laneMu.Lock()

@@ -328,6 +328,23 @@ func TestBulkLane(t *testing.T) {
 		t.Errorf("without a lane, Bulk is not the lease's own session (%v)", err)
 	}
 
+	// A pool that takes no lanes (a one-shot push) never opens one.
+	l4 := &laned{fleet: newFleet(t)}
+	pool4 := fanout.NewPool(l4, fanout.PoolOptions{NoLanes: true})
+	defer pool4.Close()
+	fanout.Each(ctx, pool4, targets("h1"), fanout.Options{Bulk: true}, func(ctx context.Context, tg fanout.Target, s *rexclient.Session) error {
+		got = s
+		return nil
+	})
+	lease4, err := pool4.Acquire(ctx, fanout.Target{Name: "h1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease4.Release()
+	if got != lease4.Session() || l4.lanes.Load() != 0 {
+		t.Errorf("with NoLanes, Each with Bulk got another session than the connection's (%d lanes opened)", l4.lanes.Load())
+	}
+
 	// A lane refused as unsafe (another host key on its connection): the
 	// work fails on that target with the lane's own sentence.
 	unsafe := errors.New("the host key of h1 changed")
