@@ -183,6 +183,8 @@ func Run(ctx context.Context, app *App, o IO, spec RunSpec) error {
 		Concurrency:    spec.Concurrency,
 		ConnectTimeout: cmp.Or(spec.ConnectTimeout, app.ConnectTimeout),
 		Release:        spec.OneShot,
+		// Every sink writes or copies what it is given before it returns.
+		Reuse: true,
 	}
 	spec.RollingFlags.apply(&opts, len(targets))
 	if !spec.NoStdin && !isTerminal(o.In) && o.In != nil {

@@ -119,6 +119,10 @@ type Options struct {
 	// at once (one per target), in order for each target, and must not
 	// block for long: it holds back that target's output.
 	OnEvent func(Event)
+	// Reuse promises that OnEvent keeps no part of an event's Data once
+	// it returns (it writes or copies it): output buffers are then used
+	// again (rexclient.ExecOptions.Reuse).
+	Reuse bool
 }
 
 // Batch is one step of a rolling run.
@@ -380,7 +384,7 @@ func runOne(ctx context.Context, pool *Pool, t Target, task Task, opts Options, 
 		case rexclient.Stderr:
 			stderr.Write(ev.Data)
 		}
-	}}
+	}, Reuse: opts.Reuse}
 	var first *rexclient.FirstExec
 	if opts.Release && opts.ClientName == "" {
 		// A one-shot run's connection is this command's alone: the

@@ -93,6 +93,18 @@ func (d *Decoder) ReadRaw(n int) ([]byte, error) {
 	return b, nil
 }
 
+// ReadRawInto reads the len(b) bytes that follow a line in a raw frame
+// into b.
+func (d *Decoder) ReadRawInto(b []byte) error {
+	if _, err := io.ReadFull(d.r, b); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return fmt.Errorf("read %d raw bytes after a line: %w", len(b), err)
+	}
+	return nil
+}
+
 // ParseMessage decodes one line into a Message and checks the envelope. The
 // returned *Error is a parse error (-32700) or an invalid request (-32600);
 // for the latter the message's id is filled in when it could be read.

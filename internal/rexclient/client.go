@@ -41,7 +41,10 @@ type Client struct {
 	back      chan struct{}       // while dropped: closed once resumed
 
 	// Counters of bytes on the wire, for tests and benchmarks.
-	bytesIn  counter
+	bytesIn counter
+	// bufs holds output buffers of maxEvent bytes (*[]byte) for routes
+	// that reuse them (ExecOptions.Reuse).
+	bufs     sync.Pool
 	bytesOut counter
 }
 
@@ -152,7 +155,7 @@ func (c *Client) readLoop(dec *protocol.Decoder, enc *protocol.Encoder, transpor
 				err = fmt.Errorf("rexd broke the protocol: %w", ferr)
 				break
 			}
-			data, rerr := dec.ReadRaw(n)
+			data, buf, rerr := c.readPayload(dec, ev.ProcessID, n)
 			if rerr != nil {
 				err = rerr
 				break
@@ -163,7 +166,7 @@ func (c *Client) readLoop(dec *protocol.Decoder, enc *protocol.Encoder, transpor
 			if ev.SessionSeq != 0 && !c.seen(ev.SessionID, ev.SessionSeq, len(line)+1+n, enc) {
 				continue
 			}
-			c.routeOutput(method, ev, data)
+			c.routeOutputBuf(method, ev, data, buf)
 			continue
 		}
 		if method, ev, data, ok := protocol.ParseOutputEvent(line); ok {
@@ -434,7 +437,40 @@ func (c *Client) route(msg *protocol.Message) {
 }
 
 // routeOutput hands an output event to its process.
+// maxEvent is the most output rexd puts in one event: a buffer that size
+// takes any of them.
+const maxEvent = 256 << 10
+
+// readPayload reads the n bytes of a raw output frame of process pid: into
+// a buffer from c.bufs (returned as buf) when the process's route reuses
+// them, else into a new slice.
+func (c *Client) readPayload(dec *protocol.Decoder, pid string, n int) (data []byte, buf *[]byte, err error) {
+	c.mu.Lock()
+	r := c.routes[pid]
+	c.mu.Unlock()
+	if r == nil || !r.reuse || n > maxEvent {
+		data, err = dec.ReadRaw(n)
+		return data, nil, err
+	}
+	buf, _ = c.bufs.Get().(*[]byte)
+	if buf == nil {
+		b := make([]byte, maxEvent)
+		buf = &b
+	}
+	data = (*buf)[:n]
+	if err := dec.ReadRawInto(data); err != nil {
+		return nil, nil, err
+	}
+	return data, buf, nil
+}
+
 func (c *Client) routeOutput(method string, o protocol.OutputEvent, data []byte) {
+	c.routeOutputBuf(method, o, data, nil)
+}
+
+// routeOutputBuf routes an output event whose data may be in buf, a
+// reused buffer (readPayload) that goes back once the event is handled.
+func (c *Client) routeOutputBuf(method string, o protocol.OutputEvent, data []byte, buf *[]byte) {
 	kind := Stdout
 	switch method {
 	case protocol.EventExecStderr:
@@ -446,7 +482,7 @@ func (c *Client) routeOutput(method string, o protocol.OutputEvent, data []byte)
 	r := c.routes[o.ProcessID]
 	c.mu.Unlock()
 	if r != nil {
-		r.deliver(Event{Kind: kind, Seq: o.Seq, Data: data})
+		r.deliver(Event{Kind: kind, Seq: o.Seq, Data: data, buf: buf})
 	}
 }
 

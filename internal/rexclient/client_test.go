@@ -313,3 +313,62 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 	t.Fatal("condition not met within 5s")
 }
+
+// Output read into reused buffers (ExecOptions.Reuse) arrives intact, and
+// the buffers are in fact used again; output of a process that did not
+// promise to drop its Data stays intact after the run, however long it is
+// kept. Both run at once on one connection, as raw frames.
+func TestReuseOutputBuffers(t *testing.T) {
+	c, _, _ := local(t, "--limit", "max_output_bytes=67108864")
+	ctx := context.Background()
+	s, err := c.OpenSession(ctx, protocol.SessionOpenParams{ClientName: "t", RequestedCapabilities: []string{protocol.CapOutputRaw}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := `i=0; while [ $i -lt 40000 ]; do echo "$1 line $i"; i=$((i+1)); done`
+	want := func(name string) string {
+		var b strings.Builder
+		for i := range 40000 {
+			fmt.Fprintf(&b, "%s line %d\n", name, i)
+		}
+		return b.String()
+	}
+	var reused bytes.Buffer
+	seen := map[*byte]int{}
+	var kept [][]byte
+	pr, err := s.Exec(ctx, protocol.ExecStartParams{Argv: []string{"sh", "-c", script, "sh", "reused"}}, rexclient.ExecOptions{Reuse: true, OnEvent: func(ev rexclient.Event) {
+		if ev.Kind == rexclient.Stdout && len(ev.Data) > 0 {
+			reused.Write(ev.Data)
+			seen[&ev.Data[:1][0]]++
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk, err := s.Exec(ctx, protocol.ExecStartParams{Argv: []string{"sh", "-c", script, "sh", "kept"}}, rexclient.ExecOptions{OnEvent: func(ev rexclient.Event) {
+		if ev.Kind == rexclient.Stdout {
+			kept = append(kept, ev.Data)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*rexclient.Process{pr, pk} {
+		if ex, err := p.Wait(ctx); err != nil || ex.ExitCode == nil || *ex.ExitCode != 0 {
+			t.Fatalf("exit %+v %v", ex, err)
+		}
+	}
+	if got := reused.String(); got != want("reused") {
+		t.Errorf("reused buffers: %d bytes that differ from the %d printed", len(got), len(want("reused")))
+	}
+	if got := string(bytes.Join(kept, nil)); got != want("kept") {
+		t.Errorf("kept events: %d bytes that differ from the %d printed (a buffer was reused under them)", len(got), len(want("kept")))
+	}
+	again := 0
+	for _, n := range seen {
+		again = max(again, n)
+	}
+	if again < 2 {
+		t.Errorf("%d events in %d buffers: none was used again", len(seen), len(seen))
+	}
+}

@@ -31,6 +31,8 @@ type Event struct {
 	Data []byte
 	Exit *protocol.ExitEvent
 	Err  *protocol.ErrorEvent
+
+	buf *[]byte // Data's buffer, used again once the event is handled (ExecOptions.Reuse)
 }
 
 // routeQueue bounds events buffered for one process. When a consumer falls
@@ -40,6 +42,7 @@ const routeQueue = 32
 
 type route struct {
 	sid     string // the session of its process
+	reuse   bool   // ExecOptions.Reuse
 	ch      chan Event
 	gone    chan struct{}
 	goneErr error
@@ -176,6 +179,11 @@ type ExecOptions struct {
 	Stdout  io.Writer
 	Stderr  io.Writer
 	OnEvent func(Event)
+	// Reuse promises that OnEvent keeps no part of an event's Data after
+	// it returns (the writers never do: io.Writer's rule): output is then
+	// read into buffers the client uses again, instead of a new one per
+	// event for the collector to sweep.
+	Reuse bool
 }
 
 // Process is a running (or ended) rexd process.
@@ -251,12 +259,13 @@ func (p *Process) startRoute(id string, opts ExecOptions) {
 	p.ID = id
 	r := newRoute()
 	r.sid = p.s.ID
+	r.reuse = opts.Reuse
 	p.s.c.addRoute(id, r)
 	go p.consume(r, opts)
 }
 
 func (p *Process) consume(r *route, opts ExecOptions) {
-	handle := func(ev Event) bool {
+	handleEvent := func(ev Event) bool {
 		if opts.OnEvent != nil {
 			opts.OnEvent(ev)
 		}
@@ -280,6 +289,13 @@ func (p *Process) consume(r *route, opts ExecOptions) {
 			return true
 		}
 		return false
+	}
+	handle := func(ev Event) bool {
+		end := handleEvent(ev)
+		if ev.buf != nil {
+			p.s.c.bufs.Put(ev.buf)
+		}
+		return end
 	}
 	defer close(p.done)
 	for {
