@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -61,7 +59,6 @@ command and exits 130 (SIGTERM: 143).`,
 			// rex exits after the run: each target's connection closes
 			// as soon as it is done, so open files follow --concurrency.
 			spec.OneShot = true
-			tuneGC()
 			return commands.Run(cmd.Context(), app, e.io, spec)
 		},
 	}
@@ -69,19 +66,4 @@ command and exits 130 (SIGTERM: 143).`,
 	cmd.Flags().DurationVar(&resumable, "resumable", 0, "open resumable sessions: a dropped connection is dialled again and resumed while the commands run on, for up to this long (10m when given alone; capped by rexd's resume_grace_ms)")
 	cmd.Flags().Lookup("resumable").NoOptDefVal = "10m"
 	return cmd
-}
-
-// tuneGC lets a run's garbage pile higher before it is collected, unless
-// GOGC or GOMEMLIMIT say otherwise. Streamed output is a buffer per event
-// that is dropped once written, over a live heap of a few MB: with Go's
-// defaults one host's 256 MiB of output took 116 collections and 13% of
-// rex's CPU. At 5x the live heap, within a soft limit of 512 MiB that
-// keeps a big fan-out's memory where it was, the run took 9% less time.
-func tuneGC() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(400)
-	}
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(512 << 20)
-	}
 }
