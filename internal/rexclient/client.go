@@ -42,9 +42,9 @@ type Client struct {
 
 	// Counters of bytes on the wire, for tests and benchmarks.
 	bytesIn counter
-	// bufs holds output buffers of maxEvent bytes (*[]byte) for routes
-	// that reuse them (ExecOptions.Reuse).
-	bufs     sync.Pool
+	// bufs holds output buffers (*[]byte) for routes that reuse them
+	// (ExecOptions.Reuse), by size class (bufClass).
+	bufs     bufPools
 	bytesOut counter
 }
 
@@ -437,9 +437,37 @@ func (c *Client) route(msg *protocol.Message) {
 }
 
 // routeOutput hands an output event to its process.
-// maxEvent is the most output rexd puts in one event: a buffer that size
-// takes any of them.
+// maxEvent is the most output rexd puts in one event.
 const maxEvent = 256 << 10
+
+// bufPools keeps reused output buffers in size classes of powers of two,
+// from 4 KiB to maxEvent: an event is read into the smallest that holds
+// it, so the events queued for a slow consumer hold less than twice their
+// bytes (one size for all, 256 KiB, made 32 hosts' queues of 80 KB
+// events 3 times their size).
+type bufPools [7]sync.Pool
+
+const minBufShift = 12 // 4 KiB, the smallest class
+
+// class is the index of the smallest class that holds n bytes.
+func bufClass(n int) int {
+	c := 0
+	for n > 1<<(minBufShift+c) {
+		c++
+	}
+	return c
+}
+
+func (b *bufPools) get(n int) *[]byte {
+	c := bufClass(n)
+	if p, _ := b[c].Get().(*[]byte); p != nil {
+		return p
+	}
+	s := make([]byte, 1<<(minBufShift+c))
+	return &s
+}
+
+func (b *bufPools) put(p *[]byte) { b[bufClass(cap(*p))].Put(p) }
 
 // readPayload reads the n bytes of a raw output frame of process pid: into
 // a buffer from c.bufs (returned as buf) when the process's route reuses
@@ -452,11 +480,7 @@ func (c *Client) readPayload(dec *protocol.Decoder, pid string, n int) (data []b
 		data, err = dec.ReadRaw(n)
 		return data, nil, err
 	}
-	buf, _ = c.bufs.Get().(*[]byte)
-	if buf == nil {
-		b := make([]byte, maxEvent)
-		buf = &b
-	}
+	buf = c.bufs.get(n)
 	data = (*buf)[:n]
 	if err := dec.ReadRawInto(data); err != nil {
 		return nil, nil, err

@@ -293,7 +293,7 @@ func (p *Process) consume(r *route, opts ExecOptions) {
 	handle := func(ev Event) bool {
 		end := handleEvent(ev)
 		if ev.buf != nil {
-			p.s.c.bufs.Put(ev.buf)
+			p.s.c.bufs.put(ev.buf)
 		}
 		return end
 	}
