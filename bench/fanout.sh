@@ -9,7 +9,8 @@
 #   rex-cpu-s / rex-rss-MB  user+system CPU seconds and peak RSS of the rex-cold process
 #
 # Then one host streams STREAM_MB MiB (default 256; 0 skips it) of text with `cat FILE` to a file:
-# `ssh h1 cat` (same key exchange and cipher) beside `rex run h1 -- cat`, REPS times each,
+# `ssh h1 cat` (same key exchange and cipher) beside `rex run h1 -- cat` and `rex run h1 -N -- cat`
+# (no prefix: the same bytes as ssh's), REPS times each,
 # medians of MiB/s and of each client's own CPU seconds per 100 MiB of output.
 #
 # The shared fleet has at most 254 hosts (127.0.1.1-254): a size above is run at 254.
@@ -128,6 +129,8 @@ if ((STREAM_MB > 0)); then
 		# shellcheck disable=SC2086
 		record ssh ssh -F "$FLEET/ssh_config" $SSH_EXTRA -n h1 cat "$BIG"
 		record rex "${ENV[@]}" "$REX" run h1 -- cat "$BIG"
+		# -N: the same bytes as ssh writes, no "h1: " before each line.
+		record rex-N "${ENV[@]}" "$REX" run h1 -N -- cat "$BIG"
 	done
 	echo "done: one host, $STREAM_MB MiB" >&2
 fi
@@ -158,7 +161,7 @@ fi
 		echo
 		echo "| client | MiB/s | own CPU s per 100 MiB |"
 		echo "|---|---:|---:|"
-		for client in ssh rex; do
+		for client in ssh rex rex-N; do
 			mbs=$(awk -F'\t' -v c="$client" '$1==c {print $2}' "$OUT/stream.tsv" | median)
 			cpu=$(awk -F'\t' -v c="$client" '$1==c {print $3}' "$OUT/stream.tsv" | median)
 			echo "| $client | $mbs | $cpu |"
