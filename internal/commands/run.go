@@ -150,10 +150,10 @@ func parseDuration(v string) (time.Duration, error) {
 }
 
 // paceGC lets a one-shot run on a few targets pile up more garbage before
-// it is collected, unless GOGC says otherwise. Streamed output is a buffer
-// per event dropped once written, over a live heap of a few MB: with Go's
-// default pace one host's 256 MiB took 122 collections and 13% of rex's
-// CPU (26 at 400%). Many targets keep the default: their buffers in flight
+// it is collected, unless GOGC says otherwise. A stream's garbage (x/crypto/
+// ssh's copy of every packet, and events too big for the reused buffers)
+// sits over a live heap of a few MB: with Go's default pace one host's
+// 256 MiB took 122 collections and 13% of rex's CPU (26 at 400%). Many targets keep the default: their buffers in flight
 // make a live heap big enough to space collections out, and 5x of it
 // would be memory for nothing (32 targets x 10 MB: 439 MB against 290).
 // It changes the process, so only `rex run` (OneShot) calls it.
@@ -539,8 +539,9 @@ func (p *prefixSink) finish(*fanout.Summary) {} // every event was written whole
 // plainSink prints output with no target names (-N). One target's bytes
 // go through as they arrive, stdout to stdout and stderr to stderr, as ssh
 // prints them. With several targets only whole lines are written (a line
-// of one target never runs into another's), and a target's last line
-// without a newline gets one.
+// of one target never runs into another's): a line longer than MaxLine is
+// cut into pieces of MaxLine bytes, each ended by a newline, and a
+// target's last line without a newline gets one.
 type plainSink struct {
 	mu       sync.Mutex // held while writing to o.Out or o.Err
 	o        IO
@@ -597,9 +598,14 @@ func (p *plainSink) event(ev fanout.Event) {
 	switch {
 	case i < 0:
 		pp.tail[stream] = append(pp.tail[stream], data...)
-		if len(pp.tail[stream]) > MaxLine { // a line that long goes in pieces
-			p.write(stream, pp.tail[stream])
-			pp.tail[stream] = pp.tail[stream][:0]
+		for len(pp.tail[stream]) > MaxLine { // a line that long goes in pieces
+			n := pieceLen(pp.tail[stream])
+			piece := append(pp.tail[stream][:n:n], '\n')
+			p.write(stream, piece)
+			pp.tail[stream] = pp.tail[stream][n:]
+		}
+		if len(pp.tail[stream]) == 0 {
+			pp.tail[stream] = nil // a long line does not pin its buffer
 		}
 		return
 	case len(pp.tail[stream]) > 0:

@@ -83,7 +83,13 @@ func code(n int) *int { return &n }
 // failing host and an unreachable one.
 func scriptedRun(sink outputSink) {
 	ev := func(t string, k fanout.EventKind, s string) {
-		sink.event(fanout.Event{Target: t, Kind: k, Data: []byte(s)})
+		// rex run reuses output buffers (fanout.Options.Reuse): a sink
+		// must keep nothing it was given, so the bytes are spoilt after.
+		d := []byte(s)
+		sink.event(fanout.Event{Target: t, Kind: k, Data: d})
+		for i := range d {
+			d[i] = '#'
+		}
 	}
 	ev("web1", fanout.EventStart, "")
 	ev("db10", fanout.EventStart, "")
@@ -136,6 +142,21 @@ func TestPlainOutput(t *testing.T) {
 		"no newline\n"
 	if out.String() != want || errOut.String() != "warning: disk\n" {
 		t.Errorf("plain output:\n%q\n%q\nwant:\n%q\n%q", out.String(), errOut.String(), want, "warning: disk\n")
+	}
+}
+
+// -N with several targets: a line longer than MaxLine goes in pieces, each
+// ended by a newline, so another target's line never lands inside it.
+func TestPlainOutputLongLine(t *testing.T) {
+	var out bytes.Buffer
+	p := newPlainSink(IO{Out: &out}, []fanout.Target{{Name: "a"}, {Name: "b"}})
+	long := strings.Repeat("x", MaxLine+MaxLine/2)
+	p.event(fanout.Event{Target: "a", Kind: fanout.EventStdout, Data: []byte(long[:MaxLine+10])})
+	p.event(fanout.Event{Target: "b", Kind: fanout.EventStdout, Data: []byte("b's line\n")})
+	p.event(fanout.Event{Target: "a", Kind: fanout.EventStdout, Data: []byte(long[MaxLine+10:] + "\n")})
+	want := long[:MaxLine] + "\n" + "b's line\n" + long[MaxLine:] + "\n"
+	if out.String() != want {
+		t.Fatalf("got %d bytes, want %d: a line of one target ran into another's", out.Len(), len(want))
 	}
 }
 

@@ -66,6 +66,15 @@ func rawOutputHead(line []byte, max int) (p fastParser, method string, n int, ok
 		return p, "", 0, false, nil
 	}
 	start := p.i
+	for p.i < len(line) && line[p.i] >= '0' && line[p.i] <= '9' {
+		p.i++
+	}
+	if p.i-start > 9 {
+		// Past any limit, and maybe past uint64: still a frame's line
+		// (the prefix says so), refused whole.
+		return p, method, 0, true, fmt.Errorf("%w: a %d-digit size declared, at most %d bytes", ErrRawOutputTooLarge, p.i-start, max)
+	}
+	p.i = start
 	v, ok1 := p.uint()
 	if !ok1 || (line[start] == '0' && p.i-start > 1) || !p.lit(`,`) {
 		return p, "", 0, false, nil

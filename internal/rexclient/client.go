@@ -163,7 +163,7 @@ func (c *Client) readLoop(dec *protocol.Decoder, enc *protocol.Encoder, transpor
 			if ferr != nil {
 				continue // skipped whole, as an unreadable line is; rexd never sends one
 			}
-			if ev.SessionSeq != 0 && !c.seen(ev.SessionID, ev.SessionSeq, len(line)+1+n, enc) {
+			if ev.SessionSeq != 0 && !c.seen(ev.SessionID, ev.SessionSeq, len(line)+n, enc) {
 				continue
 			}
 			c.routeOutputBuf(method, ev, data, buf)
@@ -436,7 +436,6 @@ func (c *Client) route(msg *protocol.Message) {
 	}
 }
 
-// routeOutput hands an output event to its process.
 // maxEvent is the most output rexd puts in one event.
 const maxEvent = 256 << 10
 
@@ -449,7 +448,7 @@ type bufPools [7]sync.Pool
 
 const minBufShift = 12 // 4 KiB, the smallest class
 
-// class is the index of the smallest class that holds n bytes.
+// bufClass is the index of the smallest class that holds n bytes.
 func bufClass(n int) int {
 	c := 0
 	for n > 1<<(minBufShift+c) {
@@ -488,6 +487,7 @@ func (c *Client) readPayload(dec *protocol.Decoder, pid string, n int) (data []b
 	return data, buf, nil
 }
 
+// routeOutput hands an output event to its process.
 func (c *Client) routeOutput(method string, o protocol.OutputEvent, data []byte) {
 	c.routeOutputBuf(method, o, data, nil)
 }

@@ -3,11 +3,14 @@ package rexclient_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -370,5 +373,44 @@ func TestReuseOutputBuffers(t *testing.T) {
 	}
 	if again < 2 {
 		t.Errorf("%d events in %d buffers: none was used again", len(seen), len(seen))
+	}
+}
+
+// A rexd that does not know output.raw (an older build beside a rex
+// installed over it) refuses the capability; the session opens without
+// it, on the second asking.
+func TestOpenSessionWithoutRawOutput(t *testing.T) {
+	cr, sw := io.Pipe() // rexd → client
+	sr, cw := io.Pipe() // client → rexd
+	asked := make(chan []string, 2)
+	go func() {
+		defer sw.Close() // the client's reader ends with the fake rexd
+		dec := protocol.NewDecoder(sr, 0)
+		enc := protocol.NewEncoder(sw)
+		for {
+			line, err := dec.ReadLine()
+			if err != nil {
+				return
+			}
+			m, _ := protocol.ParseMessage(line)
+			var p protocol.SessionOpenParams
+			json.Unmarshal(m.Params, &p)
+			asked <- p.RequestedCapabilities
+			if slices.Contains(p.RequestedCapabilities, protocol.CapOutputRaw) {
+				enc.Encode(protocol.NewErrorResponse(m.ID, protocol.Errorf(protocol.CodeUnsupportedCapability, nil, "capability %q is not supported by this rexd", protocol.CapOutputRaw)))
+				continue
+			}
+			res, _ := protocol.NewResponse(m.ID, protocol.SessionOpenResult{SessionID: "s_1", Protocol: protocol.Version})
+			enc.Encode(res)
+		}
+	}()
+	c := rexclient.NewConn(cr, cw, cw)
+	defer c.Close()
+	s, err := c.OpenSession(context.Background(), protocol.SessionOpenParams{ClientName: "t", RequestedCapabilities: []string{protocol.CapCAS, protocol.CapOutputRaw}})
+	if err != nil || s.ID != "s_1" {
+		t.Fatalf("open: %v", err)
+	}
+	if first, second := <-asked, <-asked; !slices.Equal(first, []string{protocol.CapCAS, protocol.CapOutputRaw}) || !slices.Equal(second, []string{protocol.CapCAS}) {
+		t.Fatalf("asked for %q, then %q", first, second)
 	}
 }

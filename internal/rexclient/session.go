@@ -79,7 +79,14 @@ type Session struct {
 // OpenSession calls session.open.
 func (c *Client) OpenSession(ctx context.Context, p protocol.SessionOpenParams) (*Session, error) {
 	var res protocol.SessionOpenResult
-	if err := c.Call(ctx, protocol.MethodSessionOpen, p, &res); err != nil {
+	err := c.Call(ctx, protocol.MethodSessionOpen, p, &res)
+	if raw := slices.Index(p.RequestedCapabilities, protocol.CapOutputRaw); raw >= 0 && protocol.ErrorCode(err) == protocol.CodeUnsupportedCapability {
+		// A rexd of an older build (one beside a rex installed over it)
+		// sends output as JSON lines: ask again without raw frames.
+		p.RequestedCapabilities = slices.Delete(slices.Clone(p.RequestedCapabilities), raw, raw+1)
+		err = c.Call(ctx, protocol.MethodSessionOpen, p, &res)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("open session: %w", err)
 	}
 	if res.Protocol != protocol.Version {

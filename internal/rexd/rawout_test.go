@@ -17,7 +17,7 @@ const rawScript = `i=0; while [ $i -lt 3000 ]; do printf '\000\377"\\{"jsonrpc":
 // rawOutputRun opens a session on a real rexd with open's params, runs
 // rawScript, and returns the output it got back and how many of its events
 // were raw frames and how many JSON lines.
-func rawOutputRun(t *testing.T, open protocol.SessionOpenParams) (out []byte, frames, lines int) {
+func rawOutputRun(t *testing.T, open protocol.SessionOpenParams) (out []byte, frames, lines int, opened protocol.SessionOpenResult) {
 	t.Helper()
 	cmd := exec.Command(rexdBin, "--stdio", "--root", t.TempDir(), "--audit", t.TempDir()+"/audit.log")
 	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "XDG_CACHE_HOME="+t.TempDir())
@@ -44,14 +44,15 @@ func rawOutputRun(t *testing.T, open protocol.SessionOpenParams) (out []byte, fr
 	if err != nil {
 		t.Fatal(err)
 	}
-	var opened struct {
+	var reply struct {
 		Result protocol.SessionOpenResult `json:"result"`
 		Error  *protocol.Error            `json:"error"`
 	}
-	if err := json.Unmarshal(line, &opened); err != nil || opened.Error != nil {
+	if err := json.Unmarshal(line, &reply); err != nil || reply.Error != nil {
 		t.Fatalf("session.open: %s (%v)", line, err)
 	}
-	req, _ = protocol.NewRequest(2, protocol.MethodExecStart, protocol.ExecStartParams{SessionID: opened.Result.SessionID, Argv: []string{"/bin/sh", "-c", rawScript}})
+	opened = reply.Result
+	req, _ = protocol.NewRequest(2, protocol.MethodExecStart, protocol.ExecStartParams{SessionID: opened.SessionID, Argv: []string{"/bin/sh", "-c", rawScript}})
 	if err := enc.Encode(req); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,7 @@ func rawOutputRun(t *testing.T, open protocol.SessionOpenParams) (out []byte, fr
 			t.Fatalf("read from rexd: %v (after %d bytes of output)", err, len(out))
 		}
 		if method, ev, n, ok, err := protocol.ParseRawOutputLine(line, protocol.MaxRawOutput); ok {
-			if err != nil || method != protocol.EventExecStdout || ev.SessionID != opened.Result.SessionID {
+			if err != nil || method != protocol.EventExecStdout || ev.SessionID != opened.SessionID {
 				t.Fatalf("raw frame %s: %v", line, err)
 			}
 			data, err := dec.ReadRaw(n)
@@ -91,7 +92,7 @@ func rawOutputRun(t *testing.T, open protocol.SessionOpenParams) (out []byte, fr
 		case protocol.EventExecStderr, protocol.EventExecError:
 			t.Fatalf("rexd sent %s", line)
 		case protocol.EventExecExit:
-			return out, frames, lines
+			return out, frames, lines, opened
 		}
 	}
 }
@@ -115,7 +116,10 @@ func TestRawOutputFrames(t *testing.T) {
 		{"resumable", protocol.SessionOpenParams{ClientName: "t", RequestedCapabilities: raw, ResumeGraceMS: 100}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got, frames, lines := rawOutputRun(t, c.open)
+			got, frames, lines, opened := rawOutputRun(t, c.open)
+			if resumable := c.open.ResumeGraceMS > 0; resumable != (opened.ResumeToken != "") {
+				t.Fatalf("resumable %v, yet the resume token is %q (%s)", resumable, opened.ResumeToken, opened.ResumeError)
+			}
 			if !bytes.Equal(got, want) {
 				t.Fatalf("got %d bytes of output, want %d (the same as sh prints)", len(got), len(want))
 			}

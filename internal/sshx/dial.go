@@ -1,7 +1,6 @@
 package sshx
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -176,7 +175,7 @@ func (d *Dialer) handshakeOnce(ctx context.Context, e *endpoint, b *budget, via 
 		}
 		return nil, nil, false, dialError(e, b, err, via != nil)
 	}
-	conn := &countingConn{Conn: raw}
+	conn := &countingConn{Conn: raw, bufs: &d.readBufs}
 	hk, algos, err := d.hostKeys(ctx, e)
 	if err != nil {
 		conn.Close()
@@ -493,29 +492,74 @@ func pauseBudget(ctx context.Context) (resume func()) {
 type countingConn struct {
 	net.Conn
 	in, out atomic.Int64
-	r       *bufio.Reader // over socketReader; made on first Read
+
+	// Reads while a stream flows go through a big buffer (see Read).
+	bufs      *sync.Pool // of *[]byte of connReadBuffer bytes, the Dialer's
+	big       *[]byte    // held only while it has bytes not yet read
+	pend      []byte     // those bytes
+	streaming bool       // the last read of the socket filled what it was given
+	err       error      // what the socket said after bytes still pending
 }
 
-// connReadBuffer is how much one read of the socket may take. x/crypto/ssh
-// reads through a 4 KiB buffer: every packet of a stream cost two or more
-// reads (the length, then the rest), 17,000 reads and as many wakeups for
-// 256 MiB of output where ssh(1) makes 1,300.
+// connReadBuffer is how much one read of the socket may take while a
+// stream flows. x/crypto/ssh reads through a 4 KiB buffer: every packet of
+// a stream cost two or more reads (the length, then the rest), 17,000
+// reads and as many wakeups for 256 MiB of output where ssh(1) makes 1,300.
 const connReadBuffer = 256 << 10
 
-// Read is called by the SSH transport's one reading goroutine only.
+// Read reads the socket straight into p until a read fills p (more is
+// likely waiting); from then on it reads up to connReadBuffer at once into
+// a buffer from the Dialer's pool, and hands it out piece by piece. The
+// buffer goes back to the pool as soon as it is empty, so an idle
+// connection, blocked in a read, holds none. x/crypto/ssh reads from one
+// goroutine at a time (version exchange, then its reader and key
+// exchange, handing over through channels).
 func (c *countingConn) Read(p []byte) (int, error) {
-	if c.r == nil {
-		c.r = bufio.NewReaderSize(socketReader{c}, connReadBuffer)
+	if len(c.pend) > 0 {
+		n := copy(p, c.pend)
+		c.pend = c.pend[n:]
+		if len(c.pend) == 0 {
+			c.release()
+		}
+		return n, nil
 	}
-	return c.r.Read(p)
+	if c.err != nil {
+		return 0, c.err
+	}
+	if !c.streaming || c.bufs == nil || len(p) >= connReadBuffer {
+		n, err := c.socketRead(p)
+		c.streaming = n == len(p)
+		return n, err
+	}
+	big, _ := c.bufs.Get().(*[]byte)
+	if big == nil {
+		b := make([]byte, connReadBuffer)
+		big = &b
+	}
+	n, err := c.socketRead(*big)
+	c.streaming = n == len(*big)
+	c.big, c.pend = big, (*big)[:n]
+	k := copy(p, c.pend)
+	c.pend = c.pend[k:]
+	if len(c.pend) == 0 {
+		c.release()
+		return k, err
+	}
+	c.err = err // after the bytes still pending
+	return k, nil
 }
 
-// socketReader reads the socket itself, counting what arrives.
-type socketReader struct{ c *countingConn }
+func (c *countingConn) release() {
+	if c.big != nil {
+		c.bufs.Put(c.big)
+		c.big, c.pend = nil, nil
+	}
+}
 
-func (s socketReader) Read(p []byte) (int, error) {
-	n, err := s.c.Conn.Read(p)
-	s.c.in.Add(int64(n))
+// socketRead reads the socket itself, counting what arrives.
+func (c *countingConn) socketRead(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.in.Add(int64(n))
 	return n, err
 }
 

@@ -12,9 +12,10 @@ import (
 	"github.com/rexconsole/rex/internal/sshtest"
 )
 
-// Output crosses a real sshd as raw frames: 768 KiB of random bytes (under rexd's default output cap) (which
-// JSON would carry as base64, a third more) arrive byte for byte, and the
-// connection carries little more than the output itself.
+// Output crosses a real sshd as raw frames: 768 KiB of random bytes
+// (under rexd's default output cap; JSON would carry them as base64, a
+// third more) arrive byte for byte, and the connection carries little
+// more than the output itself.
 func TestOutputRawOverSSH(t *testing.T) {
 	e := newEnv(t)
 	s := e.server(sshtest.Options{})

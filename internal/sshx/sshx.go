@@ -154,6 +154,8 @@ type Dialer struct {
 	opts Options
 	sem  chan struct{}
 
+	readBufs sync.Pool // countingConn's read buffers, shared by its connections
+
 	cfgOnce sync.Once
 	cfg     *sshConfig
 	cfgErr  error
