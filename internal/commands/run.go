@@ -569,16 +569,7 @@ func (p *plainSink) event(ev fanout.Event) {
 	case fanout.EventStderr:
 		stream = 1
 	case fanout.EventResult:
-		if pp := p.partials[ev.Target]; pp != nil && p.whole {
-			pp.mu.Lock()
-			for s := range pp.tail {
-				if len(pp.tail[s]) > 0 {
-					p.write(s, append(pp.tail[s], '\n'))
-					pp.tail[s] = nil
-				}
-			}
-			pp.mu.Unlock()
-		}
+		p.flush(ev.Target)
 		return
 	default:
 		return
@@ -615,6 +606,22 @@ func (p *plainSink) event(ev fanout.Event) {
 		p.write(stream, data[:i+1])
 	}
 	pp.tail[stream] = append(pp.tail[stream], data[i+1:]...)
+}
+
+// flush ends a target's last lines once it has ended (whole lines only).
+func (p *plainSink) flush(target string) {
+	pp := p.partials[target]
+	if pp == nil || !p.whole {
+		return
+	}
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	for s := range pp.tail {
+		if len(pp.tail[s]) > 0 {
+			p.write(s, append(pp.tail[s], '\n'))
+			pp.tail[s] = nil
+		}
+	}
 }
 
 // write prints b whole on the stream's writer, holding the terminal.

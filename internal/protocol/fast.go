@@ -26,20 +26,8 @@ import (
 func AppendOutputEvent(dst []byte, method string, ev *OutputEvent, data []byte) []byte {
 	dst = append(dst, `{"jsonrpc":"2.0","method":`...)
 	dst = appendString(dst, method)
-	dst = append(dst, `,"params":{"session_id":`...)
-	dst = appendString(dst, ev.SessionID)
-	dst = append(dst, `,"process_id":`...)
-	dst = appendString(dst, ev.ProcessID)
-	if ev.PTYID != "" {
-		dst = append(dst, `,"pty_id":`...)
-		dst = appendString(dst, ev.PTYID)
-	}
-	dst = append(dst, `,"seq":`...)
-	dst = strconv.AppendUint(dst, ev.Seq, 10)
-	if ev.SessionSeq != 0 {
-		dst = append(dst, `,"session_seq":`...)
-		dst = strconv.AppendUint(dst, ev.SessionSeq, 10)
-	}
+	dst = append(dst, `,"params":{`...)
+	dst = appendEventIDs(dst, ev)
 	dst = append(dst, `,"data":"`...)
 	enc := EncodingUTF8
 	// Escaping may add at most what base64 would (see asText); past
@@ -56,6 +44,27 @@ func AppendOutputEvent(dst []byte, method string, ev *OutputEvent, data []byte) 
 	dst = append(dst, `","encoding":"`...)
 	dst = append(dst, enc...)
 	dst = append(dst, "\"}}\n"...)
+	return dst
+}
+
+// appendEventIDs appends the params that name an output event, from
+// session_id to the optional session_seq, as both layouts carry them
+// (AppendOutputEvent, AppendRawOutputLine).
+func appendEventIDs(dst []byte, ev *OutputEvent) []byte {
+	dst = append(dst, `"session_id":`...)
+	dst = appendString(dst, ev.SessionID)
+	dst = append(dst, `,"process_id":`...)
+	dst = appendString(dst, ev.ProcessID)
+	if ev.PTYID != "" {
+		dst = append(dst, `,"pty_id":`...)
+		dst = appendString(dst, ev.PTYID)
+	}
+	dst = append(dst, `,"seq":`...)
+	dst = strconv.AppendUint(dst, ev.Seq, 10)
+	if ev.SessionSeq != 0 {
+		dst = append(dst, `,"session_seq":`...)
+		dst = strconv.AppendUint(dst, ev.SessionSeq, 10)
+	}
 	return dst
 }
 
@@ -199,32 +208,7 @@ func ParseOutputEvent(line []byte) (method string, ev OutputEvent, data []byte, 
 	if !ok1 || (m != EventExecStdout && m != EventExecStderr && m != EventPTYOutput) {
 		return
 	}
-	if !p.lit(`,"params":{"session_id":`) {
-		return
-	}
-	if ev.SessionID, ok1 = p.str(); !ok1 || !p.lit(`,"process_id":`) {
-		return
-	}
-	if ev.ProcessID, ok1 = p.str(); !ok1 {
-		return
-	}
-	if p.lit(`,"pty_id":`) {
-		if ev.PTYID, ok1 = p.str(); !ok1 {
-			return
-		}
-	}
-	if !p.lit(`,"seq":`) {
-		return
-	}
-	if ev.Seq, ok1 = p.uint(); !ok1 {
-		return
-	}
-	if p.lit(`,"session_seq":`) {
-		if ev.SessionSeq, ok1 = p.uint(); !ok1 {
-			return
-		}
-	}
-	if !p.lit(`,"data":"`) {
+	if !p.lit(`,"params":{`) || !p.eventIDs(&ev) || !p.lit(`,"data":"`) {
 		return
 	}
 	raw, ok1 := p.until('"')
@@ -259,6 +243,37 @@ func ParseOutputEvent(line []byte) (method string, ev OutputEvent, data []byte, 
 type fastParser struct {
 	b []byte
 	i int
+}
+
+// eventIDs reads what appendEventIDs writes into ev.
+func (p *fastParser) eventIDs(ev *OutputEvent) bool {
+	var ok bool
+	if !p.lit(`"session_id":`) {
+		return false
+	}
+	if ev.SessionID, ok = p.str(); !ok || !p.lit(`,"process_id":`) {
+		return false
+	}
+	if ev.ProcessID, ok = p.str(); !ok {
+		return false
+	}
+	if p.lit(`,"pty_id":`) {
+		if ev.PTYID, ok = p.str(); !ok {
+			return false
+		}
+	}
+	if !p.lit(`,"seq":`) {
+		return false
+	}
+	if ev.Seq, ok = p.uint(); !ok {
+		return false
+	}
+	if p.lit(`,"session_seq":`) {
+		if ev.SessionSeq, ok = p.uint(); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 func (p *fastParser) lit(s string) bool {

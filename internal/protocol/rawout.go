@@ -93,20 +93,8 @@ func AppendRawOutputLine(dst []byte, method string, ev *OutputEvent, n int) []by
 	dst = append(dst, method...)
 	dst = append(dst, `","params":{"raw_bytes":`...)
 	dst = strconv.AppendInt(dst, int64(n), 10)
-	dst = append(dst, `,"session_id":`...)
-	dst = appendString(dst, ev.SessionID)
-	dst = append(dst, `,"process_id":`...)
-	dst = appendString(dst, ev.ProcessID)
-	if ev.PTYID != "" {
-		dst = append(dst, `,"pty_id":`...)
-		dst = appendString(dst, ev.PTYID)
-	}
-	dst = append(dst, `,"seq":`...)
-	dst = strconv.AppendUint(dst, ev.Seq, 10)
-	if ev.SessionSeq != 0 {
-		dst = append(dst, `,"session_seq":`...)
-		dst = strconv.AppendUint(dst, ev.SessionSeq, 10)
-	}
+	dst = append(dst, ',')
+	dst = appendEventIDs(dst, ev)
 	return append(dst, "}}\n"...)
 }
 
@@ -122,37 +110,8 @@ func ParseRawOutputLine(line []byte, max int) (method string, ev OutputEvent, n 
 	if !ok || err != nil {
 		return "", ev, n, ok, err
 	}
-	bad := func(what string) (string, OutputEvent, int, bool, error) {
-		return "", OutputEvent{}, n, true, fmt.Errorf("a raw output frame's line is malformed: %s", what)
-	}
-	var ok1 bool
-	if !p.lit(`"session_id":`) {
-		return bad("session_id must follow raw_bytes")
-	}
-	if ev.SessionID, ok1 = p.str(); !ok1 || !p.lit(`,"process_id":`) {
-		return bad("process_id must follow session_id")
-	}
-	if ev.ProcessID, ok1 = p.str(); !ok1 {
-		return bad("process_id is not a plain string")
-	}
-	if p.lit(`,"pty_id":`) {
-		if ev.PTYID, ok1 = p.str(); !ok1 {
-			return bad("pty_id is not a plain string")
-		}
-	}
-	if !p.lit(`,"seq":`) {
-		return bad("seq must follow process_id")
-	}
-	if ev.Seq, ok1 = p.uint(); !ok1 {
-		return bad("seq is not a number")
-	}
-	if p.lit(`,"session_seq":`) {
-		if ev.SessionSeq, ok1 = p.uint(); !ok1 {
-			return bad("session_seq is not a number")
-		}
-	}
-	if !p.lit(`}}`) || !p.end() {
-		return bad("unexpected bytes after seq")
+	if !p.eventIDs(&ev) || !p.lit(`}}`) || !p.end() {
+		return "", OutputEvent{}, n, true, errors.New("a raw output frame's line is malformed after raw_bytes: session_id, process_id, pty_id, seq and session_seq must follow, in that order, and nothing else")
 	}
 	return method, ev, n, true, nil
 }

@@ -155,7 +155,8 @@ func (c *Client) readLoop(dec *protocol.Decoder, enc *protocol.Encoder, transpor
 				err = fmt.Errorf("rexd broke the protocol: %w", ferr)
 				break
 			}
-			data, buf, rerr := c.readPayload(dec, ev.ProcessID, n)
+			r := c.routeOf(ev.ProcessID)
+			data, buf, rerr := c.readPayload(dec, r, n)
 			if rerr != nil {
 				err = rerr
 				break
@@ -166,14 +167,14 @@ func (c *Client) readLoop(dec *protocol.Decoder, enc *protocol.Encoder, transpor
 			if ev.SessionSeq != 0 && !c.seen(ev.SessionID, ev.SessionSeq, len(line)+n, enc) {
 				continue
 			}
-			c.routeOutputBuf(method, ev, data, buf)
+			r.deliverOutput(method, ev, data, buf)
 			continue
 		}
 		if method, ev, data, ok := protocol.ParseOutputEvent(line); ok {
 			if ev.SessionSeq != 0 && !c.seen(ev.SessionID, ev.SessionSeq, len(line), enc) {
 				continue
 			}
-			c.routeOutput(method, ev, data)
+			c.routeOf(ev.ProcessID).deliverOutput(method, ev, data, nil)
 			continue
 		}
 		msg, perr := protocol.ParseMessage(line)
@@ -408,7 +409,7 @@ func (c *Client) route(msg *protocol.Message) {
 		if err != nil {
 			return
 		}
-		c.routeOutput(msg.Method, o, data)
+		c.routeOf(o.ProcessID).deliverOutput(msg.Method, o, data, nil)
 		return
 	case protocol.EventExecExit, protocol.EventPTYExit:
 		var x protocol.ExitEvent
@@ -468,13 +469,10 @@ func (b *bufPools) get(n int) *[]byte {
 
 func (b *bufPools) put(p *[]byte) { b[bufClass(cap(*p))].Put(p) }
 
-// readPayload reads the n bytes of a raw output frame of process pid: into
-// a buffer from c.bufs (returned as buf) when the process's route reuses
-// them, else into a new slice.
-func (c *Client) readPayload(dec *protocol.Decoder, pid string, n int) (data []byte, buf *[]byte, err error) {
-	c.mu.Lock()
-	r := c.routes[pid]
-	c.mu.Unlock()
+// readPayload reads the n bytes of a raw output frame for route r (nil
+// when no process takes it): into a buffer from c.bufs (returned as buf)
+// when the route reuses them, else into a new slice.
+func (c *Client) readPayload(dec *protocol.Decoder, r *route, n int) (data []byte, buf *[]byte, err error) {
 	if r == nil || !r.reuse || n > maxEvent {
 		data, err = dec.ReadRaw(n)
 		return data, nil, err
@@ -487,14 +485,20 @@ func (c *Client) readPayload(dec *protocol.Decoder, pid string, n int) (data []b
 	return data, buf, nil
 }
 
-// routeOutput hands an output event to its process.
-func (c *Client) routeOutput(method string, o protocol.OutputEvent, data []byte) {
-	c.routeOutputBuf(method, o, data, nil)
+// routeOf is the route of process pid, or nil.
+func (c *Client) routeOf(pid string) *route {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.routes[pid]
 }
 
-// routeOutputBuf routes an output event whose data may be in buf, a
-// reused buffer (readPayload) that goes back once the event is handled.
-func (c *Client) routeOutputBuf(method string, o protocol.OutputEvent, data []byte, buf *[]byte) {
+// deliverOutput hands an output event to r's process (none when r is
+// nil); buf, when set, is the reused buffer data lies in, returned once
+// the event is handled.
+func (r *route) deliverOutput(method string, o protocol.OutputEvent, data []byte, buf *[]byte) {
+	if r == nil {
+		return
+	}
 	kind := Stdout
 	switch method {
 	case protocol.EventExecStderr:
@@ -502,12 +506,7 @@ func (c *Client) routeOutputBuf(method string, o protocol.OutputEvent, data []by
 	case protocol.EventPTYOutput:
 		kind = PTYOutput
 	}
-	c.mu.Lock()
-	r := c.routes[o.ProcessID]
-	c.mu.Unlock()
-	if r != nil {
-		r.deliver(Event{Kind: kind, Seq: o.Seq, Data: data, buf: buf})
-	}
+	r.deliver(Event{Kind: kind, Seq: o.Seq, Data: data, buf: buf})
 }
 
 func (c *Client) addRoute(pid string, r *route) {
