@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"net"
 	"os"
 	"os/user"
@@ -503,14 +504,24 @@ func parseConfigTime(v string) (time.Duration, bool) {
 		default:
 			return 0, false
 		}
+		if time.Duration(num) > (maxConfigTime-total)/unit {
+			return 0, false // 2^30 weeks overflowed into a negative time
+		}
 		total += time.Duration(num) * unit
 		num = -1
 	}
 	if num >= 0 {
+		if time.Duration(num) > (maxConfigTime-total)/time.Second {
+			return 0, false
+		}
 		total += time.Duration(num) * time.Second
 	}
 	return total, true
 }
+
+// maxConfigTime is the longest time ssh_config may give: OpenSSH's
+// convtime refuses more than INT_MAX seconds.
+const maxConfigTime = math.MaxInt32 * time.Second
 
 // splitConfigList splits a space-separated ssh_config list whose items may
 // be double-quoted.

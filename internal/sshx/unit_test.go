@@ -199,6 +199,10 @@ func TestParseConfigTime(t *testing.T) {
 		{"s", 0, false},
 		{"1x", 0, false},
 		{"99999999999", 0, false},
+		{"28200000H", 0, false},   // overflowed into a negative time
+		{"1000000000w", 0, false}, // over OpenSSH's INT_MAX seconds
+		{"596523h14m7s", 2147483647 * time.Second, true},
+		{"596523h14m8s", 0, false},
 	}
 	for _, tc := range tests {
 		got, ok := parseConfigTime(tc.in)
