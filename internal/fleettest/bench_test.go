@@ -154,8 +154,8 @@ func benchKeystrokeDuringPush(b *testing.B, lane bool) {
 		*ctls = append(*ctls, control())
 	}
 	var schedIdle, schedBusy schedHist
-	cpuBusy := map[string]float64{}
-	var pushTime time.Duration
+	cpuBusy, cpuIdle := map[string]float64{}, map[string]float64{}
+	var pushTime, idleTime time.Duration
 	var pushed int64
 	b.ResetTimer()
 	for i := range b.N {
@@ -180,10 +180,15 @@ func benchKeystrokeDuringPush(b *testing.B, lane bool) {
 		}
 		b.StartTimer()
 		s0 := readSched()
+		c0, t0 := cpuByName(), time.Now()
 		for range idleN {
 			key(&idle, &ctlIdle)
 		}
 		schedIdle.add(readSched().sub(s0))
+		idleTime += time.Since(t0)
+		for name, sec := range cpuByName() {
+			cpuIdle[name] += sec - c0[name]
+		}
 		for k, root := range roots {
 			done := make(chan error, 1)
 			t0 := time.Now()
@@ -213,10 +218,15 @@ func benchKeystrokeDuringPush(b *testing.B, lane bool) {
 			pushed += files * fileMB << 20
 		}
 		s0 = readSched()
+		c0, t0 = cpuByName(), time.Now()
 		for range idleN {
 			key(&idle, &ctlIdle)
 		}
 		schedIdle.add(readSched().sub(s0))
+		idleTime += time.Since(t0)
+		for name, sec := range cpuByName() {
+			cpuIdle[name] += sec - c0[name]
+		}
 	}
 	b.StopTimer()
 	if len(busy) < 20 {
@@ -245,6 +255,8 @@ func benchKeystrokeDuringPush(b *testing.B, lane bool) {
 	for _, name := range []string{"self", "sshd", "rexd", "all"} {
 		b.ReportMetric(cpuBusy[name]/pushTime.Seconds(), "cpu-"+name+"-cores")
 	}
+	// What typing alone costs: rexd's CPU per keystroke while no push runs.
+	b.ReportMetric(cpuIdle["rexd"]*1e6/float64(len(idle)), "rexd-µs/idle-key")
 }
 
 // cpuByName sums the CPU seconds (user and system) used so far by this

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 
 	"github.com/rexconsole/rex/internal/protocol"
 )
@@ -46,7 +47,17 @@ func (t *ptyProc) setSize(cols, rows int) (ended bool, err error) {
 	if t.closed {
 		return true, nil
 	}
-	return false, pty.Setsize(t.master, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)})
+	// Not pty.Setsize: it takes the master's Fd, which would put it back
+	// in blocking mode and out of the poller's hands.
+	rc, err := t.master.SyscallConn()
+	if err != nil {
+		return false, err
+	}
+	ws := &unix.Winsize{Col: uint16(cols), Row: uint16(rows)}
+	if cerr := rc.Control(func(fd uintptr) { err = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, ws) }); cerr != nil {
+		return false, cerr
+	}
+	return false, err
 }
 
 // Terminal sizes beyond this are refused: a mistake, not a screen.
@@ -149,6 +160,11 @@ func (c *conn) ptyOpen(ctx context.Context, req *request) (any, *protocol.Error)
 		t.master, err = pty.StartWithAttrs(cmd, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)},
 			&syscall.SysProcAttr{Setsid: true, Setctty: true})
 		if err == nil {
+			// pty leaves the master blocking (it asks for its Fd):
+			// hand it to the poller (see pollable), or keep it so.
+			if m, perr := pollable(t.master); perr == nil {
+				t.master = m
+			}
 			proc.cmd = cmd
 			proc.pid = cmd.Process.Pid
 		}

@@ -4,9 +4,14 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -174,5 +179,66 @@ func TestPTYSessionInfoListsIt(t *testing.T) {
 	h.ok(protocol.MethodSessionInfo, protocol.SessionRef{SessionID: sid}, &info)
 	if len(info.Processes) != 0 {
 		t.Errorf("closed PTY still listed: %+v", info.Processes)
+	}
+}
+
+// fdFlags lists the open-file flags of rexd's descriptors that lead to
+// target (a path such as /dev/ptmx, or pipe:[inode]).
+func fdFlags(t *testing.T, pid int, target string) []int {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flags []int
+	for _, e := range ents {
+		if l, err := os.Readlink(filepath.Join(dir, e.Name())); err != nil || l != target {
+			continue
+		}
+		info, err := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%s", pid, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(info), "\n") {
+			if v, ok := strings.CutPrefix(line, "flags:"); ok {
+				f, err := strconv.ParseInt(strings.TrimSpace(v), 8, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				flags = append(flags, int(f))
+			}
+		}
+	}
+	return flags
+}
+
+// rexd reads its terminals and its standard input through the runtime's
+// poller, not by a thread parked in read(2): a waiting read then costs
+// nothing (pollable.go says why it matters). A resize must not put
+// the terminal back in blocking mode.
+func TestPTYMasterPolled(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	h := start(t)
+	sid := h.open()
+	p := h.openPTY(protocol.PTYOpenParams{SessionID: sid, Argv: []string{"sh", "-c", "stty -echo; echo ready; exec cat"}})
+	h.waitOutput(p.ProcessID, "ready")
+	h.ok(protocol.MethodPTYResize, protocol.PTYResizeParams{SessionID: sid, PTYID: p.PTYID, Cols: 100, Rows: 30}, nil)
+	h.typeInto(sid, p, "typed\n")
+	h.waitOutput(p.ProcessID, "typed")
+
+	pid := h.cmd.Process.Pid
+	masters := fdFlags(t, pid, "/dev/ptmx")
+	if len(masters) != 1 || masters[0]&syscall.O_NONBLOCK == 0 {
+		t.Errorf("rexd's terminal masters have flags %o: want one, non-blocking", masters)
+	}
+	stdin, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/0", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(fdFlags(t, pid, stdin), func(f int) bool { return f&syscall.O_NONBLOCK != 0 }) {
+		t.Errorf("rexd's standard input (%s) is read blocking", stdin)
 	}
 }
