@@ -26,7 +26,7 @@ func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 func main() {
-	os.Exit(run(os.Args[1:], rexd.PollableStdin(os.Stdin), os.Stdout, os.Stderr))
+	os.Exit(run(os.Args[1:], rexd.PollableStdin(os.Stdin, os.Stdout, os.Stderr), os.Stdout, os.Stderr))
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {

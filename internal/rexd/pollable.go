@@ -57,8 +57,12 @@ func dupNonblock(f *os.File) (int, error) {
 
 // PollableStdin returns the standard input rexd serves on, served by the
 // runtime's poller when it is a pipe or a socket (as sshd and rex give
-// it); the original descriptor stays open. A terminal is left as it is,
-// since its open file outlives rexd in the shell that started it.
+// it); the original descriptor stays open. It is left as it is when it is
+// a terminal, whose open file outlives rexd in the shell that started it,
+// and when one of others (standard output and error) is the same file:
+// an sshd that hands over one socket for both (a socketpair instead of
+// pipes) shares the non-blocking flag, and os.Stdout, not polled, would
+// then fail a write to a full socket with EAGAIN instead of waiting.
 //
 // Standard output stays blocking on purpose: a stream that fills sshd's
 // pipe then waits in write(2), where non-blocking it would take an EAGAIN,
@@ -66,10 +70,15 @@ func dupNonblock(f *os.File) (int, error) {
 // (one host's 256 MiB cat, medians, each pair in one run): stdin and
 // stdout polled 1.78 s against 1.60 s before; stdin alone 1.40 s against
 // 1.47 s.
-func PollableStdin(f *os.File) *os.File {
+func PollableStdin(f *os.File, others ...*os.File) *os.File {
 	st, ok := fstat(f)
 	if !ok || (st.Mode&unix.S_IFMT != unix.S_IFIFO && st.Mode&unix.S_IFMT != unix.S_IFSOCK) {
 		return f
+	}
+	for _, o := range others {
+		if ost, ok := fstat(o); ok && ost.Dev == st.Dev && ost.Ino == st.Ino {
+			return f
+		}
 	}
 	fd, err := dupNonblock(f)
 	if err != nil {

@@ -40,6 +40,24 @@ func TestPollableStdin(t *testing.T) {
 	}
 	in.Close()
 
+	// One socket for standard input and output, as an sshd that uses a
+	// socketpair hands it over: the flag would reach os.Stdout too.
+	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock, peer := os.NewFile(uintptr(sp[0]), "stdio"), os.NewFile(uintptr(sp[1]), "peer")
+	defer sock.Close()
+	defer peer.Close()
+	if in := PollableStdin(sock, sock); in != sock {
+		t.Error("a socket that is standard output too was changed")
+	}
+	if in := PollableStdin(sock); in == sock || !polled(in) {
+		t.Error("a socket of its own was not handed to the poller")
+	} else {
+		in.Close()
+	}
+
 	// A terminal's open file outlives rexd in the shell that started it.
 	ptm, tty, err := pty.Open()
 	if err != nil {
