@@ -26,7 +26,7 @@ func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 func main() {
-	os.Exit(run(os.Args[1:], rexd.PollableStdin(os.Stdin, os.Stdout, os.Stderr), os.Stdout, os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -135,6 +135,19 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
+	if f, ok := stdin.(*os.File); ok {
+		// Only here, serving: the non-blocking flag belongs to the pipe's
+		// open file and outlives rexd, which is why --version and the
+		// other paths leave it alone (rex's boot script execs rexd, so
+		// nothing else reads that pipe after it).
+		others := []*os.File{}
+		for _, w := range []io.Writer{stdout, stderr} {
+			if o, ok := w.(*os.File); ok {
+				others = append(others, o)
+			}
+		}
+		stdin = rexd.PollableStdin(f, others...)
+	}
 	err = srv.Serve(ctx, stdin, stdout)
 	// Resumable sessions outlive the connection: this rexd stays while
 	// they wait to be resumed (or are served again, relayed by another
