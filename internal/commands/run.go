@@ -600,12 +600,44 @@ func (p *plainSink) event(ev fanout.Event) {
 		}
 		return
 	case len(pp.tail[stream]) > 0:
-		p.write(stream, append(pp.tail[stream], data[:i+1]...))
+		pp.tail[stream] = append(pp.tail[stream], data[:i+1]...)
+		p.writeLines(stream, pp.tail[stream])
 		pp.tail[stream] = pp.tail[stream][:0]
 	default:
-		p.write(stream, data[:i+1])
+		p.writeLines(stream, data[:i+1])
 	}
 	pp.tail[stream] = append(pp.tail[stream], data[i+1:]...)
+}
+
+// writeLines writes whole lines (b ends with a newline), each line longer
+// than MaxLine in newline-ended pieces cut where the tail of a line that
+// comes in several events is cut: the output does not depend on how the
+// host's bytes were chunked. Runs of shorter lines go in one write.
+func (p *plainSink) writeLines(stream int, b []byte) {
+	if len(b) <= MaxLine {
+		p.write(stream, b)
+		return
+	}
+	start := 0 // the first byte not yet written
+	for pos := 0; pos < len(b); {
+		end := pos + bytes.IndexByte(b[pos:], '\n') + 1
+		if line := b[pos : end-1]; len(line) > MaxLine {
+			if pos > start {
+				p.write(stream, b[start:pos])
+			}
+			for len(line) > MaxLine {
+				n := pieceLen(line)
+				p.write(stream, append(line[:n:n], '\n'))
+				line = line[n:]
+			}
+			p.write(stream, b[end-1-len(line):end])
+			start = end
+		}
+		pos = end
+	}
+	if start < len(b) {
+		p.write(stream, b[start:])
+	}
 }
 
 // flush ends a target's last lines once it has ended (whole lines only).

@@ -160,6 +160,43 @@ func TestPlainOutputLongLine(t *testing.T) {
 	}
 }
 
+// With several targets, a line over MaxLine goes in the same pieces
+// however the host's bytes were chunked into events.
+func TestPlainOutputLongLineAnyChunking(t *testing.T) {
+	long := strings.Repeat("é", MaxLine/2) + "xyz" // a cut must not split a character
+	input := "short\n" + long + "\n" + strings.Repeat("y", 3*MaxLine) + "\nlast\n"
+	run := func(sizes []int) string {
+		var out bytes.Buffer
+		p := newPlainSink(IO{Out: &out}, []fanout.Target{{Name: "a"}, {Name: "b"}})
+		rest := input
+		for i := 0; len(rest) > 0; i++ {
+			n := min(sizes[i%len(sizes)], len(rest))
+			p.event(fanout.Event{Target: "a", Kind: fanout.EventStdout, Data: []byte(rest[:n])})
+			rest = rest[n:]
+		}
+		p.flush("a")
+		return out.String()
+	}
+	want := run([]int{len(input)})
+	for _, l := range strings.Split(strings.TrimSuffix(want, "\n"), "\n") {
+		if len(l) > MaxLine || !utf8.ValidString(l) {
+			t.Fatalf("a piece of %d bytes (valid UTF-8: %v)", len(l), utf8.ValidString(l))
+		}
+	}
+	// short; long in 2 pieces; the y's (3 × MaxLine) in 3; last.
+	if n := strings.Count(want, "\n"); n != 7 {
+		t.Fatalf("%d lines, want 7", n)
+	}
+	if strings.ReplaceAll(want, "\n", "") != strings.ReplaceAll(input, "\n", "") {
+		t.Fatal("bytes were lost or added")
+	}
+	for _, sizes := range [][]int{{1 << 10}, {7}, {MaxLine}, {MaxLine + 1}, {MaxLine - 1, 3}, {100, MaxLine * 2}} {
+		if got := run(sizes); got != want {
+			t.Errorf("chunks of %v: %d lines, want %d", sizes, strings.Count(got, "\n"), strings.Count(want, "\n"))
+		}
+	}
+}
+
 // -N with one target: its bytes as they come, as ssh prints them (no
 // newline added, none held back).
 func TestPlainOutputOneTarget(t *testing.T) {
