@@ -182,12 +182,30 @@ func (c *conn) startRelay(sock *net.UnixConn, first []byte) {
 	go func() {
 		defer close(c.relayEnd)
 		dec := protocol.NewDecoder(sock, c.srv.cfg.MaxLine+1024)
+		var data []byte
 		for {
 			line, err := dec.ReadLine()
 			if err != nil {
 				return
 			}
-			if c.enc.WriteLine(append(line, '\n')) != nil {
+			// A raw output frame's bytes follow its line as they are (a
+			// plain session opened after the resume may ask for them):
+			// they go on whole, never read as lines.
+			n, raw, err := protocol.RawOutputLen(line, protocol.MaxRawOutput)
+			if err != nil {
+				return
+			}
+			if !raw {
+				if c.enc.WriteLine(append(line, '\n')) != nil {
+					return
+				}
+				continue
+			}
+			if cap(data) < n {
+				data = make([]byte, n)
+			}
+			data = data[:n]
+			if dec.ReadRawInto(data) != nil || c.enc.WriteFrame(append(line, '\n'), [][]byte{data}) != nil {
 				return
 			}
 		}
