@@ -11,8 +11,9 @@ import (
 
 // countingConn hands out a stream intact through reads of any size, counts
 // it, reads it through its big buffer while it flows, and holds no buffer
-// once everything sent has been read (an idle connection, blocked in a
-// read, keeps none).
+// once everything sent has been read (checked between reads: a read that
+// blocks right after one that filled its buffer exactly holds one while
+// it waits, see countingConn.Read).
 func TestCountingConnReads(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

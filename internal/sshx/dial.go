@@ -511,7 +511,9 @@ const connReadBuffer = 256 << 10
 // likely waiting); from then on it reads up to connReadBuffer at once into
 // a buffer from the Dialer's pool, and hands it out piece by piece. The
 // buffer goes back to the pool as soon as it is empty, so an idle
-// connection, blocked in a read, holds none. x/crypto/ssh reads from one
+// connection, blocked in a read, holds none, with one exception: when the
+// last read before a pause happened to fill its buffer exactly, the next
+// one waits holding a buffer until bytes come. x/crypto/ssh reads from one
 // goroutine at a time (version exchange, then its reader and key
 // exchange, handing over through channels).
 func (c *countingConn) Read(p []byte) (int, error) {
