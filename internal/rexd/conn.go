@@ -421,21 +421,24 @@ func (c *conn) finish(req *request, res any, perr *protocol.Error) {
 			s.resume.log.waitSent()
 		}
 	}
-	if perr != nil {
-		req.audit.Error = &auditError{Code: perr.Code, Message: perr.Message}
-		c.reply(protocol.NewErrorResponse(req.msg.ID, perr))
-	} else {
-		m, err := protocol.NewResponse(req.msg.ID, res)
-		if err != nil {
+	var m *protocol.Message
+	if perr == nil {
+		var err error
+		if m, err = protocol.NewResponse(req.msg.ID, res); err != nil {
 			perr = protocol.Errorf(protocol.CodeInternalError, nil, "%v", err)
-			req.audit.Error = &auditError{Code: perr.Code, Message: perr.Message}
-			c.reply(protocol.NewErrorResponse(req.msg.ID, perr))
 		} else {
 			req.audit.Result = summarize(res)
-			c.reply(m)
 		}
 	}
+	if perr != nil {
+		req.audit.Error = &auditError{Code: perr.Code, Message: perr.Message}
+		m = protocol.NewErrorResponse(req.msg.ID, perr)
+	}
+	// Audited before answered: whatever a client was told has happened is
+	// in the log, in the order it was told (a request answered on its own
+	// goroutine could otherwise be logged after the next one).
 	c.srv.audit.write(req.audit)
+	c.reply(m)
 }
 
 // auditRefused records a line that was not a request rexd could start.
