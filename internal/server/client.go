@@ -203,8 +203,14 @@ func (c *Client) WaitGone(ctx context.Context) error {
 
 // Window is the client's terminal as Attach drives it.
 type Window struct {
-	In  io.Reader // keystrokes, raw
-	Out io.Writer
+	In io.Reader // keystrokes, raw
+	// StopIn, when set, makes a read of In that is in flight return (a
+	// cancelreader's Cancel). Attach then returns only once nothing reads
+	// In any more: a read left behind would take the next bytes the
+	// terminal sends to whoever reads it after rex (a reply to a query, the
+	// shell's first keystrokes).
+	StopIn func()
+	Out    io.Writer
 	// Size reads the window's size; Resized brings a value when it changed.
 	Size    func() (cols, rows int)
 	Resized <-chan struct{}
@@ -221,6 +227,17 @@ func (c *Client) Attach(ctx context.Context, w Window) (Detach, error) {
 	}
 	done := make(chan struct{})
 	defer close(done)
+	reading := make(chan struct{})
+	if w.StopIn != nil {
+		defer func() {
+			w.StopIn()
+			// A key read just before may be on its way to a server that
+			// no longer reads: it must not hold the reader up.
+			c.conn.SetWriteDeadline(time.Now())
+			<-reading
+			c.conn.SetWriteDeadline(time.Time{})
+		}()
+	}
 	// Keys and sizes go out on their own goroutines, straight to the
 	// socket (no encoder's buffers: keys are at times a secret, a sudo
 	// password typed into the console, which must stay in the server's
@@ -233,6 +250,7 @@ func (c *Client) Attach(ctx context.Context, w Window) (Detach, error) {
 		return err
 	}
 	go func() {
+		defer close(reading)
 		buf := make([]byte, 32<<10)
 		line := make([]byte, 0, inputLineLen(len(buf)))
 		for {

@@ -42,7 +42,10 @@ func AttachTerminal(ctx context.Context, c *Client, in, out *os.File) (Detach, e
 
 	winch := make(chan os.Signal, 1)
 	signal.Notify(winch, syscall.SIGWINCH)
-	defer signal.Stop(winch)
+	defer func() {
+		signal.Stop(winch)
+		close(winch) // no more sends after Stop: ends the goroutine below
+	}()
 	resized := make(chan struct{}, 1)
 	go func() {
 		for range winch {
@@ -56,10 +59,11 @@ func AttachTerminal(ctx context.Context, c *Client, in, out *os.File) (Detach, e
 	if err != nil {
 		return Detach{}, fmt.Errorf("read the terminal: %w", err)
 	}
+	// Attach cancels the reader and returns once it is gone: closing it
+	// under a read in flight would leave that read waiting on the
+	// terminal for good, to take the next bytes it sends (the reply to a
+	// colour query, the shell's first keystrokes).
 	defer cr.Close()
-	// The reader must be gone before the terminal goes back to the shell,
-	// or it would eat the shell's first keystrokes.
-	defer cr.Cancel()
 
 	var env []string
 	for _, k := range terminalEnv {
@@ -75,7 +79,7 @@ func AttachTerminal(ctx context.Context, c *Client, in, out *os.File) (Detach, e
 		return w, h
 	}
 	profile := colorprofile.Detect(out, os.Environ())
-	d, err := c.Attach(ctx, Window{In: cr, Out: out, Size: size, Resized: resized, Env: env, Profile: profile.String()})
+	d, err := c.Attach(ctx, Window{In: cr, StopIn: func() { cr.Cancel() }, Out: out, Size: size, Resized: resized, Env: env, Profile: profile.String()})
 	if err != nil {
 		// The server went away mid-frame (killed): nobody put the
 		// terminal back as it was, so this client does.
