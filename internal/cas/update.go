@@ -423,12 +423,16 @@ func (u *Update) diff() error {
 		switch {
 		case !ok:
 		case c.e.Type == EntryFile && c.e.Digest == pe.e.Digest:
+			metaDiffers := c.e.Perm() != pe.e.Perm() || u.ownerDiffers(c.info)
 			if u.opts.Atomic || !u.exists {
+				if metaDiffers {
+					note(pe.rel, false) // copied with its new mode: an update all the same
+				}
 				w.from = pe.rel // linked or copied into the staging directory
 				u.links = append(u.links, w)
 				continue
 			}
-			if c.e.Perm() != pe.e.Perm() || u.ownerDiffers(c.info) {
+			if metaDiffers {
 				note(pe.rel, false)
 				u.setMeta = append(u.setMeta, pe)
 			}

@@ -627,3 +627,24 @@ func TestProcessAliveTreatsZombiesAsDead(t *testing.T) {
 		t.Errorf("a zombie (pid %d) counts as alive", pid)
 	}
 }
+
+// An atomic update that changes only a file's mode says so: the file is
+// counted as updated, not "unchanged" (the mode is applied either way).
+func TestUpdateAtomicModeOnlyIsAnUpdate(t *testing.T) {
+	st, root, base := updateFixture(t)
+	src := t.TempDir()
+	writeSpec(t, src, fileSpec{"run.sh": "#!/bin/sh\n", "same": "same\n"})
+	t1, _, _ := st.Ingest(t.Context(), src)
+	doUpdate(t, st, root, "dest", t1, UpdateOptions{Atomic: true})
+	os.Chmod(filepath.Join(src, "run.sh"), 0o755)
+	t2, _, _ := st.Ingest(t.Context(), src)
+	for _, dry := range []bool{true, false} {
+		res := doUpdate(t, st, root, "dest", t2, UpdateOptions{Atomic: true, DryRun: dry, List: true})
+		if res.Unchanged() || res.Updated != 1 || !slices.Equal(res.UpdatedPaths, []string{"run.sh"}) {
+			t.Errorf("dry run %v: a mode change under --atomic: %+v", dry, res)
+		}
+	}
+	if fi, _ := os.Stat(filepath.Join(base, "dest", "run.sh")); fi.Mode().Perm() != 0o755 {
+		t.Errorf("mode %v", fi.Mode().Perm())
+	}
+}
