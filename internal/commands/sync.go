@@ -604,6 +604,16 @@ func readSources(ctx context.Context, st *cas.Store, sources []string, opts Push
 			}
 			return src, applyChmod(ctx, st, &src, opts.Chmod)
 		}
+		// One file is written on its own, atomically; these flags would
+		// act on the whole directory it lands in.
+		for _, f := range []struct {
+			on   bool
+			name string
+		}{{opts.Delete, "--delete"}, {opts.Atomic, "--atomic"}} {
+			if f.on {
+				return src, Usagef("push: %s would apply to the whole directory %s lands in, not to the file; drop it (the file is replaced atomically anyway)", f.name, sources[0])
+			}
+		}
 	}
 	var entries []cas.Entry
 	seen := map[string]string{}
