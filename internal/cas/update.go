@@ -379,7 +379,7 @@ func (u *Update) diff() error {
 	wanted := make(map[string]bool, len(u.p.dirs)+len(u.p.files)+len(u.p.links))
 	var conflicts []string
 	replacingDir := func(rel string) bool {
-		if u.opts.Atomic || u.opts.Delete || !u.exists {
+		if u.opts.Atomic || u.opts.Delete || !u.exists || u.prunesAll(rel) {
 			return true
 		}
 		conflicts = append(conflicts, rel)
@@ -527,6 +527,28 @@ func (u *Update) diff() error {
 	res.Deleted = len(u.deletes)
 	res.DeletedPaths = slices.Sorted(slices.Values(u.deletes))
 	return nil
+}
+
+// prunesAll reports whether Prune removes the directory rel with all it
+// holds, each still what Prune says: a pull applying a remote change of a
+// directory into a file may then replace it.
+func (u *Update) prunesAll(rel string) bool {
+	if e, ok := u.opts.Prune[rel]; !ok || e.Type != EntryDir {
+		return false
+	}
+	for p, c := range u.cur {
+		if !strings.HasPrefix(p, rel+"/") {
+			continue
+		}
+		e, ok := u.opts.Prune[p]
+		switch {
+		case !ok || c.e.Type != e.Type:
+			return false
+		case c.e.Type != EntryDir && !c.e.Same(e):
+			return false
+		}
+	}
+	return true
 }
 
 // underReplaced reports whether rel lies in a directory a file or link of

@@ -178,3 +178,54 @@ func TestCheckConflictsNamesWhatIsLeft(t *testing.T) {
 		t.Errorf("the record outlived the conflicts: %v", err)
 	}
 }
+
+// A pull applies a remote change of a directory into a file (or a link)
+// when the local directory is what was last synced: the directory and all
+// it held go, as the merge decided. It used to stop on a type conflict
+// whose advice ("pass --delete ... or --atomic") rex pull does not take,
+// so the pull could not go through at all. A directory changed here since
+// it was read is still never removed.
+func TestPullReplacesDirectoryByFile(t *testing.T) {
+	st, err := cas.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ingest := func(dir string) cas.Digest {
+		t.Helper()
+		d, problems, err := st.Ingest(context.Background(), dir)
+		if err != nil || len(problems) > 0 {
+			t.Fatal(err, problems)
+		}
+		return d
+	}
+	remote := t.TempDir()
+	os.MkdirAll(filepath.Join(remote, "x", "sub"), 0o755)
+	os.WriteFile(filepath.Join(remote, "x", "sub", "a"), []byte("a\n"), 0o644)
+	os.WriteFile(filepath.Join(remote, "keep"), []byte("k\n"), 0o644)
+	os.Symlink("keep", filepath.Join(remote, "x", "link"))
+	base := ingest(remote)
+	os.RemoveAll(filepath.Join(remote, "x"))
+	os.WriteFile(filepath.Join(remote, "x"), []byte("now a file\n"), 0o644)
+	theirs := ingest(remote)
+
+	local := filepath.Join(t.TempDir(), "site")
+	if err := applyLocal(context.Background(), st, local, cas.EmptyTree(), base, PullOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A file changed here since the pull read the directory stays, and so
+	// does the directory holding it: the pull says why it cannot go on.
+	os.WriteFile(filepath.Join(local, "x", "sub", "a"), []byte("mine\n"), 0o644)
+	if err := applyLocal(context.Background(), st, local, base, theirs, PullOptions{}); err == nil {
+		t.Error("a directory holding a local change was replaced")
+	}
+	if b, _ := os.ReadFile(filepath.Join(local, "x", "sub", "a")); string(b) != "mine\n" {
+		t.Fatalf("the local change is gone: %q", b)
+	}
+	os.WriteFile(filepath.Join(local, "x", "sub", "a"), []byte("a\n"), 0o644)
+	if err := applyLocal(context.Background(), st, local, base, theirs, PullOptions{}); err != nil {
+		t.Fatalf("pull of a directory made a file: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(local, "x")); err != nil || string(b) != "now a file\n" {
+		t.Errorf("x: %q %v", b, err)
+	}
+}
