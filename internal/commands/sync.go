@@ -3,6 +3,7 @@ package commands
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -1423,6 +1424,16 @@ func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 		}
 		result = merge.Tree
 	}
+	// A conflict whose remote side cannot be saved stops the pull before
+	// it writes anything (markers of other conflicts included).
+	if !opts.DryRun {
+		for _, c := range merge.Conflicts {
+			side := c.Path + ".theirs"
+			if _, err := os.Lstat(filepath.Join(abs, filepath.FromSlash(side))); err == nil && !c.Markers && c.Theirs != nil {
+				return res, fmt.Errorf("save the remote side of %s: %s exists already, and nothing was changed here; move it away and pull again", c.Path, side)
+			}
+		}
+	}
 	// Written (or, dry, planned) first: a tree that does not fit is
 	// refused before anything, its paths never listed.
 	if result != ours || !dirExists(abs) {
@@ -1441,12 +1452,14 @@ func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 		return res, nil
 	}
 	rec := conflictRecord{Dir: abs}
+	var theirsErr error // the merge is written: its markers are remembered even so
 	for _, c := range merge.Conflicts {
 		pc := PullConflict{Conflict: c}
 		if !c.Markers && c.Theirs != nil {
 			side, err := writeTheirs(ctx, st, abs, c)
 			if err != nil {
-				return res, err
+				theirsErr = cmp.Or(theirsErr, err)
+				continue
 			}
 			pc.Note = " (theirs saved as " + side + ")"
 			rec.Theirs = append(rec.Theirs, side)
@@ -1458,6 +1471,9 @@ func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 	}
 	if err := saveConflicts(st, rec); err != nil {
 		return res, fmt.Errorf("remember the conflicts of %s: %w", localDir, err)
+	}
+	if theirsErr != nil {
+		return res, theirsErr
 	}
 	if err := recordSnapshot(ctx, st, key, theirs, "pull"); err != nil {
 		return res, err

@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,6 +13,9 @@ import (
 
 	"github.com/rexconsole/rex/internal/cas"
 	"github.com/rexconsole/rex/internal/fanout"
+	"github.com/rexconsole/rex/internal/protocol"
+	"github.com/rexconsole/rex/internal/rexclient"
+	"github.com/rexconsole/rex/internal/rexd"
 )
 
 // A hostile target cannot make a pull write a symlink that leads out of
@@ -227,5 +231,70 @@ func TestPullReplacesDirectoryByFile(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(local, "x")); err != nil || string(b) != "now a file\n" {
 		t.Errorf("x: %q %v", b, err)
+	}
+}
+
+// testRexd serves a real rexd, confined to root, over pipes in this
+// process, and opens a session with the cas capability.
+func testRexd(t *testing.T, root string) *rexclient.Session {
+	t.Helper()
+	cfg := rexd.DefaultConfig()
+	cfg.Roots = []string{root}
+	cfg.CASDir = filepath.Join(t.TempDir(), "cas")
+	cfg.AuditPath = filepath.Join(t.TempDir(), "audit.log")
+	srv, err := rexd.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, sw := io.Pipe()
+	sr, cw := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() { srv.Serve(ctx, sr, sw); sw.Close(); close(served) }()
+	c := rexclient.NewConn(cr, cw, closerFunc(func() error { cancel(); cw.Close(); return nil }))
+	t.Cleanup(func() { c.Close(); <-served; srv.Close() })
+	s, err := c.OpenSession(ctx, protocol.SessionOpenParams{ClientName: "test", RequestedCapabilities: []string{protocol.CapCAS}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// A pull that cannot save the remote side of a conflict (PATH.theirs is
+// there already, left by an earlier pull) stops before it writes anything
+// here: it used to write the merge first, conflict markers included, and
+// then stop without remembering them, so the next push sent the markers.
+func TestPullTheirsInTheWayWritesNothing(t *testing.T) {
+	remoteRoot, localRoot := t.TempDir(), t.TempDir()
+	s := testRexd(t, remoteRoot)
+	st, err := cas.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	remote, local := filepath.Join(remoteRoot, "site"), filepath.Join(localRoot, "site")
+	text := "one\ntwo\nthree\n"
+	os.MkdirAll(remote, 0o755)
+	os.WriteFile(filepath.Join(remote, "a.conf"), []byte(text), 0o644)
+	os.WriteFile(filepath.Join(remote, "z.bin"), []byte("\x00base"), 0o644)
+	if _, err := PullTree(ctx, st, s, "h1", remote, local); err != nil {
+		t.Fatal(err)
+	}
+	// Both sides change both files; a .theirs of z.bin is still here.
+	os.WriteFile(filepath.Join(remote, "a.conf"), []byte("one\nTWO remote\nthree\n"), 0o644)
+	os.WriteFile(filepath.Join(remote, "z.bin"), []byte("\x00remote"), 0o644)
+	os.WriteFile(filepath.Join(local, "a.conf"), []byte("one\nTWO local\nthree\n"), 0o644)
+	os.WriteFile(filepath.Join(local, "z.bin"), []byte("\x00local"), 0o644)
+	os.WriteFile(filepath.Join(local, "z.bin.theirs"), []byte("\x00older"), 0o644)
+	_, err = PullTree(ctx, st, s, "h1", remote, local)
+	if err == nil || !strings.Contains(err.Error(), "z.bin.theirs") {
+		t.Fatalf("pull with z.bin.theirs in the way: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(local, "a.conf")); string(b) != "one\nTWO local\nthree\n" {
+		t.Errorf("a.conf was written: %q", b)
+	}
+	// Whatever the pull wrote, a push from here must not send markers.
+	if hasMarkers(filepath.Join(local, "a.conf")) && checkConflicts(st, local) == nil {
+		t.Error("a.conf holds conflict markers and a push would send them")
 	}
 }
