@@ -1033,6 +1033,35 @@ func saveConflicts(st *cas.Store, rec conflictRecord) error {
 	return os.Rename(tmp, p)
 }
 
+// loadConflicts reads the record of dir (none when there is none, or it is
+// damaged).
+func loadConflicts(st *cas.Store, dir string) conflictRecord {
+	var rec conflictRecord
+	b, err := os.ReadFile(conflictFile(st, dir))
+	if err != nil || json.Unmarshal(b, &rec) != nil || rec.Dir != dir {
+		return conflictRecord{Dir: dir}
+	}
+	return rec
+}
+
+// with adds the paths of old that r lacks.
+func (r conflictRecord) with(old conflictRecord) conflictRecord {
+	union := func(a, b []string) []string {
+		seen := make(map[string]bool, len(a))
+		for _, p := range a {
+			seen[p] = true
+		}
+		for _, p := range b {
+			if !seen[p] {
+				a = append(a, p)
+			}
+		}
+		return a
+	}
+	r.Markers, r.Theirs = union(r.Markers, old.Markers), union(r.Theirs, old.Theirs)
+	return r
+}
+
 // hasMarkers reports whether a file still holds a conflict: a line that
 // starts "<<<<<<< " and one that starts ">>>>>>> ".
 func hasMarkers(p string) bool {
@@ -1469,6 +1498,9 @@ func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 		}
 		res.Conflicts = append(res.Conflicts, pc)
 	}
+	// What earlier pulls left stays remembered until it is resolved (a
+	// push checks and forgets what is).
+	rec = rec.with(loadConflicts(st, abs))
 	if err := saveConflicts(st, rec); err != nil {
 		return res, fmt.Errorf("remember the conflicts of %s: %w", localDir, err)
 	}

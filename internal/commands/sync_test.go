@@ -298,3 +298,44 @@ func TestPullTheirsInTheWayWritesNothing(t *testing.T) {
 		t.Error("a.conf holds conflict markers and a push would send them")
 	}
 }
+
+// A later pull does not forget the conflicts an earlier one left: a pull
+// that finds nothing new used to replace the record with its own (none),
+// so a push right after sent the earlier pull's conflict markers.
+func TestPullKeepsEarlierConflicts(t *testing.T) {
+	remoteRoot, localRoot := t.TempDir(), t.TempDir()
+	s := testRexd(t, remoteRoot)
+	st, err := cas.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	remote, local := filepath.Join(remoteRoot, "site"), filepath.Join(localRoot, "site")
+	os.MkdirAll(remote, 0o755)
+	os.WriteFile(filepath.Join(remote, "a.conf"), []byte("one\ntwo\nthree\n"), 0o644)
+	os.WriteFile(filepath.Join(remote, "b.conf"), []byte("b\n"), 0o644)
+	if _, err := PullTree(ctx, st, s, "h1", remote, local); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(remote, "a.conf"), []byte("one\nTWO remote\nthree\n"), 0o644)
+	os.WriteFile(filepath.Join(local, "a.conf"), []byte("one\nTWO local\nthree\n"), 0o644)
+	res, err := PullTree(ctx, st, s, "h1", remote, local)
+	if err != nil || len(res.Conflicts) != 1 || !hasMarkers(filepath.Join(local, "a.conf")) {
+		t.Fatalf("conflicted pull: %+v %v", res, err)
+	}
+	for _, step := range []struct {
+		name string
+		do   func()
+	}{
+		{"nothing new", func() {}},
+		{"a clean change", func() { os.WriteFile(filepath.Join(remote, "b.conf"), []byte("b2\n"), 0o644) }},
+	} {
+		step.do()
+		if res, err := PullTree(ctx, st, s, "h1", remote, local); err != nil || len(res.Conflicts) != 0 {
+			t.Fatalf("%s: pull: %+v %v", step.name, res, err)
+		}
+		if err := checkConflicts(st, local); err == nil || !strings.Contains(err.Error(), "a.conf (conflict markers)") {
+			t.Errorf("%s: a push would send a.conf's markers: %v", step.name, err)
+		}
+	}
+}
