@@ -1402,7 +1402,7 @@ func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 	}
 	report(SyncProgress{Phase: SyncAsking, Progress: cas.Progress{Walking: true}})
 	var last cas.Progress
-	_, err = cas.FetchWith(ctx, st, remote, theirs, cas.SyncOptions{Progress: func(p cas.Progress) {
+	_, err = cas.FetchWith(ctx, st, remote, theirs, cas.SyncOptions{MaxBytes: opts.MaxBytes, Progress: func(p cas.Progress) {
 		last = p
 		phase := SyncMoving
 		if p.Walking && p.Blobs+p.Trees == 0 {
@@ -1410,6 +1410,12 @@ func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 		}
 		report(SyncProgress{Phase: phase, Progress: p})
 	}})
+	if se := (*cas.SpaceError)(nil); errors.As(err, &se) {
+		if se.Limit {
+			se.Path = localDir
+		}
+		return res, fmt.Errorf("pull %s: %w", rpath, se)
+	}
 	if err != nil {
 		return res, fmt.Errorf("fetch %s: %w", rpath, err)
 	}

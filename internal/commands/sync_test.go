@@ -339,3 +339,29 @@ func TestPullKeepsEarlierConflicts(t *testing.T) {
 		}
 	}
 }
+
+// --max-bytes (and the free space) bound what a pull writes here before it
+// writes anything: the blobs of a remote tree too large were fetched into
+// the local store first, filling its disk, and only then refused.
+func TestPullMaxBytesBeforeFetching(t *testing.T) {
+	remoteRoot, localRoot := t.TempDir(), t.TempDir()
+	s := testRexd(t, remoteRoot)
+	st, err := cas.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := filepath.Join(remoteRoot, "site")
+	os.MkdirAll(remote, 0o755)
+	big := []byte(strings.Repeat("0123456789abcdef", 1<<12)) // 64 KiB
+	os.WriteFile(filepath.Join(remote, "big"), big, 0o644)
+	_, err = PullTreeWith(context.Background(), st, s, "h1", remote, filepath.Join(localRoot, "site"), PullOptions{MaxBytes: 1000}, nil)
+	if err == nil || !strings.Contains(err.Error(), "--max-bytes") || strings.Count(err.Error(), "fetch") > 1 {
+		t.Fatalf("pull over the limit: %v", err)
+	}
+	if missing, err := st.Has(context.Background(), []cas.Digest{cas.DigestOf(big)}); err != nil || len(missing) != 1 {
+		t.Errorf("the refused pull stored its 64 KiB blob here anyway (%v)", err)
+	}
+	if _, err := os.Stat(filepath.Join(localRoot, "site")); err == nil {
+		t.Error("the refused pull created the local directory")
+	}
+}
