@@ -598,6 +598,9 @@ func readSources(ctx context.Context, st *cas.Store, sources []string, opts Push
 				if err := checkConflicts(st, abs); err != nil {
 					return src, err
 				}
+				if err := checkSourceConflicts(st, sources); err != nil {
+					return src, err // a pull into a directory inside or above it
+				}
 			}
 			src.local = abs
 			if src.tree, err = ingestLocal(ctx, st, sources[0]); err != nil {
@@ -614,6 +617,11 @@ func readSources(ctx context.Context, st *cas.Store, sources []string, opts Push
 			if f.on {
 				return src, Usagef("push: %s would apply to the whole directory %s lands in, not to the file; drop it (the file is replaced atomically anyway)", f.name, sources[0])
 			}
+		}
+	}
+	if !opts.Force {
+		if err := checkSourceConflicts(st, sources); err != nil {
+			return src, err
 		}
 	}
 	var entries []cas.Entry
@@ -1117,6 +1125,53 @@ func checkConflicts(st *cas.Store, dir string) error {
 	}
 	return fmt.Errorf("refusing to push %s: a pull left %d unresolved %s: %s; resolve them (edit out the markers, remove the .theirs files) or pass --force",
 		dir, len(open), plural(len(open), "conflict", "conflicts"), strings.Join(open, ", "))
+}
+
+// checkSourceConflicts refuses a push of sources while a pull's unresolved
+// conflicts lie in them, whatever the source: the pulled directory, a file
+// or directory inside it, or one that holds it.
+func checkSourceConflicts(st *cas.Store, sources []string) error {
+	var abs []string
+	for _, p := range sources {
+		a, err := filepath.Abs(p)
+		if err != nil {
+			return err
+		}
+		abs = append(abs, a)
+	}
+	inSources := func(p string) bool {
+		return slices.ContainsFunc(abs, func(s string) bool {
+			return p == s || strings.HasPrefix(p, strings.TrimSuffix(s, "/")+"/")
+		})
+	}
+	exists := func(p string) bool { _, err := os.Lstat(p); return err == nil }
+	names, _ := filepath.Glob(filepath.Join(st.Root(), "conflicts", "*.json"))
+	var open []string
+	for _, n := range names {
+		var rec conflictRecord
+		b, err := os.ReadFile(n)
+		if err != nil || json.Unmarshal(b, &rec) != nil || rec.Dir == "" {
+			continue
+		}
+		for _, kind := range []struct {
+			paths  []string
+			note   string
+			isOpen func(string) bool
+		}{{rec.Markers, "conflict markers", hasMarkers}, {rec.Theirs, "the remote side, kept by a pull", exists}} {
+			for _, p := range kind.paths {
+				full := filepath.Join(rec.Dir, filepath.FromSlash(p))
+				if inSources(full) && kind.isOpen(full) {
+					open = append(open, full+" ("+kind.note+")")
+				}
+			}
+		}
+	}
+	if len(open) == 0 {
+		return nil
+	}
+	slices.Sort(open)
+	return fmt.Errorf("refusing to push: a pull left %d unresolved %s in what is pushed: %s; resolve them (edit out the markers, remove the .theirs files) or pass --force",
+		len(open), plural(len(open), "conflict", "conflicts"), strings.Join(open, ", "))
 }
 
 // Pull is `rex pull`: a directory on one or more targets back into a

@@ -365,3 +365,46 @@ func TestPullMaxBytesBeforeFetching(t *testing.T) {
 		t.Error("the refused pull created the local directory")
 	}
 }
+
+// A push refuses a pull's unresolved conflicts whatever names them: the
+// conflicted file itself, a directory inside the pulled one, or one that
+// holds it. Only a push of the pulled directory itself was checked.
+func TestPushRefusesConflictsByAnyPath(t *testing.T) {
+	remoteRoot, localRoot := t.TempDir(), t.TempDir()
+	s := testRexd(t, remoteRoot)
+	st, err := cas.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	remote, local := filepath.Join(remoteRoot, "site"), filepath.Join(localRoot, "site")
+	os.MkdirAll(filepath.Join(remote, "conf"), 0o755)
+	os.WriteFile(filepath.Join(remote, "conf", "a.conf"), []byte("one\ntwo\nthree\n"), 0o644)
+	os.WriteFile(filepath.Join(remote, "index.html"), []byte("x\n"), 0o644)
+	if _, err := PullTree(ctx, st, s, "h1", remote, local); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(remote, "conf", "a.conf"), []byte("one\nTWO remote\nthree\n"), 0o644)
+	os.WriteFile(filepath.Join(local, "conf", "a.conf"), []byte("one\nTWO local\nthree\n"), 0o644)
+	if res, err := PullTree(ctx, st, s, "h1", remote, local); err != nil || len(res.Conflicts) != 1 {
+		t.Fatalf("conflicted pull: %+v %v", res, err)
+	}
+	for _, src := range [][]string{
+		{local},
+		{filepath.Join(local, "conf", "a.conf")},
+		{filepath.Join(local, "conf")},
+		{localRoot},
+		{filepath.Join(local, "index.html"), filepath.Join(local, "conf")},
+	} {
+		_, err := readSources(ctx, st, src, PushOptions{})
+		if err == nil || !strings.Contains(err.Error(), "a.conf (conflict markers)") {
+			t.Errorf("push %v: %v", src, err)
+		}
+		if _, err := readSources(ctx, st, src, PushOptions{Force: true}); err != nil {
+			t.Errorf("push --force %v: %v", src, err)
+		}
+	}
+	if _, err := readSources(ctx, st, []string{filepath.Join(local, "index.html")}, PushOptions{}); err != nil {
+		t.Errorf("a file with no conflict: %v", err)
+	}
+}
