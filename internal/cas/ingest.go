@@ -133,7 +133,7 @@ func (s *Store) IngestIn(ctx context.Context, root *os.Root, name string, opts I
 }
 
 func (s *Store) ingest(ctx context.Context, r *os.Root, dir string, cache *statCache, opts IngestOptions) (root Digest, problems []IngestProblem, err error) {
-	w, err := s.walkDir(ctx, r, cache, opts.Blobs, &problems)
+	w, err := s.walkDir(ctx, r, cache, opts.Blobs, true, &problems)
 	if err != nil {
 		return Digest{}, nil, fmt.Errorf("ingest %s: %w", dir, err)
 	}
@@ -209,10 +209,12 @@ func (s *Store) IngestFile(p string, policy BlobPolicy) (Digest, error) {
 
 // walkDir reads the directory tree of r and hashes its files (reading only
 // those the stat cache does not vouch for), staging the content the store
-// lacks of those the policy says. Problems are appended to problems.
-func (s *Store) walkDir(ctx context.Context, r *os.Root, cache *statCache, stage BlobPolicy, problems *[]IngestProblem) (*walk, error) {
+// lacks of those the policy says. Problems are appended to problems. With
+// sweep, leftovers of killed writers are removed on the way (never by a
+// dry run).
+func (s *Store) walkDir(ctx context.Context, r *os.Root, cache *statCache, stage BlobPolicy, sweep bool, problems *[]IngestProblem) (*walk, error) {
 	w := &walk{}
-	top, err := s.ingestWalk(ctx, r, ".", 0, nil, &w.jobs, problems)
+	top, err := s.ingestWalk(ctx, r, ".", 0, nil, sweep, &w.jobs, problems)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +231,7 @@ func (s *Store) walkDir(ctx context.Context, r *os.Root, cache *statCache, stage
 }
 
 // ingestWalk reads directories (cheap, sequential) and queues file jobs.
-func (s *Store) ingestWalk(ctx context.Context, r *os.Root, rel string, depth int, info fs.FileInfo, jobs *[]*ingestJob, problems *[]IngestProblem) (*ingestNode, error) {
+func (s *Store) ingestWalk(ctx context.Context, r *os.Root, rel string, depth int, info fs.FileInfo, sweep bool, jobs *[]*ingestJob, problems *[]IngestProblem) (*ingestNode, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -247,7 +249,7 @@ func (s *Store) ingestWalk(ctx context.Context, r *os.Root, rel string, depth in
 		name := de.Name()
 		p := path.Join(rel, name)
 		if pid, ok := rexTemp(name); ok {
-			if !processAlive(pid) {
+			if sweep && !processAlive(pid) {
 				r.RemoveAll(p) // a killed writer's leftover
 			}
 			continue
@@ -269,7 +271,7 @@ func (s *Store) ingestWalk(ctx context.Context, r *os.Root, rel string, depth in
 		}
 		switch t := info.Mode().Type(); {
 		case t.IsDir():
-			sub, err := s.ingestWalk(ctx, r, p, depth+1, info, jobs, problems)
+			sub, err := s.ingestWalk(ctx, r, p, depth+1, info, sweep, jobs, problems)
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}

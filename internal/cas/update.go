@@ -328,7 +328,7 @@ func (u *Update) scan(ctx context.Context) error {
 	}
 	defer r.Close()
 	var problems []IngestProblem
-	w, err := u.s.walkDir(ctx, r, u.cache, BlobsNone, &problems)
+	w, err := u.s.walkDir(ctx, r, u.cache, BlobsNone, !u.opts.DryRun, &problems)
 	if err != nil {
 		return fmt.Errorf("update %s: read what it holds: %w", u.res.Path, err)
 	}

@@ -648,3 +648,23 @@ func TestUpdateAtomicModeOnlyIsAnUpdate(t *testing.T) {
 		t.Errorf("mode %v", fi.Mode().Perm())
 	}
 }
+
+// A dry run changes nothing, not even the leftovers of a killed writer
+// that a real update sweeps (found by review: the scan of a dry run
+// removed them).
+func TestUpdateDryRunSweepsNothing(t *testing.T) {
+	st, root, base := updateFixture(t)
+	dest := filepath.Join(base, "dst")
+	writeSpec(t, dest, fileSpec{"a": "a\n"})
+	left := filepath.Join(dest, fmt.Sprintf(".rex-tmp-%d-ab", deadPid(t)))
+	os.WriteFile(left, []byte("x"), 0o600)
+	tree := ingestSpec(t, st, fileSpec{"a": "b\n"})
+	doUpdate(t, st, root, "dst", tree, UpdateOptions{DryRun: true})
+	if _, err := os.Lstat(left); err != nil {
+		t.Errorf("a dry run removed %s: %v", left, err)
+	}
+	doUpdate(t, st, root, "dst", tree, UpdateOptions{})
+	if _, err := os.Lstat(left); err == nil {
+		t.Errorf("the update kept %s", left)
+	}
+}
