@@ -1655,7 +1655,13 @@ func applyLocal(ctx context.Context, st *cas.Store, dir string, ours, result cas
 		return err
 	}
 	defer root.Close()
-	_, err = st.Update(ctx, root, name, result, cas.UpdateOptions{Prune: prune, DryRun: opts.DryRun, MaxBytes: opts.MaxBytes})
+	// What the merge read here is what may be written over: a file saved
+	// meanwhile is never overwritten.
+	base, err := st.Flatten(ctx, ours)
+	if err != nil {
+		return err
+	}
+	_, err = st.Update(ctx, root, name, result, cas.UpdateOptions{Prune: prune, Base: base, DryRun: opts.DryRun, MaxBytes: opts.MaxBytes})
 	return err
 }
 

@@ -408,3 +408,41 @@ func TestPushRefusesConflictsByAnyPath(t *testing.T) {
 		t.Errorf("a file with no conflict: %v", err)
 	}
 }
+
+// A pull writes the remote's version of a file only over the version it
+// read here: a local edit made after the pull read the directory (before it
+// writes) is kept, and the pull says so. It was overwritten with the
+// remote's version (found by review).
+func TestPullNeverOverwritesAnEditMadeWhileItRan(t *testing.T) {
+	st, err := cas.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	local := filepath.Join(t.TempDir(), "site")
+	os.MkdirAll(local, 0o755)
+	os.WriteFile(filepath.Join(local, "a.conf"), []byte("v1\n"), 0o644)
+	ours, _, err := st.Ingest(ctx, local) // what the pull read here
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirsDir := t.TempDir()
+	os.WriteFile(filepath.Join(theirsDir, "a.conf"), []byte("v2 remote\n"), 0o644)
+	result, _, _ := st.Ingest(ctx, theirsDir) // the merge: the remote's change
+	os.WriteFile(filepath.Join(local, "a.conf"), []byte("mine, saved meanwhile\n"), 0o644)
+	err = applyLocal(ctx, st, local, ours, result, PullOptions{})
+	if b, _ := os.ReadFile(filepath.Join(local, "a.conf")); string(b) != "mine, saved meanwhile\n" {
+		t.Fatalf("a local edit made while the pull ran was overwritten: a.conf is %q", b)
+	}
+	if err == nil || !strings.Contains(err.Error(), "a.conf changed while this ran") {
+		t.Errorf("the pull did not say why it stopped: %v", err)
+	}
+	// Unchanged since read, it is written.
+	os.WriteFile(filepath.Join(local, "a.conf"), []byte("v1\n"), 0o644)
+	if err := applyLocal(ctx, st, local, ours, result, PullOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(local, "a.conf")); string(b) != "v2 remote\n" {
+		t.Errorf("a.conf is %q", b)
+	}
+}
