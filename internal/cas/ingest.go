@@ -37,6 +37,10 @@ type IngestOptions struct {
 	// the store finds them there when a blob is asked for (see
 	// Store.Read), verifying what it reads.
 	Blobs BlobPolicy
+	// KeepLeftovers leaves the temporary files of killed writers where they
+	// are (they are skipped all the same): for a read that must change
+	// nothing, such as a dry run or a pull's read of the remote side.
+	KeepLeftovers bool
 }
 
 // BlobPolicy is which blobs an ingest copies into the store.
@@ -105,7 +109,8 @@ type walk struct {
 //
 // Temporary files and directories rex leaves while writing (".rex-tmp-",
 // ".rex-stage-", ".rex-old-" followed by the writer's pid) are never taken
-// in; those of a process that no longer runs are removed.
+// in; those of a process that no longer runs are removed (unless
+// IngestOptions.KeepLeftovers).
 func (s *Store) Ingest(ctx context.Context, dir string) (root Digest, problems []IngestProblem, err error) {
 	return s.IngestWith(ctx, dir, IngestOptions{})
 }
@@ -133,7 +138,7 @@ func (s *Store) IngestIn(ctx context.Context, root *os.Root, name string, opts I
 }
 
 func (s *Store) ingest(ctx context.Context, r *os.Root, dir string, cache *statCache, opts IngestOptions) (root Digest, problems []IngestProblem, err error) {
-	w, err := s.walkDir(ctx, r, cache, opts.Blobs, true, &problems)
+	w, err := s.walkDir(ctx, r, cache, opts.Blobs, !opts.KeepLeftovers, &problems)
 	if err != nil {
 		return Digest{}, nil, fmt.Errorf("ingest %s: %w", dir, err)
 	}

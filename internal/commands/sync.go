@@ -317,8 +317,9 @@ func problemsError(dir string, problems []cas.IngestProblem) error {
 		len(problems), dir, strings.Join(list, "; "))
 }
 
-// ingestLocal takes a local directory into the store.
-func ingestLocal(ctx context.Context, st *cas.Store, dir string) (cas.Digest, error) {
+// ingestLocal takes a local directory into the store (opts.Blobs is
+// always BlobsText).
+func ingestLocal(ctx context.Context, st *cas.Store, dir string, opts cas.IngestOptions) (cas.Digest, error) {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return cas.Digest{}, fmt.Errorf("read %s: %w", dir, err)
@@ -328,7 +329,8 @@ func ingestLocal(ctx context.Context, st *cas.Store, dir string) (cas.Digest, er
 	}
 	// Only what a later merge may need is copied into the store (text);
 	// a push reads the rest from the files themselves.
-	root, problems, err := st.IngestWith(ctx, dir, cas.IngestOptions{Blobs: cas.BlobsText})
+	opts.Blobs = cas.BlobsText
+	root, problems, err := st.IngestWith(ctx, dir, opts)
 	if err != nil {
 		return cas.Digest{}, fmt.Errorf("read %s: %w", dir, err)
 	}
@@ -603,7 +605,7 @@ func readSources(ctx context.Context, st *cas.Store, sources []string, opts Push
 				}
 			}
 			src.local = abs
-			if src.tree, err = ingestLocal(ctx, st, sources[0]); err != nil {
+			if src.tree, err = ingestLocal(ctx, st, sources[0], cas.IngestOptions{KeepLeftovers: opts.DryRun}); err != nil {
 				return src, err
 			}
 			return src, applyChmod(ctx, st, &src, opts.Chmod)
@@ -641,7 +643,7 @@ func readSources(ctx context.Context, st *cas.Store, sources []string, opts Push
 		}
 		switch {
 		case fi.IsDir():
-			d, err := ingestLocal(ctx, st, p)
+			d, err := ingestLocal(ctx, st, p, cas.IngestOptions{KeepLeftovers: opts.DryRun})
 			if err != nil {
 				return src, err
 			}
@@ -1492,7 +1494,8 @@ func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 	ours := cas.EmptyTree()
 	switch fi, err := os.Lstat(abs); {
 	case err == nil && fi.IsDir():
-		if ours, err = ingestLocal(ctx, st, abs); err != nil {
+		// A dry run leaves even a killed pull's temporary files here.
+		if ours, err = ingestLocal(ctx, st, abs, cas.IngestOptions{KeepLeftovers: opts.DryRun}); err != nil {
 			return res, err
 		}
 	case err == nil:

@@ -3,9 +3,11 @@ package commands
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -444,5 +446,52 @@ func TestPullNeverOverwritesAnEditMadeWhileItRan(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(local, "a.conf")); string(b) != "v2 remote\n" {
 		t.Errorf("a.conf is %q", b)
+	}
+}
+
+// A dry run changes nothing, here or on the target, not even the
+// temporary files a killed writer left: a pull or push --dry-run removed
+// them from the local directory, and every pull from the remote one, which
+// a pull only reads (found by review).
+func TestDryRunsKeepLeftovers(t *testing.T) {
+	remoteRoot, localRoot := t.TempDir(), t.TempDir()
+	s := testRexd(t, remoteRoot)
+	st, err := cas.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	leftover := fmt.Sprintf(".rex-tmp-%d-ab", dead.Process.Pid)
+	remote, local := filepath.Join(remoteRoot, "site"), filepath.Join(localRoot, "site")
+	for _, dir := range []string{remote, local} {
+		os.MkdirAll(dir, 0o755)
+		os.WriteFile(filepath.Join(dir, leftover), []byte("x"), 0o600)
+	}
+	os.WriteFile(filepath.Join(remote, "a"), []byte("a\n"), 0o644)
+	kept := func(what string) {
+		t.Helper()
+		for _, dir := range []string{remote, local} {
+			if _, err := os.Lstat(filepath.Join(dir, leftover)); err != nil {
+				t.Errorf("%s removed %s from %s", what, leftover, dir)
+			}
+		}
+	}
+	if _, err := PullTreeWith(ctx, st, s, "h1", remote, local, PullOptions{DryRun: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	kept("pull --dry-run")
+	if _, err := readSources(ctx, st, []string{local}, PushOptions{DryRun: true}); err != nil {
+		t.Fatal(err)
+	}
+	kept("push --dry-run")
+	if _, err := PullTree(ctx, st, s, "h1", remote, local); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(remote, leftover)); err != nil {
+		t.Errorf("a pull removed %s from the remote directory", leftover)
 	}
 }

@@ -805,7 +805,9 @@ func (c *conn) casIngest(ctx context.Context, req *request) (any, *protocol.Erro
 	}
 	// Trees only: the files themselves serve cas.get, so a pull writes
 	// nothing but trees here.
-	root, problems, err := st.IngestIn(ctx, rp.root.dir, relOrDot(rp.rel), cas.IngestOptions{Blobs: cas.BlobsNone})
+	// A pull only reads here: leftovers of a killed push are the next
+	// push's to sweep.
+	root, problems, err := st.IngestIn(ctx, rp.root.dir, relOrDot(rp.rel), cas.IngestOptions{Blobs: cas.BlobsNone, KeepLeftovers: true})
 	if err != nil {
 		if isEscape(err) {
 			return nil, s.roots.forbidden(rp.abs, "a symbolic link leads outside the allowed roots")
