@@ -237,8 +237,9 @@ func TestPullReplacesDirectoryByFile(t *testing.T) {
 }
 
 // testRexd serves a real rexd, confined to root, over pipes in this
-// process, and opens a session with the cas capability.
-func testRexd(t *testing.T, root string) *rexclient.Session {
+// process, and opens a session with the cas capability (narrowed to
+// workspace, when given, as a device's roots narrow it).
+func testRexd(t *testing.T, root string, workspace ...string) *rexclient.Session {
 	t.Helper()
 	cfg := rexd.DefaultConfig()
 	cfg.Roots = []string{root}
@@ -255,7 +256,7 @@ func testRexd(t *testing.T, root string) *rexclient.Session {
 	go func() { srv.Serve(ctx, sr, sw); sw.Close(); close(served) }()
 	c := rexclient.NewConn(cr, cw, closerFunc(func() error { cancel(); cw.Close(); return nil }))
 	t.Cleanup(func() { c.Close(); <-served; srv.Close() })
-	s, err := c.OpenSession(ctx, protocol.SessionOpenParams{ClientName: "test", RequestedCapabilities: []string{protocol.CapCAS}})
+	s, err := c.OpenSession(ctx, protocol.SessionOpenParams{ClientName: "test", RequestedCapabilities: []string{protocol.CapCAS}, WorkspaceRoots: workspace})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,5 +494,43 @@ func TestDryRunsKeepLeftovers(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(remote, leftover)); err != nil {
 		t.Errorf("a pull removed %s from the remote directory", leftover)
+	}
+}
+
+// A push and a pull name the remote directory alike, so the pull finds
+// the push as its base, also when the device's root is reached through a
+// symlink (/var/www -> /srv/www): a push that had to send blobs recorded
+// its sync under the link's spelling, a pull looked under the resolved
+// one, found no base and turned a local edit into an add/add conflict
+// (found by review).
+func TestPushThenPullThroughSymlinkedRoot(t *testing.T) {
+	server := t.TempDir()
+	os.Mkdir(filepath.Join(server, "real"), 0o755)
+	os.Symlink("real", filepath.Join(server, "www"))
+	s := testRexd(t, server, filepath.Join(server, "www"))
+	st, err := cas.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	local := filepath.Join(t.TempDir(), "site")
+	os.MkdirAll(local, 0o755)
+	os.WriteFile(filepath.Join(local, "index.html"), []byte("v1\n"), 0o644)
+	src, err := readSources(ctx, st, []string{local}, PushOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := filepath.Join(server, "www", "site")
+	_, res, err := pushSource(ctx, st, s, "h1", src, remote, PushOptions{verified: &cas.VerifiedSet{}}, func(SyncProgress) {})
+	if err != nil || !res.Created {
+		t.Fatalf("push: %+v %v", res, err)
+	}
+	os.WriteFile(filepath.Join(local, "index.html"), []byte("v2 local\n"), 0o644)
+	pr, err := PullTree(ctx, st, s, "h1", remote, local)
+	if err != nil || len(pr.Conflicts) != 0 || pr.RemotePath != res.Path {
+		t.Fatalf("pull after the push: %+v %v (push said %s)", pr, err, res.Path)
+	}
+	if b, _ := os.ReadFile(filepath.Join(local, "index.html")); string(b) != "v2 local\n" {
+		t.Errorf("index.html is %q", b)
 	}
 }
