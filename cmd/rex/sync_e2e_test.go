@@ -596,3 +596,36 @@ func TestPushNoSpace(t *testing.T) {
 		t.Fatalf("push over --max-bytes: %d %q %q", code, out, errOut)
 	}
 }
+
+// TestPushOneFileKeepsItsDirectory: a push of one file writes that file
+// only. --delete and --atomic are about a directory pushed whole; given
+// with a single file they used to apply to the directory the file lands
+// in, so `rex push app.conf /etc/app/app.conf --delete` emptied /etc/app
+// of everything else and --atomic replaced it with a directory holding the
+// one file. They are refused, and nothing is written.
+func TestPushOneFileKeepsItsDirectory(t *testing.T) {
+	e := newRexEnv(t, rexBin)
+	src := filepath.Join(e.home, "new", "app.conf")
+	writeFiles(t, filepath.Dir(src), map[string]string{"app.conf": "new\n"})
+	for _, tc := range []struct{ flag, dest string }{
+		{"--delete", "app.conf"}, {"--atomic", "app.conf"}, {"--delete", ""}, {"--atomic", ""},
+	} {
+		dir := filepath.Join(e.home, "etc-app")
+		os.RemoveAll(dir)
+		writeFiles(t, dir, map[string]string{"app.conf": "old\n", "other.conf": "keep\n", "certs/site.pem": "pem\n"})
+		ino := inodeOf(t, dir)
+		dest := filepath.Join(dir, tc.dest)
+		if tc.dest == "" {
+			dest += "/"
+		}
+		out, errOut, code := e.run("push", tc.flag, src, dest, "local")
+		other, _ := os.ReadFile(filepath.Join(dir, "other.conf"))
+		pem, _ := os.ReadFile(filepath.Join(dir, "certs/site.pem"))
+		if string(other) != "keep\n" || string(pem) != "pem\n" || inodeOf(t, dir) != ino {
+			t.Fatalf("push %s of one file to %s touched the rest of its directory: %d %q %q", tc.flag, dest, code, out, errOut)
+		}
+		if code != 2 || !strings.Contains(errOut, tc.flag) || read(t, filepath.Join(dir, "app.conf")) != "old\n" {
+			t.Errorf("push %s of one file to %s: %d %q %q", tc.flag, dest, code, out, errOut)
+		}
+	}
+}

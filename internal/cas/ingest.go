@@ -37,6 +37,10 @@ type IngestOptions struct {
 	// the store finds them there when a blob is asked for (see
 	// Store.Read), verifying what it reads.
 	Blobs BlobPolicy
+	// KeepLeftovers leaves the temporary files of killed writers where they
+	// are (they are skipped all the same): for a read that must change
+	// nothing, such as a dry run or a pull's read of the remote side.
+	KeepLeftovers bool
 }
 
 // BlobPolicy is which blobs an ingest copies into the store.
@@ -105,7 +109,8 @@ type walk struct {
 //
 // Temporary files and directories rex leaves while writing (".rex-tmp-",
 // ".rex-stage-", ".rex-old-" followed by the writer's pid) are never taken
-// in; those of a process that no longer runs are removed.
+// in; those of a process that no longer runs are removed (unless
+// IngestOptions.KeepLeftovers).
 func (s *Store) Ingest(ctx context.Context, dir string) (root Digest, problems []IngestProblem, err error) {
 	return s.IngestWith(ctx, dir, IngestOptions{})
 }
@@ -133,7 +138,7 @@ func (s *Store) IngestIn(ctx context.Context, root *os.Root, name string, opts I
 }
 
 func (s *Store) ingest(ctx context.Context, r *os.Root, dir string, cache *statCache, opts IngestOptions) (root Digest, problems []IngestProblem, err error) {
-	w, err := s.walkDir(ctx, r, cache, opts.Blobs, &problems)
+	w, err := s.walkDir(ctx, r, cache, opts.Blobs, !opts.KeepLeftovers, &problems)
 	if err != nil {
 		return Digest{}, nil, fmt.Errorf("ingest %s: %w", dir, err)
 	}
@@ -209,10 +214,12 @@ func (s *Store) IngestFile(p string, policy BlobPolicy) (Digest, error) {
 
 // walkDir reads the directory tree of r and hashes its files (reading only
 // those the stat cache does not vouch for), staging the content the store
-// lacks of those the policy says. Problems are appended to problems.
-func (s *Store) walkDir(ctx context.Context, r *os.Root, cache *statCache, stage BlobPolicy, problems *[]IngestProblem) (*walk, error) {
+// lacks of those the policy says. Problems are appended to problems. With
+// sweep, leftovers of killed writers are removed on the way (never by a
+// dry run).
+func (s *Store) walkDir(ctx context.Context, r *os.Root, cache *statCache, stage BlobPolicy, sweep bool, problems *[]IngestProblem) (*walk, error) {
 	w := &walk{}
-	top, err := s.ingestWalk(ctx, r, ".", 0, nil, &w.jobs, problems)
+	top, err := s.ingestWalk(ctx, r, ".", 0, nil, sweep, &w.jobs, problems)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +236,7 @@ func (s *Store) walkDir(ctx context.Context, r *os.Root, cache *statCache, stage
 }
 
 // ingestWalk reads directories (cheap, sequential) and queues file jobs.
-func (s *Store) ingestWalk(ctx context.Context, r *os.Root, rel string, depth int, info fs.FileInfo, jobs *[]*ingestJob, problems *[]IngestProblem) (*ingestNode, error) {
+func (s *Store) ingestWalk(ctx context.Context, r *os.Root, rel string, depth int, info fs.FileInfo, sweep bool, jobs *[]*ingestJob, problems *[]IngestProblem) (*ingestNode, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -247,7 +254,7 @@ func (s *Store) ingestWalk(ctx context.Context, r *os.Root, rel string, depth in
 		name := de.Name()
 		p := path.Join(rel, name)
 		if pid, ok := rexTemp(name); ok {
-			if !processAlive(pid) {
+			if sweep && !processAlive(pid) {
 				r.RemoveAll(p) // a killed writer's leftover
 			}
 			continue
@@ -269,7 +276,7 @@ func (s *Store) ingestWalk(ctx context.Context, r *os.Root, rel string, depth in
 		}
 		switch t := info.Mode().Type(); {
 		case t.IsDir():
-			sub, err := s.ingestWalk(ctx, r, p, depth+1, info, jobs, problems)
+			sub, err := s.ingestWalk(ctx, r, p, depth+1, info, sweep, jobs, problems)
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}

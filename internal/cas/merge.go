@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io/fs"
 	"path"
 	"slices"
 	"strings"
@@ -73,7 +74,7 @@ func (r MergeResult) Clean() bool { return len(r.Conflicts) == 0 }
 //   - one side changed (modified, added, deleted) → that side;
 //   - both changed a file from a common base file → MergeText if all three
 //     are UTF-8 without NUL and within MaxTextSize, else a binary conflict;
-//     the executable bit merges on its own;
+//     the mode (of directories too) merges bit by bit;
 //   - both changed a directory → merged entry by entry; one side deleted
 //     a directory the other changed → the unchanged entries are deleted and
 //     the changed ones are modify/delete conflicts;
@@ -214,7 +215,18 @@ func (m *treeMerger) entry(p string, b, o, t *Entry, depth int) (*Entry, error) 
 		if d == empty && (o == nil || t == nil) {
 			return nil, nil // a deleted directory whose changes were all deletions
 		}
-		return &Entry{Type: EntryDir, Digest: d}, nil
+		var perm fs.FileMode
+		switch {
+		case o == nil:
+			perm = t.Perm()
+		case t == nil:
+			perm = o.Perm()
+		case isDir(b):
+			perm = mergePerm(b.Perm(), o.Perm(), t.Perm())
+		default:
+			perm = o.Perm()
+		}
+		return ptr(Entry{Type: EntryDir, Digest: d}.WithPerm(perm)), nil
 	}
 	switch {
 	case isDir(o) || isDir(t):
@@ -230,10 +242,10 @@ func (m *treeMerger) entry(p string, b, o, t *Entry, depth int) (*Entry, error) 
 	// Both are files that differ.
 	kind := ConflictContent
 	var baseDigest Digest
-	exec := o.Executable
+	perm := o.Perm()
 	if isFile(b) {
 		baseDigest = b.Digest
-		exec = mergeBool(b.Executable, o.Executable, t.Executable)
+		perm = mergePerm(b.Perm(), o.Perm(), t.Perm())
 	} else {
 		kind = ConflictAddAdd
 		baseDigest = DigestOf(nil)
@@ -243,11 +255,11 @@ func (m *treeMerger) entry(p string, b, o, t *Entry, depth int) (*Entry, error) 
 	}
 	switch {
 	case o.Digest == t.Digest:
-		return &Entry{Type: EntryFile, Digest: o.Digest, Executable: exec}, nil
+		return ptr(Entry{Type: EntryFile, Digest: o.Digest}.WithPerm(perm)), nil
 	case isFile(b) && b.Digest == o.Digest:
-		return &Entry{Type: EntryFile, Digest: t.Digest, Executable: exec}, nil
+		return ptr(Entry{Type: EntryFile, Digest: t.Digest}.WithPerm(perm)), nil
 	case isFile(b) && b.Digest == t.Digest:
-		return &Entry{Type: EntryFile, Digest: o.Digest, Executable: exec}, nil
+		return ptr(Entry{Type: EntryFile, Digest: o.Digest}.WithPerm(perm)), nil
 	}
 	texts, ok, err := m.loadText(baseDigest, o.Digest, t.Digest)
 	if err != nil {
@@ -264,21 +276,21 @@ func (m *treeMerger) entry(p string, b, o, t *Entry, depth int) (*Entry, error) 
 	if err != nil {
 		return nil, err
 	}
-	e := &Entry{Type: EntryFile, Digest: d, Executable: exec}
+	e := ptr(Entry{Type: EntryFile, Digest: d}.WithPerm(perm))
 	if n > 0 || kind == ConflictAddAdd {
 		m.conflicts = append(m.conflicts, Conflict{Path: p, Kind: kind, Base: b, Ours: o, Theirs: t, Markers: n > 0})
 	}
 	return e, nil
 }
 
-// mergeBool merges a flag: whichever side changed it wins; two booleans
-// that both differ from the base agree.
-func mergeBool(base, ours, theirs bool) bool {
-	if ours != base {
-		return ours
-	}
-	return theirs
+// mergePerm merges permission bits one by one: the bits ours changed are
+// ours, the others theirs (two sides that changed a bit alike agree).
+func mergePerm(base, ours, theirs fs.FileMode) fs.FileMode {
+	changed := base ^ ours
+	return ours&changed | theirs&^changed
 }
+
+func ptr(e Entry) *Entry { return &e }
 
 // loadText reads three blobs for a text merge; ok is false when any is too
 // large, not UTF-8, or contains NUL.

@@ -2,7 +2,9 @@ package cas
 
 import (
 	"fmt"
+	"io/fs"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -219,6 +221,49 @@ func BenchmarkMergeTrees(b *testing.B) {
 	for b.Loop() {
 		if _, err := s.MergeTrees(b.Context(), bd, od, td, MergeOptions{}); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// A merge keeps the modes of what it merges: a private directory whose
+// files both sides changed stays 0700, a 0600 file both sides edited stays
+// 0600, and the bits each side changed are taken, bit by bit (ours took
+// o-r from 0644, theirs made it 0755: 0751), the executable bit as before. A mode lost here is a chmod a pull does to local files.
+func TestMergeKeepsModes(t *testing.T) {
+	s := newStore(t)
+	tree := func(spec fileSpec, modes map[string]fs.FileMode) Digest {
+		t.Helper()
+		dir := t.TempDir()
+		writeSpec(t, dir, spec)
+		for p, m := range modes {
+			if err := os.Chmod(filepath.Join(dir, p), m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d, problems, err := s.Ingest(t.Context(), dir)
+		if err != nil || len(problems) > 0 {
+			t.Fatal(err, problems)
+		}
+		return d
+	}
+	text := "one\ntwo\nthree\nfour\nfive\nsix\n"
+	private := map[string]fs.FileMode{"private": 0o700, "private/key": 0o600}
+	base := tree(fileSpec{"private/a": "a\n", "private/key": text, "tool": "t\n"}, private)
+	ours := tree(fileSpec{"private/a": "a ours\n", "private/key": "ONE\n" + text[4:], "tool": "t\n"},
+		map[string]fs.FileMode{"private": 0o700, "private/key": 0o600, "tool": 0o640})
+	theirs := tree(fileSpec{"private/a": "a\n", "private/b": "b\n", "private/key": text[:len(text)-4] + "SIX\n", "tool": "t\n"},
+		map[string]fs.FileMode{"private": 0o700, "private/key": 0o600, "tool": 0o755})
+	res, err := s.MergeTrees(t.Context(), base, ours, theirs, MergeOptions{})
+	if err != nil || !res.Clean() {
+		t.Fatalf("merge: %v %+v", err, res.Conflicts)
+	}
+	flat, err := s.Flatten(t.Context(), res.Tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]fs.FileMode{"private": 0o700, "private/key": 0o600, "private/b": 0o644, "tool": 0o751} {
+		if got := flat[p].Perm(); got != want {
+			t.Errorf("%s: mode %#o after the merge, want %#o", p, got, want)
 		}
 	}
 }

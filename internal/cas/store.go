@@ -130,6 +130,31 @@ func Open(root string) (*Store, error) {
 // Root returns the store's root directory.
 func (s *Store) Root() string { return s.root }
 
+// roomFor refuses to store n more bytes when that is more than max (0: the
+// free space of the store's file system, less 5%).
+func (s *Store) roomFor(n, max int64) error {
+	if max > 0 {
+		if n > max {
+			return &SpaceError{Path: s.root, Needed: n, Free: max, Limit: true}
+		}
+		return nil
+	}
+	f, err := os.Open(s.root)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	free, err := freeSpace(f)
+	if err != nil {
+		return nil // not known: the writes themselves will tell
+	}
+	free -= free / 20
+	if n > free {
+		return &SpaceError{Path: s.root, Needed: n, Free: free}
+	}
+	return nil
+}
+
 // objectPath is the file of a validated digest: objects/ab/cdef….
 func (s *Store) objectPath(d Digest) string {
 	return filepath.Join(s.objects, d.Hash[:2], d.Hash[2:])

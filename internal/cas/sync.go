@@ -75,6 +75,10 @@ type SyncOptions struct {
 	// target is not hashed again for the next. The receiver checks
 	// every blob anyway.
 	Verified *VerifiedSet
+	// MaxBytes bounds the blob bytes a fetch may store: more is refused
+	// (a *SpaceError) before any blob is received. 0 means the free space
+	// of the store's file system, less 5%.
+	MaxBytes int64
 }
 
 // VerifiedSet remembers the blobs whose bytes were checked against their
@@ -728,6 +732,13 @@ func FetchWith(ctx context.Context, local *Store, remote Remote, root Digest, op
 		}
 	}
 	blobs = slices.DeleteFunc(blobs, func(d Digest) bool { _, ok := trees[d]; return ok })
+	var need int64
+	for _, d := range blobs {
+		need += d.Size
+	}
+	if err := local.roomFor(need, opts.MaxBytes); err != nil {
+		return st.Stats, fmt.Errorf("fetch: %w", err)
+	}
 	st.walked(blobs)
 	if _, err := receiveObjects(ctx, remote, blobs, st, false, local); err != nil {
 		return st.Stats, fmt.Errorf("fetch: %w", err)

@@ -40,6 +40,11 @@ type UpdateOptions struct {
 	// still is what the map says (a pull applies the deletions of its
 	// merge so, never a file changed meanwhile).
 	Prune map[string]Entry
+	// Base, when set (a pull), is what the destination held when the
+	// caller read it, by path: a path the update would write over whose
+	// current entry is not that (changed meanwhile, or added) stops the
+	// update before anything is written, with a *ChangedError.
+	Base map[string]Entry
 	// DryRun plans and reports, and changes nothing.
 	DryRun bool
 	// Owner, when set, is given to every file and directory the update
@@ -328,7 +333,7 @@ func (u *Update) scan(ctx context.Context) error {
 	}
 	defer r.Close()
 	var problems []IngestProblem
-	w, err := u.s.walkDir(ctx, r, u.cache, BlobsNone, &problems)
+	w, err := u.s.walkDir(ctx, r, u.cache, BlobsNone, !u.opts.DryRun, &problems)
 	if err != nil {
 		return fmt.Errorf("update %s: read what it holds: %w", u.res.Path, err)
 	}
@@ -379,7 +384,7 @@ func (u *Update) diff() error {
 	wanted := make(map[string]bool, len(u.p.dirs)+len(u.p.files)+len(u.p.links))
 	var conflicts []string
 	replacingDir := func(rel string) bool {
-		if u.opts.Atomic || u.opts.Delete || !u.exists {
+		if u.opts.Atomic || u.opts.Delete || !u.exists || u.prunesAll(rel) {
 			return true
 		}
 		conflicts = append(conflicts, rel)
@@ -423,12 +428,16 @@ func (u *Update) diff() error {
 		switch {
 		case !ok:
 		case c.e.Type == EntryFile && c.e.Digest == pe.e.Digest:
+			metaDiffers := c.e.Perm() != pe.e.Perm() || u.ownerDiffers(c.info)
 			if u.opts.Atomic || !u.exists {
+				if metaDiffers {
+					note(pe.rel, false) // copied with its new mode: an update all the same
+				}
 				w.from = pe.rel // linked or copied into the staging directory
 				u.links = append(u.links, w)
 				continue
 			}
-			if c.e.Perm() != pe.e.Perm() || u.ownerDiffers(c.info) {
+			if metaDiffers {
 				note(pe.rel, false)
 				u.setMeta = append(u.setMeta, pe)
 			}
@@ -469,6 +478,9 @@ func (u *Update) diff() error {
 	if len(conflicts) > 0 {
 		slices.Sort(conflicts)
 		return &TypeConflictError{Paths: conflicts}
+	}
+	if err := u.checkBase(); err != nil {
+		return err
 	}
 
 	// What the destination holds and the tree lacks, deepest first, so a
@@ -523,6 +535,79 @@ func (u *Update) diff() error {
 	res.Deleted = len(u.deletes)
 	res.DeletedPaths = slices.Sorted(slices.Values(u.deletes))
 	return nil
+}
+
+// ChangedError refuses an update over paths that changed since the
+// caller read them (see UpdateOptions.Base). Nothing was written.
+type ChangedError struct {
+	Paths []string
+}
+
+func (e *ChangedError) Error() string {
+	list := e.Paths
+	more := ""
+	if len(list) > 5 {
+		list, more = list[:5], fmt.Sprintf(" and %d more", len(e.Paths)-5)
+	}
+	return fmt.Sprintf("%s%s changed while this ran, so nothing was written; run it again", strings.Join(list, ", "), more)
+}
+
+// checkBase refuses the update when a path it writes over is not what
+// Base says the destination held.
+func (u *Update) checkBase() error {
+	if u.opts.Base == nil || !u.exists {
+		return nil
+	}
+	var changed []string
+	check := func(rel string) {
+		c, had := u.cur[rel]
+		b, want := u.opts.Base[rel]
+		switch {
+		case !had || !want:
+			if had != want {
+				changed = append(changed, rel)
+			}
+		case b.Type == EntryDir:
+			if c.e.Type != EntryDir || c.e.Perm() != b.Perm() {
+				changed = append(changed, rel)
+			}
+		case c.e.Type == "" || !c.e.Same(b):
+			changed = append(changed, rel)
+		}
+	}
+	for _, w := range u.writes {
+		check(w.rel)
+	}
+	for _, pe := range slices.Concat(u.symlink, u.setMeta, u.setDirs, u.newDirs) {
+		check(pe.rel)
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	slices.Sort(changed)
+	return &ChangedError{Paths: slices.Compact(changed)}
+}
+
+// prunesAll reports whether Prune removes the directory rel with all it
+// holds, each still what Prune says: a pull applying a remote change of a
+// directory into a file may then replace it.
+func (u *Update) prunesAll(rel string) bool {
+	if e, ok := u.opts.Prune[rel]; !ok || e.Type != EntryDir {
+		return false
+	}
+	for p, c := range u.cur {
+		if !strings.HasPrefix(p, rel+"/") {
+			continue
+		}
+		e, ok := u.opts.Prune[p]
+		switch {
+		case !ok || c.e.Type != e.Type:
+			return false
+		case c.e.Type != EntryDir && !c.e.Same(e):
+			return false
+		}
+	}
+	return true
 }
 
 // underReplaced reports whether rel lies in a directory a file or link of

@@ -627,3 +627,44 @@ func TestProcessAliveTreatsZombiesAsDead(t *testing.T) {
 		t.Errorf("a zombie (pid %d) counts as alive", pid)
 	}
 }
+
+// An atomic update that changes only a file's mode says so: the file is
+// counted as updated, not "unchanged" (the mode is applied either way).
+func TestUpdateAtomicModeOnlyIsAnUpdate(t *testing.T) {
+	st, root, base := updateFixture(t)
+	src := t.TempDir()
+	writeSpec(t, src, fileSpec{"run.sh": "#!/bin/sh\n", "same": "same\n"})
+	t1, _, _ := st.Ingest(t.Context(), src)
+	doUpdate(t, st, root, "dest", t1, UpdateOptions{Atomic: true})
+	os.Chmod(filepath.Join(src, "run.sh"), 0o755)
+	t2, _, _ := st.Ingest(t.Context(), src)
+	for _, dry := range []bool{true, false} {
+		res := doUpdate(t, st, root, "dest", t2, UpdateOptions{Atomic: true, DryRun: dry, List: true})
+		if res.Unchanged() || res.Updated != 1 || !slices.Equal(res.UpdatedPaths, []string{"run.sh"}) {
+			t.Errorf("dry run %v: a mode change under --atomic: %+v", dry, res)
+		}
+	}
+	if fi, _ := os.Stat(filepath.Join(base, "dest", "run.sh")); fi.Mode().Perm() != 0o755 {
+		t.Errorf("mode %v", fi.Mode().Perm())
+	}
+}
+
+// A dry run changes nothing, not even the leftovers of a killed writer
+// that a real update sweeps (found by review: the scan of a dry run
+// removed them).
+func TestUpdateDryRunSweepsNothing(t *testing.T) {
+	st, root, base := updateFixture(t)
+	dest := filepath.Join(base, "dst")
+	writeSpec(t, dest, fileSpec{"a": "a\n"})
+	left := filepath.Join(dest, fmt.Sprintf(".rex-tmp-%d-ab", deadPid(t)))
+	os.WriteFile(left, []byte("x"), 0o600)
+	tree := ingestSpec(t, st, fileSpec{"a": "b\n"})
+	doUpdate(t, st, root, "dst", tree, UpdateOptions{DryRun: true})
+	if _, err := os.Lstat(left); err != nil {
+		t.Errorf("a dry run removed %s: %v", left, err)
+	}
+	doUpdate(t, st, root, "dst", tree, UpdateOptions{})
+	if _, err := os.Lstat(left); err == nil {
+		t.Errorf("the update kept %s", left)
+	}
+}

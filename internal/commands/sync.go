@@ -3,6 +3,7 @@ package commands
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -316,8 +317,9 @@ func problemsError(dir string, problems []cas.IngestProblem) error {
 		len(problems), dir, strings.Join(list, "; "))
 }
 
-// ingestLocal takes a local directory into the store.
-func ingestLocal(ctx context.Context, st *cas.Store, dir string) (cas.Digest, error) {
+// ingestLocal takes a local directory into the store (opts.Blobs is
+// always BlobsText).
+func ingestLocal(ctx context.Context, st *cas.Store, dir string, opts cas.IngestOptions) (cas.Digest, error) {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return cas.Digest{}, fmt.Errorf("read %s: %w", dir, err)
@@ -327,7 +329,8 @@ func ingestLocal(ctx context.Context, st *cas.Store, dir string) (cas.Digest, er
 	}
 	// Only what a later merge may need is copied into the store (text);
 	// a push reads the rest from the files themselves.
-	root, problems, err := st.IngestWith(ctx, dir, cas.IngestOptions{Blobs: cas.BlobsText})
+	opts.Blobs = cas.BlobsText
+	root, problems, err := st.IngestWith(ctx, dir, opts)
 	if err != nil {
 		return cas.Digest{}, fmt.Errorf("read %s: %w", dir, err)
 	}
@@ -597,12 +600,30 @@ func readSources(ctx context.Context, st *cas.Store, sources []string, opts Push
 				if err := checkConflicts(st, abs); err != nil {
 					return src, err
 				}
+				if err := checkSourceConflicts(st, sources); err != nil {
+					return src, err // a pull into a directory inside or above it
+				}
 			}
 			src.local = abs
-			if src.tree, err = ingestLocal(ctx, st, sources[0]); err != nil {
+			if src.tree, err = ingestLocal(ctx, st, sources[0], cas.IngestOptions{KeepLeftovers: opts.DryRun}); err != nil {
 				return src, err
 			}
 			return src, applyChmod(ctx, st, &src, opts.Chmod)
+		}
+		// One file is written on its own, atomically; these flags would
+		// act on the whole directory it lands in.
+		for _, f := range []struct {
+			on   bool
+			name string
+		}{{opts.Delete, "--delete"}, {opts.Atomic, "--atomic"}} {
+			if f.on {
+				return src, Usagef("push: %s would apply to the whole directory %s lands in, not to the file; drop it (the file is replaced atomically anyway)", f.name, sources[0])
+			}
+		}
+	}
+	if !opts.Force {
+		if err := checkSourceConflicts(st, sources); err != nil {
+			return src, err
 		}
 	}
 	var entries []cas.Entry
@@ -622,7 +643,7 @@ func readSources(ctx context.Context, st *cas.Store, sources []string, opts Push
 		}
 		switch {
 		case fi.IsDir():
-			d, err := ingestLocal(ctx, st, p)
+			d, err := ingestLocal(ctx, st, p, cas.IngestOptions{KeepLeftovers: opts.DryRun})
 			if err != nil {
 				return src, err
 			}
@@ -1022,6 +1043,35 @@ func saveConflicts(st *cas.Store, rec conflictRecord) error {
 	return os.Rename(tmp, p)
 }
 
+// loadConflicts reads the record of dir (none when there is none, or it is
+// damaged).
+func loadConflicts(st *cas.Store, dir string) conflictRecord {
+	var rec conflictRecord
+	b, err := os.ReadFile(conflictFile(st, dir))
+	if err != nil || json.Unmarshal(b, &rec) != nil || rec.Dir != dir {
+		return conflictRecord{Dir: dir}
+	}
+	return rec
+}
+
+// with adds the paths of old that r lacks.
+func (r conflictRecord) with(old conflictRecord) conflictRecord {
+	union := func(a, b []string) []string {
+		seen := make(map[string]bool, len(a))
+		for _, p := range a {
+			seen[p] = true
+		}
+		for _, p := range b {
+			if !seen[p] {
+				a = append(a, p)
+			}
+		}
+		return a
+	}
+	r.Markers, r.Theirs = union(r.Markers, old.Markers), union(r.Theirs, old.Theirs)
+	return r
+}
+
 // hasMarkers reports whether a file still holds a conflict: a line that
 // starts "<<<<<<< " and one that starts ">>>>>>> ".
 func hasMarkers(p string) bool {
@@ -1077,6 +1127,53 @@ func checkConflicts(st *cas.Store, dir string) error {
 	}
 	return fmt.Errorf("refusing to push %s: a pull left %d unresolved %s: %s; resolve them (edit out the markers, remove the .theirs files) or pass --force",
 		dir, len(open), plural(len(open), "conflict", "conflicts"), strings.Join(open, ", "))
+}
+
+// checkSourceConflicts refuses a push of sources while a pull's unresolved
+// conflicts lie in them, whatever the source: the pulled directory, a file
+// or directory inside it, or one that holds it.
+func checkSourceConflicts(st *cas.Store, sources []string) error {
+	var abs []string
+	for _, p := range sources {
+		a, err := filepath.Abs(p)
+		if err != nil {
+			return err
+		}
+		abs = append(abs, a)
+	}
+	inSources := func(p string) bool {
+		return slices.ContainsFunc(abs, func(s string) bool {
+			return p == s || strings.HasPrefix(p, strings.TrimSuffix(s, "/")+"/")
+		})
+	}
+	exists := func(p string) bool { _, err := os.Lstat(p); return err == nil }
+	names, _ := filepath.Glob(filepath.Join(st.Root(), "conflicts", "*.json"))
+	var open []string
+	for _, n := range names {
+		var rec conflictRecord
+		b, err := os.ReadFile(n)
+		if err != nil || json.Unmarshal(b, &rec) != nil || rec.Dir == "" {
+			continue
+		}
+		for _, kind := range []struct {
+			paths  []string
+			note   string
+			isOpen func(string) bool
+		}{{rec.Markers, "conflict markers", hasMarkers}, {rec.Theirs, "the remote side, kept by a pull", exists}} {
+			for _, p := range kind.paths {
+				full := filepath.Join(rec.Dir, filepath.FromSlash(p))
+				if inSources(full) && kind.isOpen(full) {
+					open = append(open, full+" ("+kind.note+")")
+				}
+			}
+		}
+	}
+	if len(open) == 0 {
+		return nil
+	}
+	slices.Sort(open)
+	return fmt.Errorf("refusing to push: a pull left %d unresolved %s in what is pushed: %s; resolve them (edit out the markers, remove the .theirs files) or pass --force",
+		len(open), plural(len(open), "conflict", "conflicts"), strings.Join(open, ", "))
 }
 
 // Pull is `rex pull`: a directory on one or more targets back into a
@@ -1362,7 +1459,7 @@ func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 	}
 	report(SyncProgress{Phase: SyncAsking, Progress: cas.Progress{Walking: true}})
 	var last cas.Progress
-	_, err = cas.FetchWith(ctx, st, remote, theirs, cas.SyncOptions{Progress: func(p cas.Progress) {
+	_, err = cas.FetchWith(ctx, st, remote, theirs, cas.SyncOptions{MaxBytes: opts.MaxBytes, Progress: func(p cas.Progress) {
 		last = p
 		phase := SyncMoving
 		if p.Walking && p.Blobs+p.Trees == 0 {
@@ -1370,6 +1467,12 @@ func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 		}
 		report(SyncProgress{Phase: phase, Progress: p})
 	}})
+	if se := (*cas.SpaceError)(nil); errors.As(err, &se) {
+		if se.Limit {
+			se.Path = localDir
+		}
+		return res, fmt.Errorf("pull %s: %w", rpath, se)
+	}
 	if err != nil {
 		return res, fmt.Errorf("fetch %s: %w", rpath, err)
 	}
@@ -1391,7 +1494,8 @@ func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 	ours := cas.EmptyTree()
 	switch fi, err := os.Lstat(abs); {
 	case err == nil && fi.IsDir():
-		if ours, err = ingestLocal(ctx, st, abs); err != nil {
+		// A dry run leaves even a killed pull's temporary files here.
+		if ours, err = ingestLocal(ctx, st, abs, cas.IngestOptions{KeepLeftovers: opts.DryRun}); err != nil {
 			return res, err
 		}
 	case err == nil:
@@ -1413,6 +1517,16 @@ func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 		}
 		result = merge.Tree
 	}
+	// A conflict whose remote side cannot be saved stops the pull before
+	// it writes anything (markers of other conflicts included).
+	if !opts.DryRun {
+		for _, c := range merge.Conflicts {
+			side := c.Path + ".theirs"
+			if _, err := os.Lstat(filepath.Join(abs, filepath.FromSlash(side))); err == nil && !c.Markers && c.Theirs != nil {
+				return res, fmt.Errorf("save the remote side of %s: %s exists already, and nothing was changed here; move it away and pull again", c.Path, side)
+			}
+		}
+	}
 	// Written (or, dry, planned) first: a tree that does not fit is
 	// refused before anything, its paths never listed.
 	if result != ours || !dirExists(abs) {
@@ -1431,12 +1545,14 @@ func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 		return res, nil
 	}
 	rec := conflictRecord{Dir: abs}
+	var theirsErr error // the merge is written: its markers are remembered even so
 	for _, c := range merge.Conflicts {
 		pc := PullConflict{Conflict: c}
 		if !c.Markers && c.Theirs != nil {
 			side, err := writeTheirs(ctx, st, abs, c)
 			if err != nil {
-				return res, err
+				theirsErr = cmp.Or(theirsErr, err)
+				continue
 			}
 			pc.Note = " (theirs saved as " + side + ")"
 			rec.Theirs = append(rec.Theirs, side)
@@ -1446,8 +1562,14 @@ func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 		}
 		res.Conflicts = append(res.Conflicts, pc)
 	}
+	// What earlier pulls left stays remembered until it is resolved (a
+	// push checks and forgets what is).
+	rec = rec.with(loadConflicts(st, abs))
 	if err := saveConflicts(st, rec); err != nil {
 		return res, fmt.Errorf("remember the conflicts of %s: %w", localDir, err)
+	}
+	if theirsErr != nil {
+		return res, theirsErr
 	}
 	if err := recordSnapshot(ctx, st, key, theirs, "pull"); err != nil {
 		return res, err
@@ -1536,7 +1658,13 @@ func applyLocal(ctx context.Context, st *cas.Store, dir string, ours, result cas
 		return err
 	}
 	defer root.Close()
-	_, err = st.Update(ctx, root, name, result, cas.UpdateOptions{Prune: prune, DryRun: opts.DryRun, MaxBytes: opts.MaxBytes})
+	// What the merge read here is what may be written over: a file saved
+	// meanwhile is never overwritten.
+	base, err := st.Flatten(ctx, ours)
+	if err != nil {
+		return err
+	}
+	_, err = st.Update(ctx, root, name, result, cas.UpdateOptions{Prune: prune, Base: base, DryRun: opts.DryRun, MaxBytes: opts.MaxBytes})
 	return err
 }
 

@@ -3,8 +3,11 @@ package commands
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -12,6 +15,9 @@ import (
 
 	"github.com/rexconsole/rex/internal/cas"
 	"github.com/rexconsole/rex/internal/fanout"
+	"github.com/rexconsole/rex/internal/protocol"
+	"github.com/rexconsole/rex/internal/rexclient"
+	"github.com/rexconsole/rex/internal/rexd"
 )
 
 // A hostile target cannot make a pull write a symlink that leads out of
@@ -176,5 +182,355 @@ func TestCheckConflictsNamesWhatIsLeft(t *testing.T) {
 	}
 	if _, err := os.Stat(conflictFile(st, dir)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the record outlived the conflicts: %v", err)
+	}
+}
+
+// A pull applies a remote change of a directory into a file (or a link)
+// when the local directory is what was last synced: the directory and all
+// it held go, as the merge decided. It used to stop on a type conflict
+// whose advice ("pass --delete ... or --atomic") rex pull does not take,
+// so the pull could not go through at all. A directory changed here since
+// it was read is still never removed.
+func TestPullReplacesDirectoryByFile(t *testing.T) {
+	st, err := cas.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ingest := func(dir string) cas.Digest {
+		t.Helper()
+		d, problems, err := st.Ingest(context.Background(), dir)
+		if err != nil || len(problems) > 0 {
+			t.Fatal(err, problems)
+		}
+		return d
+	}
+	remote := t.TempDir()
+	os.MkdirAll(filepath.Join(remote, "x", "sub"), 0o755)
+	os.WriteFile(filepath.Join(remote, "x", "sub", "a"), []byte("a\n"), 0o644)
+	os.WriteFile(filepath.Join(remote, "keep"), []byte("k\n"), 0o644)
+	os.Symlink("keep", filepath.Join(remote, "x", "link"))
+	base := ingest(remote)
+	os.RemoveAll(filepath.Join(remote, "x"))
+	os.WriteFile(filepath.Join(remote, "x"), []byte("now a file\n"), 0o644)
+	theirs := ingest(remote)
+
+	local := filepath.Join(t.TempDir(), "site")
+	if err := applyLocal(context.Background(), st, local, cas.EmptyTree(), base, PullOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A file changed here since the pull read the directory stays, and so
+	// does the directory holding it: the pull says why it cannot go on.
+	os.WriteFile(filepath.Join(local, "x", "sub", "a"), []byte("mine\n"), 0o644)
+	if err := applyLocal(context.Background(), st, local, base, theirs, PullOptions{}); err == nil {
+		t.Error("a directory holding a local change was replaced")
+	}
+	if b, _ := os.ReadFile(filepath.Join(local, "x", "sub", "a")); string(b) != "mine\n" {
+		t.Fatalf("the local change is gone: %q", b)
+	}
+	os.WriteFile(filepath.Join(local, "x", "sub", "a"), []byte("a\n"), 0o644)
+	if err := applyLocal(context.Background(), st, local, base, theirs, PullOptions{}); err != nil {
+		t.Fatalf("pull of a directory made a file: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(local, "x")); err != nil || string(b) != "now a file\n" {
+		t.Errorf("x: %q %v", b, err)
+	}
+}
+
+// testRexd serves a real rexd, confined to root, over pipes in this
+// process, and opens a session with the cas capability (narrowed to
+// workspace, when given, as a device's roots narrow it).
+func testRexd(t *testing.T, root string, workspace ...string) *rexclient.Session {
+	t.Helper()
+	cfg := rexd.DefaultConfig()
+	cfg.Roots = []string{root}
+	cfg.CASDir = filepath.Join(t.TempDir(), "cas")
+	cfg.AuditPath = filepath.Join(t.TempDir(), "audit.log")
+	srv, err := rexd.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, sw := io.Pipe()
+	sr, cw := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() { srv.Serve(ctx, sr, sw); sw.Close(); close(served) }()
+	c := rexclient.NewConn(cr, cw, closerFunc(func() error { cancel(); cw.Close(); return nil }))
+	t.Cleanup(func() { c.Close(); <-served; srv.Close() })
+	s, err := c.OpenSession(ctx, protocol.SessionOpenParams{ClientName: "test", RequestedCapabilities: []string{protocol.CapCAS}, WorkspaceRoots: workspace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// A pull that cannot save the remote side of a conflict (PATH.theirs is
+// there already, left by an earlier pull) stops before it writes anything
+// here: it used to write the merge first, conflict markers included, and
+// then stop without remembering them, so the next push sent the markers.
+func TestPullTheirsInTheWayWritesNothing(t *testing.T) {
+	remoteRoot, localRoot := t.TempDir(), t.TempDir()
+	s := testRexd(t, remoteRoot)
+	st, err := cas.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	remote, local := filepath.Join(remoteRoot, "site"), filepath.Join(localRoot, "site")
+	text := "one\ntwo\nthree\n"
+	os.MkdirAll(remote, 0o755)
+	os.WriteFile(filepath.Join(remote, "a.conf"), []byte(text), 0o644)
+	os.WriteFile(filepath.Join(remote, "z.bin"), []byte("\x00base"), 0o644)
+	if _, err := PullTree(ctx, st, s, "h1", remote, local); err != nil {
+		t.Fatal(err)
+	}
+	// Both sides change both files; a .theirs of z.bin is still here.
+	os.WriteFile(filepath.Join(remote, "a.conf"), []byte("one\nTWO remote\nthree\n"), 0o644)
+	os.WriteFile(filepath.Join(remote, "z.bin"), []byte("\x00remote"), 0o644)
+	os.WriteFile(filepath.Join(local, "a.conf"), []byte("one\nTWO local\nthree\n"), 0o644)
+	os.WriteFile(filepath.Join(local, "z.bin"), []byte("\x00local"), 0o644)
+	os.WriteFile(filepath.Join(local, "z.bin.theirs"), []byte("\x00older"), 0o644)
+	_, err = PullTree(ctx, st, s, "h1", remote, local)
+	if err == nil || !strings.Contains(err.Error(), "z.bin.theirs") {
+		t.Fatalf("pull with z.bin.theirs in the way: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(local, "a.conf")); string(b) != "one\nTWO local\nthree\n" {
+		t.Errorf("a.conf was written: %q", b)
+	}
+	// Whatever the pull wrote, a push from here must not send markers.
+	if hasMarkers(filepath.Join(local, "a.conf")) && checkConflicts(st, local) == nil {
+		t.Error("a.conf holds conflict markers and a push would send them")
+	}
+}
+
+// A later pull does not forget the conflicts an earlier one left: a pull
+// that finds nothing new used to replace the record with its own (none),
+// so a push right after sent the earlier pull's conflict markers.
+func TestPullKeepsEarlierConflicts(t *testing.T) {
+	remoteRoot, localRoot := t.TempDir(), t.TempDir()
+	s := testRexd(t, remoteRoot)
+	st, err := cas.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	remote, local := filepath.Join(remoteRoot, "site"), filepath.Join(localRoot, "site")
+	os.MkdirAll(remote, 0o755)
+	os.WriteFile(filepath.Join(remote, "a.conf"), []byte("one\ntwo\nthree\n"), 0o644)
+	os.WriteFile(filepath.Join(remote, "b.conf"), []byte("b\n"), 0o644)
+	if _, err := PullTree(ctx, st, s, "h1", remote, local); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(remote, "a.conf"), []byte("one\nTWO remote\nthree\n"), 0o644)
+	os.WriteFile(filepath.Join(local, "a.conf"), []byte("one\nTWO local\nthree\n"), 0o644)
+	res, err := PullTree(ctx, st, s, "h1", remote, local)
+	if err != nil || len(res.Conflicts) != 1 || !hasMarkers(filepath.Join(local, "a.conf")) {
+		t.Fatalf("conflicted pull: %+v %v", res, err)
+	}
+	for _, step := range []struct {
+		name string
+		do   func()
+	}{
+		{"nothing new", func() {}},
+		{"a clean change", func() { os.WriteFile(filepath.Join(remote, "b.conf"), []byte("b2\n"), 0o644) }},
+	} {
+		step.do()
+		if res, err := PullTree(ctx, st, s, "h1", remote, local); err != nil || len(res.Conflicts) != 0 {
+			t.Fatalf("%s: pull: %+v %v", step.name, res, err)
+		}
+		if err := checkConflicts(st, local); err == nil || !strings.Contains(err.Error(), "a.conf (conflict markers)") {
+			t.Errorf("%s: a push would send a.conf's markers: %v", step.name, err)
+		}
+	}
+}
+
+// --max-bytes (and the free space) bound what a pull writes here before it
+// writes anything: the blobs of a remote tree too large were fetched into
+// the local store first, filling its disk, and only then refused.
+func TestPullMaxBytesBeforeFetching(t *testing.T) {
+	remoteRoot, localRoot := t.TempDir(), t.TempDir()
+	s := testRexd(t, remoteRoot)
+	st, err := cas.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := filepath.Join(remoteRoot, "site")
+	os.MkdirAll(remote, 0o755)
+	big := []byte(strings.Repeat("0123456789abcdef", 1<<12)) // 64 KiB
+	os.WriteFile(filepath.Join(remote, "big"), big, 0o644)
+	_, err = PullTreeWith(context.Background(), st, s, "h1", remote, filepath.Join(localRoot, "site"), PullOptions{MaxBytes: 1000}, nil)
+	if err == nil || !strings.Contains(err.Error(), "--max-bytes") || strings.Count(err.Error(), "fetch") > 1 {
+		t.Fatalf("pull over the limit: %v", err)
+	}
+	if missing, err := st.Has(context.Background(), []cas.Digest{cas.DigestOf(big)}); err != nil || len(missing) != 1 {
+		t.Errorf("the refused pull stored its 64 KiB blob here anyway (%v)", err)
+	}
+	if _, err := os.Stat(filepath.Join(localRoot, "site")); err == nil {
+		t.Error("the refused pull created the local directory")
+	}
+}
+
+// A push refuses a pull's unresolved conflicts whatever names them: the
+// conflicted file itself, a directory inside the pulled one, or one that
+// holds it. Only a push of the pulled directory itself was checked.
+func TestPushRefusesConflictsByAnyPath(t *testing.T) {
+	remoteRoot, localRoot := t.TempDir(), t.TempDir()
+	s := testRexd(t, remoteRoot)
+	st, err := cas.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	remote, local := filepath.Join(remoteRoot, "site"), filepath.Join(localRoot, "site")
+	os.MkdirAll(filepath.Join(remote, "conf"), 0o755)
+	os.WriteFile(filepath.Join(remote, "conf", "a.conf"), []byte("one\ntwo\nthree\n"), 0o644)
+	os.WriteFile(filepath.Join(remote, "index.html"), []byte("x\n"), 0o644)
+	if _, err := PullTree(ctx, st, s, "h1", remote, local); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(remote, "conf", "a.conf"), []byte("one\nTWO remote\nthree\n"), 0o644)
+	os.WriteFile(filepath.Join(local, "conf", "a.conf"), []byte("one\nTWO local\nthree\n"), 0o644)
+	if res, err := PullTree(ctx, st, s, "h1", remote, local); err != nil || len(res.Conflicts) != 1 {
+		t.Fatalf("conflicted pull: %+v %v", res, err)
+	}
+	for _, src := range [][]string{
+		{local},
+		{filepath.Join(local, "conf", "a.conf")},
+		{filepath.Join(local, "conf")},
+		{localRoot},
+		{filepath.Join(local, "index.html"), filepath.Join(local, "conf")},
+	} {
+		_, err := readSources(ctx, st, src, PushOptions{})
+		if err == nil || !strings.Contains(err.Error(), "a.conf (conflict markers)") {
+			t.Errorf("push %v: %v", src, err)
+		}
+		if _, err := readSources(ctx, st, src, PushOptions{Force: true}); err != nil {
+			t.Errorf("push --force %v: %v", src, err)
+		}
+	}
+	if _, err := readSources(ctx, st, []string{filepath.Join(local, "index.html")}, PushOptions{}); err != nil {
+		t.Errorf("a file with no conflict: %v", err)
+	}
+}
+
+// A pull writes the remote's version of a file only over the version it
+// read here: a local edit made after the pull read the directory (before it
+// writes) is kept, and the pull says so. It was overwritten with the
+// remote's version (found by review).
+func TestPullNeverOverwritesAnEditMadeWhileItRan(t *testing.T) {
+	st, err := cas.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	local := filepath.Join(t.TempDir(), "site")
+	os.MkdirAll(local, 0o755)
+	os.WriteFile(filepath.Join(local, "a.conf"), []byte("v1\n"), 0o644)
+	ours, _, err := st.Ingest(ctx, local) // what the pull read here
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirsDir := t.TempDir()
+	os.WriteFile(filepath.Join(theirsDir, "a.conf"), []byte("v2 remote\n"), 0o644)
+	result, _, _ := st.Ingest(ctx, theirsDir) // the merge: the remote's change
+	os.WriteFile(filepath.Join(local, "a.conf"), []byte("mine, saved meanwhile\n"), 0o644)
+	err = applyLocal(ctx, st, local, ours, result, PullOptions{})
+	if b, _ := os.ReadFile(filepath.Join(local, "a.conf")); string(b) != "mine, saved meanwhile\n" {
+		t.Fatalf("a local edit made while the pull ran was overwritten: a.conf is %q", b)
+	}
+	if err == nil || !strings.Contains(err.Error(), "a.conf changed while this ran") {
+		t.Errorf("the pull did not say why it stopped: %v", err)
+	}
+	// Unchanged since read, it is written.
+	os.WriteFile(filepath.Join(local, "a.conf"), []byte("v1\n"), 0o644)
+	if err := applyLocal(ctx, st, local, ours, result, PullOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(local, "a.conf")); string(b) != "v2 remote\n" {
+		t.Errorf("a.conf is %q", b)
+	}
+}
+
+// A dry run changes nothing, here or on the target, not even the
+// temporary files a killed writer left: a pull or push --dry-run removed
+// them from the local directory, and every pull from the remote one, which
+// a pull only reads (found by review).
+func TestDryRunsKeepLeftovers(t *testing.T) {
+	remoteRoot, localRoot := t.TempDir(), t.TempDir()
+	s := testRexd(t, remoteRoot)
+	st, err := cas.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	leftover := fmt.Sprintf(".rex-tmp-%d-ab", dead.Process.Pid)
+	remote, local := filepath.Join(remoteRoot, "site"), filepath.Join(localRoot, "site")
+	for _, dir := range []string{remote, local} {
+		os.MkdirAll(dir, 0o755)
+		os.WriteFile(filepath.Join(dir, leftover), []byte("x"), 0o600)
+	}
+	os.WriteFile(filepath.Join(remote, "a"), []byte("a\n"), 0o644)
+	kept := func(what string) {
+		t.Helper()
+		for _, dir := range []string{remote, local} {
+			if _, err := os.Lstat(filepath.Join(dir, leftover)); err != nil {
+				t.Errorf("%s removed %s from %s", what, leftover, dir)
+			}
+		}
+	}
+	if _, err := PullTreeWith(ctx, st, s, "h1", remote, local, PullOptions{DryRun: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	kept("pull --dry-run")
+	if _, err := readSources(ctx, st, []string{local}, PushOptions{DryRun: true}); err != nil {
+		t.Fatal(err)
+	}
+	kept("push --dry-run")
+	if _, err := PullTree(ctx, st, s, "h1", remote, local); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(remote, leftover)); err != nil {
+		t.Errorf("a pull removed %s from the remote directory", leftover)
+	}
+}
+
+// A push and a pull name the remote directory alike, so the pull finds
+// the push as its base, also when the device's root is reached through a
+// symlink (/var/www -> /srv/www): a push that had to send blobs recorded
+// its sync under the link's spelling, a pull looked under the resolved
+// one, found no base and turned a local edit into an add/add conflict
+// (found by review).
+func TestPushThenPullThroughSymlinkedRoot(t *testing.T) {
+	server := t.TempDir()
+	os.Mkdir(filepath.Join(server, "real"), 0o755)
+	os.Symlink("real", filepath.Join(server, "www"))
+	s := testRexd(t, server, filepath.Join(server, "www"))
+	st, err := cas.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	local := filepath.Join(t.TempDir(), "site")
+	os.MkdirAll(local, 0o755)
+	os.WriteFile(filepath.Join(local, "index.html"), []byte("v1\n"), 0o644)
+	src, err := readSources(ctx, st, []string{local}, PushOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := filepath.Join(server, "www", "site")
+	_, res, err := pushSource(ctx, st, s, "h1", src, remote, PushOptions{verified: &cas.VerifiedSet{}}, func(SyncProgress) {})
+	if err != nil || !res.Created {
+		t.Fatalf("push: %+v %v", res, err)
+	}
+	os.WriteFile(filepath.Join(local, "index.html"), []byte("v2 local\n"), 0o644)
+	pr, err := PullTree(ctx, st, s, "h1", remote, local)
+	if err != nil || len(pr.Conflicts) != 0 || pr.RemotePath != res.Path {
+		t.Fatalf("pull after the push: %+v %v (push said %s)", pr, err, res.Path)
+	}
+	if b, _ := os.ReadFile(filepath.Join(local, "index.html")); string(b) != "v2 local\n" {
+		t.Errorf("index.html is %q", b)
 	}
 }

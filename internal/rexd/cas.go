@@ -78,6 +78,7 @@ type casSession struct {
 type casTxn struct {
 	mu      sync.Mutex
 	u       *cas.Update
+	path    string                     // the destination as cas.materialize named it (resolved)
 	writers map[string]*cas.BlobWriter // streamed blobs in progress, by digest
 }
 
@@ -735,7 +736,7 @@ func (c *conn) casMaterialize(ctx context.Context, req *request) (any, *protocol
 	if cs.txns == nil {
 		cs.txns = map[string]*casTxn{}
 	}
-	cs.txns[id] = &casTxn{u: u}
+	cs.txns[id] = &casTxn{u: u, path: rp.abs}
 	cs.mu.Unlock()
 	res.Txn, res.NeededTotal = id, len(need)
 	res.Needed = digestStrings(need[:min(len(need), cas.MaxHasDigests)])
@@ -778,7 +779,9 @@ func (c *conn) casCommit(ctx context.Context, req *request) (any, *protocol.Erro
 	if err != nil {
 		return nil, casError("cas.commit", err)
 	}
-	return auditMaterialize(materializeResult(r)), nil
+	res := materializeResult(r)
+	res.Path = t.path // as cas.materialize said it: the client keys its sync record by it
+	return auditMaterialize(res), nil
 }
 
 func (c *conn) casAbort(ctx context.Context, req *request) (any, *protocol.Error) {
@@ -805,7 +808,9 @@ func (c *conn) casIngest(ctx context.Context, req *request) (any, *protocol.Erro
 	}
 	// Trees only: the files themselves serve cas.get, so a pull writes
 	// nothing but trees here.
-	root, problems, err := st.IngestIn(ctx, rp.root.dir, relOrDot(rp.rel), cas.IngestOptions{Blobs: cas.BlobsNone})
+	// A pull only reads here: leftovers of a killed push are the next
+	// push's to sweep.
+	root, problems, err := st.IngestIn(ctx, rp.root.dir, relOrDot(rp.rel), cas.IngestOptions{Blobs: cas.BlobsNone, KeepLeftovers: true})
 	if err != nil {
 		if isEscape(err) {
 			return nil, s.roots.forbidden(rp.abs, "a symbolic link leads outside the allowed roots")
