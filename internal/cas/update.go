@@ -810,6 +810,30 @@ func (u *Update) setAttrs(name string, e Entry) error {
 	return u.root.Chmod(name, goPerm(e.Perm()))
 }
 
+// keepOwner gives name, the new content of the file w.rel, the owner and
+// group of the file it replaces, as Ansible's copy does: rexd run through
+// sudo would otherwise turn a file of www-data into one of root's, which
+// the service that rewrites it can no longer write. Only as root, only
+// when no Owner is asked for, and only over a regular file.
+func (u *Update) keepOwner(name string, w *fileWrite) error {
+	if u.opts.Owner != nil || os.Geteuid() != 0 {
+		return nil
+	}
+	c, ok := u.cur[w.rel]
+	if !ok || c.info == nil || !c.info.Mode().IsRegular() {
+		return nil
+	}
+	st, ok := c.info.Sys().(*syscall.Stat_t)
+	if !ok || int(st.Uid) == os.Geteuid() && int(st.Gid) == os.Getegid() {
+		return nil
+	}
+	if err := u.root.Lchown(name, int(st.Uid), int(st.Gid)); err != nil {
+		return err
+	}
+	// chown cleared setuid and setgid: the mode again.
+	return u.root.Chmod(name, goPerm(w.e.Perm()))
+}
+
 // BlobWriter receives one needed blob in order. Write hashes as it goes;
 // Commit checks the whole against the digest and hands the file to the
 // update. It is not safe for concurrent use.
@@ -1128,7 +1152,13 @@ func (u *Update) Abort() {
 }
 
 func (u *Update) commitStage(ctx context.Context) error {
-	// Files have their mode and owner since they were written.
+	// Files have their mode and owner since they were written; those
+	// that replace one get its owner back (as root).
+	for _, w := range u.writes {
+		if err := u.keepOwner(u.at(w.rel), w); err != nil {
+			return fmt.Errorf("update %s: %w", u.res.Path, u.pathError(w.rel, err))
+		}
+	}
 	for _, pe := range u.symlink {
 		if err := u.root.Symlink(pe.e.Target, u.at(pe.rel)); err != nil {
 			return fmt.Errorf("update %s: create symlink %s: %w", u.res.Path, pe.rel, err)
@@ -1223,6 +1253,9 @@ func (u *Update) commitInPlace(ctx context.Context) error {
 			if err := u.root.RemoveAll(name); err != nil {
 				return fail(w.rel, err)
 			}
+		}
+		if err := u.keepOwner(w.tmp, w); err != nil {
+			return fail(w.rel, err)
 		}
 		if err := u.root.Rename(w.tmp, name); err != nil {
 			return fail(w.rel, err)

@@ -522,6 +522,75 @@ func TestUpdateOwner(t *testing.T) {
 	}
 }
 
+// As root (rexd through sudo) with no owner asked for, a file that
+// replaces another keeps that one's owner and group, in place and
+// --atomic, as Ansible's copy does; a new file is root's; an owner asked
+// for wins.
+func TestUpdateAsRootKeepsReplacedFilesOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chown needs root") // CI runs as root
+	}
+	owner := func(p string) (uint32, uint32, fs.FileMode) {
+		t.Helper()
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		return st.Uid, st.Gid, fi.Mode()
+	}
+	for _, tc := range []struct {
+		name string
+		opts UpdateOptions
+		uid  uint32 // of app.ini after the update
+	}{
+		{"in place", UpdateOptions{}, 33},
+		{"atomic", UpdateOptions{Atomic: true}, 33},
+		{"owner asked for", UpdateOptions{Owner: &Owner{UID: 65534, GID: 65534}}, 65534},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, root, base := updateFixture(t)
+			dest := filepath.Join(base, "www")
+			writeSpec(t, dest, fileSpec{"app.ini": "old\n", "bin/tool": "old\n"})
+			os.Chown(filepath.Join(dest, "app.ini"), 33, 33)
+			os.Chown(filepath.Join(dest, "bin/tool"), 33, 33)
+			os.Chmod(filepath.Join(dest, "bin/tool"), 0o755)
+			src := t.TempDir()
+			writeSpec(t, src, fileSpec{"app.ini": "new\n", "bin/tool": "#!/bin/sh\n", "added.ini": "a\n"})
+			os.Chmod(filepath.Join(src, "bin/tool"), 0o755|fs.ModeSetuid)
+			tree, _, err := st.Ingest(t.Context(), src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := doUpdate(t, st, root, "www", tree, tc.opts)
+			updated := 2
+			if tc.opts.Owner != nil {
+				updated = 3 // bin/ changes owner too
+			}
+			if res.Updated != updated || res.Added != 1 {
+				t.Errorf("result %+v", res)
+			}
+			if uid, gid, _ := owner(filepath.Join(dest, "app.ini")); uid != tc.uid || gid != tc.uid {
+				t.Errorf("app.ini, owned by 33:33, is %d:%d after the update", uid, gid)
+			}
+			// chown clears setuid: the mode the tree says is set after it.
+			if uid, _, mode := owner(filepath.Join(dest, "bin/tool")); uid != tc.uid || mode&fs.ModeSetuid == 0 {
+				t.Errorf("bin/tool is %d, %v after the update; want %d and setuid", uid, mode, tc.uid)
+			}
+			want := uint32(0)
+			if tc.opts.Owner != nil {
+				want = 65534
+			}
+			if uid, _, _ := owner(filepath.Join(dest, "added.ini")); uid != want {
+				t.Errorf("added.ini, new, is owned by %d, want %d", uid, want)
+			}
+			if b, _ := os.ReadFile(filepath.Join(dest, "app.ini")); string(b) != "new\n" {
+				t.Errorf("app.ini holds %q", b)
+			}
+		})
+	}
+}
+
 // A pull applies its merge's deletions with Prune: a path goes only while
 // it holds what the merge saw, and a directory only when emptied.
 func TestUpdatePrune(t *testing.T) {
