@@ -96,7 +96,7 @@ type Consent struct {
 	mu     sync.Mutex
 	target string
 	grants map[string]bool // tool + "\x00" + target
-	all    map[string]bool // tool + "\x00" + command, for /agent each
+	all    map[string]bool // Action.Key, for /agent each
 }
 
 // ErrDenied is a refused call.
@@ -175,7 +175,7 @@ func (c *Consent) Check(ctx context.Context, a *toolset.Action, callID string, e
 			if c.all == nil {
 				c.all = map[string]bool{}
 			}
-			c.all[a.Tool.Name+"\x00"+a.Command] = true
+			c.all[a.Key()] = true
 		}
 		return ConsentAsked, nil
 	}
@@ -186,7 +186,7 @@ func (c *Consent) Check(ctx context.Context, a *toolset.Action, callID string, e
 func (c *Consent) granted(a *toolset.Action, each bool) string {
 	c.mu.Lock()
 	session := c.grants[a.Tool.Name+"\x00"+a.Target]
-	all := c.all[a.Tool.Name+"\x00"+a.Command]
+	all := c.all[a.Key()]
 	c.mu.Unlock()
 	switch {
 	case c.Yolo:

@@ -2,8 +2,11 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 
+	"github.com/rexconsole/rex/internal/fleettest"
 	"github.com/rexconsole/rex/internal/toolset"
 )
 
@@ -117,5 +120,68 @@ func TestConsentPolicy(t *testing.T) {
 	}
 	if _, err := c.Check(ctx, action("bash", false, "apt-get upgrade", "h2"), "c", true); err == nil {
 		t.Error("another command ran without asking")
+	}
+}
+
+// TestConsentShowsAndKeysTheWholeCall: what the operator is asked about
+// is the whole call, and "allow on all hosts" covers only that call. A
+// bash call's stdin is part of what runs (sh with a script on stdin), so
+// the request shows it; an edit or write with other text, or a bash call
+// with other stdin, is another call and asks again, though its one-line
+// command ("edit PATH", "sh") reads the same.
+func TestConsentShowsAndKeysTheWholeCall(t *testing.T) {
+	f := fleettest.New(t, fleettest.Options{Hosts: 2})
+	ts := toolset.New(toolset.Options{App: f.App})
+	t.Cleanup(func() { ts.Close() })
+	ctx := fleettest.Context(t)
+	prepare := func(tool, host string, in map[string]any) *toolset.Action {
+		t.Helper()
+		raw, _ := json.Marshal(in)
+		a, err := ts.Prepare(ctx, toolset.Call{Tool: tool, Input: raw, Target: host})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	var asked []Request
+	answer := AllowAll
+	c := &Consent{Ask: func(_ context.Context, r Request) (Decision, error) { asked = append(asked, r); return answer, nil }}
+
+	script := "rm -rf ~/important\n"
+	if _, err := c.Check(ctx, prepare("bash", "h1", map[string]any{"command": "sh", "stdin": script}), "c1", true); err != nil {
+		t.Fatal(err)
+	}
+	if len(asked) != 1 || !strings.Contains(asked[0].Command+asked[0].Detail, "rm -rf ~/important") {
+		t.Errorf("the consent request for sh with a script on stdin does not show the script: %+v", asked)
+	}
+	answer = Deny
+	for _, tt := range []struct {
+		tool, host string
+		first      map[string]any
+		second     map[string]any
+	}{
+		{"bash", "h2", nil, map[string]any{"command": "sh", "stdin": "reboot\n"}},
+		{"edit", "h1", map[string]any{"path": "/etc/motd", "old": "a", "new": "b"}, map[string]any{"path": "/etc/motd", "old": "b", "new": "rm"}},
+		{"write", "h1", map[string]any{"path": "/etc/motd", "content": "hello\n"}, map[string]any{"path": "/etc/motd", "content": "HELLO\n"}},
+	} {
+		if tt.first != nil {
+			answer = AllowAll
+			if _, err := c.Check(ctx, prepare(tt.tool, tt.host, tt.first), "c", true); err != nil {
+				t.Fatal(err)
+			}
+			answer = Deny
+		}
+		n := len(asked)
+		how, err := c.Check(ctx, prepare(tt.tool, "h2", tt.second), "c", true)
+		if err == nil || len(asked) != n+1 {
+			t.Errorf("%s %v ran on an \"allow on all hosts\" answer given for another call (%q, %v)", tt.tool, tt.second, how, err)
+		}
+	}
+	// The same call on another host is what "allow on all hosts" is for.
+	answer = AllowAll
+	c.Check(ctx, prepare("edit", "h1", map[string]any{"path": "/etc/hosts", "old": "x", "new": "y"}), "c", true)
+	answer = Deny
+	if how, err := c.Check(ctx, prepare("edit", "h2", map[string]any{"path": "/etc/hosts", "old": "x", "new": "y"}), "c", true); err != nil || how != ConsentAll {
+		t.Errorf("the same edit on h2: %q, %v", how, err)
 	}
 }

@@ -34,6 +34,10 @@ func (ts *Toolset) prepare(ctx context.Context, a *Action, raw json.RawMessage) 
 			return errors.New("timeout_s must be positive")
 		}
 		a.Command = in.Command
+		if in.Stdin != "" {
+			// What a command reads can be what it runs (sh, python3 -).
+			a.Detail = fmt.Sprintf("stdin (%s):\n%s", commands.HumanBytes(int64(len(in.Stdin))), compact(text(in.Stdin), 40))
+		}
 	case *ReadInput:
 		if in.Offset < 0 || in.Limit < 0 {
 			return errors.New("offset and limit must be positive")

@@ -142,6 +142,24 @@ type Action struct {
 	params  map[string]string
 }
 
+// Key identifies the whole call, for a grant that covers "this exact
+// call" on other hosts: its command and all of its input (the content of
+// a write, the text of an edit, a command's stdin), which Command and
+// Detail only sum up. How long a call is waited for is not part of it.
+func (a *Action) Key() string {
+	in := a.input
+	if b, ok := in.(*BashInput); ok {
+		c := *b
+		c.TimeoutS = 0
+		in = &c
+	}
+	if a.chainID != "" {
+		in = a.params
+	}
+	raw, _ := json.Marshal(in)
+	return a.Tool.Name + "\x00" + a.Command + "\x00" + string(raw)
+}
+
 // HostsFolded is the host list as TARGETS writes it (db2,web[1-3]).
 func (a *Action) HostsFolded() string { return devices.Fold(a.Hosts) }
 
