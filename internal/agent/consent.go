@@ -127,7 +127,7 @@ func (c *Consent) Check(ctx context.Context, a *toolset.Action, callID string, e
 		return ConsentReadOnly, nil
 	}
 	req := Request{CallID: callID, Tool: a.Tool.Name, Target: a.Target, Hosts: a.Hosts, Command: a.Command, Detail: a.Detail, Each: each}
-	denied := a.Tool.Name == toolset.Bash && matchAny(c.Deny, a.Command)
+	denied := a.Tool.Name == toolset.Bash && (matchAny(c.Deny, a.Command) || a.Stdin != "" && matchAny(c.Deny, a.Stdin))
 	if denied {
 		req.Reason = "it matches a deny pattern of the config, so it always asks"
 	} else if how := c.granted(a, each); how != "" {
@@ -193,7 +193,7 @@ func (c *Consent) granted(a *toolset.Action, each bool) string {
 		return ConsentYolo
 	case contains(c.AllowTools, a.Tool.Name):
 		return ConsentTool
-	case a.Tool.Name == toolset.Bash && allowedPrefix(c.Allow, a.Command):
+	case a.Tool.Name == toolset.Bash && a.Stdin == "" && allowedPrefix(c.Allow, a.Command):
 		return ConsentAllowed
 	case session:
 		return ConsentSession
@@ -212,7 +212,9 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// allowedPrefix reports whether a command is one of the allowed ones: it
+// allowedPrefix reports whether a command is one of the allowed ones (a
+// call that gives it stdin never is: that text is a program to sh,
+// python3 or mysql, as it would be after -c or -e): it
 // starts with an allowed prefix at a word boundary and holds nothing a
 // shell would treat as more than one plain command (no ; & | < > $ `
 // parentheses, braces, backslashes or newlines), so "df; rm -rf ~" never

@@ -185,3 +185,56 @@ func TestConsentShowsAndKeysTheWholeCall(t *testing.T) {
 		t.Errorf("the same edit on h2: %q, %v", how, err)
 	}
 }
+
+// TestAllowPrefixIsNotForStdin: an allow prefix lets a plain command run
+// unasked; what a call feeds it on stdin is not plain, as the same text
+// after -e or -c would not be (mysql with DROP DATABASE on stdin, python3
+// with a program). Such a call asks. And deny patterns, which ask even
+// under --yolo, read the stdin too.
+func TestAllowPrefixIsNotForStdin(t *testing.T) {
+	f := fleettest.New(t, fleettest.Options{})
+	ts := toolset.New(toolset.Options{App: f.App})
+	t.Cleanup(func() { ts.Close() })
+	ctx := fleettest.Context(t)
+	asked := 0
+	c := &Consent{Allow: []string{"mysql", "python3"}, Ask: func(context.Context, Request) (Decision, error) { asked++; return Deny, nil }}
+	for _, in := range []map[string]any{
+		{"command": "mysql prod", "stdin": "DROP DATABASE prod;\n"},
+		{"command": "python3", "stdin": "import shutil; shutil.rmtree('/srv')\n"},
+	} {
+		raw, _ := json.Marshal(in)
+		a, err := ts.Prepare(ctx, toolset.Call{Tool: "bash", Input: raw})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := asked
+		if how, err := c.Check(ctx, a, "c", false); err == nil || asked != n+1 {
+			t.Errorf("%v ran unasked (%q)", in, how)
+		}
+	}
+	// Under --yolo a deny pattern asks, whether the command says it or
+	// the script it reads on stdin does.
+	y := &Consent{Yolo: true, Deny: []string{"*reboot*", "rm -rf"}, Ask: c.Ask}
+	for _, in := range []map[string]any{
+		{"command": "sh", "stdin": "echo bye\nreboot\n"},
+		{"command": "bash -s", "stdin": "rm -rf /srv/data\n"},
+	} {
+		raw, _ := json.Marshal(in)
+		a, err := ts.Prepare(ctx, toolset.Call{Tool: "bash", Input: raw})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := asked
+		if how, err := y.Check(ctx, a, "c", false); err == nil || asked != n+1 {
+			t.Errorf("under --yolo, %v ran unasked (%q)", in, how)
+		}
+	}
+	// Without stdin the prefix still allows.
+	a, err := ts.Prepare(ctx, toolset.Call{Tool: "bash", Input: json.RawMessage(`{"command": "python3 --version"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if how, err := c.Check(ctx, a, "c", false); err != nil || how != ConsentAllowed {
+		t.Errorf("python3 --version: %q %v", how, err)
+	}
+}

@@ -33,7 +33,7 @@ func (ts *Toolset) prepare(ctx context.Context, a *Action, raw json.RawMessage) 
 		if in.TimeoutS < 0 {
 			return errors.New("timeout_s must be positive")
 		}
-		a.Command = in.Command
+		a.Command, a.Stdin = in.Command, in.Stdin
 		if in.Stdin != "" {
 			// What a command reads can be what it runs (sh, python3 -).
 			a.Detail = fmt.Sprintf("stdin (%s):\n%s", commands.HumanBytes(int64(len(in.Stdin))), compact(text(in.Stdin), 40))

@@ -135,6 +135,9 @@ type Action struct {
 	Detail string
 	// Path is the file a read, write, edit or list is about.
 	Path string
+	// Stdin is what bash gives the command on its standard input: part
+	// of what runs (sh, python3 and mysql run it), for consent's rules.
+	Stdin string
 
 	input   any
 	targets []fanout.Target
