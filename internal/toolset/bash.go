@@ -13,6 +13,7 @@ import (
 
 	"github.com/rexconsole/rex/internal/commands"
 	"github.com/rexconsole/rex/internal/fanout"
+	"github.com/rexconsole/rex/internal/rexclient"
 )
 
 // prepare decodes a call's input into a and works out what it will do.
@@ -141,7 +142,29 @@ func (ts *Toolset) runGrep(ctx context.Context, a *Action, progress func(Event))
 	path = expandTilde(path)
 	argv = append(argv, "-e", in.Pattern, "--", path)
 	j := ts.startJob(a, progress, grepStatus, func(ctx context.Context, onEvent func(fanout.Event)) {
-		fanout.Run(ctx, ts.opts.App.Pool, a.targets, fanout.Task{Argv: argv}, ts.fanOpts(onEvent))
+		// grep reads whatever path it is given: rexd first checks the
+		// path against each host's roots, as it does the file tools'
+		// paths, and a host where it lies outside answers with that.
+		// (grep -r follows no symbolic link below the path.)
+		var inside []fanout.Target
+		checked := fanout.Each(ctx, ts.opts.App.Pool, a.targets, ts.fanOpts(nil),
+			func(ctx context.Context, t fanout.Target, s *rexclient.Session) error {
+				if _, err := s.Stat(ctx, path); err != nil {
+					return errors.New(homeRel(s, fsError(err)))
+				}
+				return nil
+			})
+		for i, r := range checked {
+			if r.Err == nil {
+				inside = append(inside, a.targets[i])
+				continue
+			}
+			onEvent(fanout.Event{Target: r.Target, Kind: fanout.EventResult,
+				Result: &fanout.Result{Target: r.Target, Err: r.Err, Unreachable: r.Unreachable}})
+		}
+		if len(inside) > 0 {
+			fanout.Run(ctx, ts.opts.App.Pool, inside, fanout.Task{Argv: argv}, ts.fanOpts(onEvent))
+		}
 	})
 	return ts.wait(ctx, j, ts.lim.defaultTimeout)
 }
