@@ -120,6 +120,14 @@ func (c *Consent) Reset() {
 	c.grants, c.all = nil, nil
 }
 
+// forgetAll forgets the "allow on all hosts" answers: an /agent each run
+// ended.
+func (c *Consent) forgetAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.all = nil
+}
+
 // Check decides on a prepared call. It returns how it was decided, and
 // ErrDenied when the call must not run.
 func (c *Consent) Check(ctx context.Context, a *toolset.Action, callID string, each bool) (string, error) {
