@@ -95,7 +95,7 @@ type Consent struct {
 
 	mu     sync.Mutex
 	target string
-	grants map[string]bool // tool + "\x00" + target
+	grants map[string]bool // sessionKey
 	all    map[string]bool // Action.Key, for /agent each
 }
 
@@ -175,7 +175,7 @@ func (c *Consent) Check(ctx context.Context, a *toolset.Action, callID string, e
 			if c.grants == nil {
 				c.grants = map[string]bool{}
 			}
-			c.grants[a.Tool.Name+"\x00"+a.Target] = true
+			c.grants[sessionKey(a)] = true
 		}
 		return ConsentAsked, nil
 	case AllowAll:
@@ -190,10 +190,17 @@ func (c *Consent) Check(ctx context.Context, a *toolset.Action, callID string, e
 	return ConsentRefused, ErrDenied
 }
 
+// sessionKey is what "allow for this session" covers: the tool, and for
+// a chain tool the rex tool behind its name (tool files added later can
+// give the name to another), on the target.
+func sessionKey(a *toolset.Action) string {
+	return a.Tool.Name + "\x00" + a.Tool.ChainID + "\x00" + a.Target
+}
+
 // granted says how a call may run without asking, or "".
 func (c *Consent) granted(a *toolset.Action, each bool) string {
 	c.mu.Lock()
-	session := c.grants[a.Tool.Name+"\x00"+a.Target]
+	session := c.grants[sessionKey(a)]
 	all := c.all[a.Key()]
 	c.mu.Unlock()
 	switch {

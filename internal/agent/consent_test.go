@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -236,5 +238,43 @@ func TestAllowPrefixIsNotForStdin(t *testing.T) {
 	}
 	if how, err := c.Check(ctx, a, "c", false); err != nil || how != ConsentAllowed {
 		t.Errorf("python3 --version: %q %v", how, err)
+	}
+}
+
+// TestSessionGrantKeepsItsChainTool: "allow for this session" for a chain
+// tool is for the rex tool the operator was asked about. Tool files added
+// later can give its name to another tool (ops.disk sorts before ops/disk
+// and takes ops_disk); that one asks.
+func TestSessionGrantKeepsItsChainTool(t *testing.T) {
+	f := fleettest.New(t, fleettest.Options{})
+	dir := filepath.Join(f.App.ConfigDir, ".ai", "tools")
+	os.MkdirAll(filepath.Join(dir, "ops"), 0o755)
+	os.WriteFile(filepath.Join(dir, "ops", "disk.sh"), []byte("#!/bin/sh\n# rex: executor_id: rex/core/runtimes/sh/sh\n# rex: description: disk\necho disk\n"), 0o755)
+	ts := toolset.New(toolset.Options{App: f.App, ChainTools: true})
+	t.Cleanup(func() { ts.Close() })
+	ctx := fleettest.Context(t)
+	prepare := func() *toolset.Action {
+		t.Helper()
+		a, err := ts.Prepare(ctx, toolset.Call{Tool: "ops_disk", Input: json.RawMessage(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	asked := 0
+	answer := AllowSession
+	c := &Consent{Ask: func(context.Context, Request) (Decision, error) { asked++; return answer, nil }}
+	c.SetTarget("local")
+	if _, err := c.Check(ctx, prepare(), "c1", false); err != nil {
+		t.Fatal(err)
+	}
+	if how, err := c.Check(ctx, prepare(), "c2", false); err != nil || how != ConsentSession {
+		t.Fatalf("the same tool again: %q %v", how, err)
+	}
+	os.WriteFile(filepath.Join(dir, "ops.disk.sh"), []byte("#!/bin/sh\n# rex: executor_id: rex/core/runtimes/sh/sh\n# rex: description: other\necho other\n"), 0o755)
+	answer = Deny
+	a := prepare()
+	if how, err := c.Check(ctx, a, "c3", false); err == nil {
+		t.Errorf("ops_disk, now %s, ran on the grant given for ops/disk (%q)", a.Tool.ChainID, how)
 	}
 }

@@ -419,7 +419,19 @@ func (s *Server) handler(t toolset.Tool) mcp.ToolHandler {
 				defer js.detach()
 			}
 		}
-		res := se.ts.Do(ctx, toolset.Call{Tool: t.Name, Input: req.Params.Arguments, Target: target}, st.event)
+		var res *toolset.Result
+		a, err := se.ts.Prepare(ctx, toolset.Call{Tool: t.Name, Input: req.Params.Arguments, Target: target})
+		switch {
+		case err != nil:
+			res = toolset.ErrorResult(target, err)
+		case a.Tool.ChainID != t.ChainID:
+			// The client approved the tool tools/list described; tool
+			// files added since can give its name to another.
+			res = toolset.ErrorResult(target, fmt.Errorf("%s was listed as rex tool %s, but the tool files changed and the name now stands for %s; nothing ran: restart rex mcp to list the tools again",
+				t.Name, t.ChainID, a.Tool.ChainID))
+		default:
+			res = se.ts.Run(ctx, a, st.event)
+		}
 		st.detach()
 		return toolResult(res), nil
 	}
