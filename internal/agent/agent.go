@@ -83,6 +83,9 @@ type ToolCall struct {
 	Loop string
 }
 
+// minMaskedKey is the shortest API key masked in tool results.
+const minMaskedKey = 12
+
 // Session is a conversation with the model. Turns run one at a time.
 type Session struct {
 	opts Options
@@ -119,7 +122,9 @@ func New(opts Options) *Session {
 	}
 	s := &Session{opts: opts, id: newID(time.Now())}
 	if k := opts.Config.APIKeyEnv; k != "" {
-		if v := os.Getenv(k); v != "" {
+		// A stand-in key for a local server ("x", "ollama") is no secret,
+		// and masking it would garble every result.
+		if v := os.Getenv(k); len(v) >= minMaskedKey {
 			s.mask = []string{v}
 		}
 	}

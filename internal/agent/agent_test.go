@@ -612,3 +612,20 @@ func TestProcessSecretsNeverReachTheModel(t *testing.T) {
 		}
 	}
 }
+
+// TestStandInKeyIsNotMasked: a local server's stand-in key ("x") is no
+// secret; masking it would garble every result.
+func TestStandInKeyIsNotMasked(t *testing.T) {
+	t.Setenv("REX_TEST_API_KEY", "x")
+	srv := llmtest.New(t,
+		llmtest.Calls(llmtest.Bash("c1", "echo box")),
+		&llmtest.Reply{When: llmtest.AfterTool("c1"), Text: []string{"fine"}},
+	)
+	h := newHarness(t, srv, setup{})
+	if r := h.turn(fleettest.Context(t), "echo"); r.Outcome != agent.OutcomeFinished {
+		t.Fatalf("turn %+v", r)
+	}
+	if res, _ := srv.Requests()[1].ToolResult("c1"); !strings.Contains(res.Text(), "box") {
+		t.Errorf("the result of echo box: %q", res.Text())
+	}
+}
