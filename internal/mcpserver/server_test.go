@@ -721,3 +721,33 @@ func TestChainToolKeepsTheToolListed(t *testing.T) {
 		t.Errorf("ops_disk, listed as ops/disk, ran another tool: %s", got)
 	}
 }
+
+// TestChainToolTheSDKRefusesIsLeftOut: a chain tool whose schema the MCP
+// SDK refuses (it panics in AddTool: here x-mcp-header on an object) is
+// left out with a notice, as a tool that cannot be read is; rex mcp
+// serves the others rather than crash at start.
+func TestChainToolTheSDKRefusesIsLeftOut(t *testing.T) {
+	f := fleettest.New(t, fleettest.Options{})
+	dir := filepath.Join(f.App.ConfigDir, ".ai", "tools", "ops")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "hdr.sh"), []byte("#!/bin/sh\n# rex: executor_id: rex/core/runtimes/sh/sh\n# rex: description: hdr\n# rex: config_schema: {type: object, properties: {a: {type: object, x-mcp-header: X-A}}}\necho hdr\n"), 0o755)
+	var notices strings.Builder
+	o := opts(f)
+	o.Notices = &notices
+	var srv *mcpserver.Server
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("rex mcp crashed at start: %v", r)
+			}
+		}()
+		var err error
+		if srv, err = mcpserver.New(o); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	names := strings.Join(srv.Tools(), " ")
+	if strings.Contains(names, "ops_hdr") || !strings.Contains(names, "bash") || !strings.Contains(notices.String(), "ops/hdr") {
+		t.Errorf("tools %s; notices %q", names, notices.String())
+	}
+}
