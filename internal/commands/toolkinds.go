@@ -382,12 +382,12 @@ func runGraph(ctx context.Context, app *App, eng *chain.Engine, spec ToolRunSpec
 		for _, t := range nts {
 			name := graphDisplay(n, t.Name)
 			names = append(names, name)
-			emit(fanout.Event{Target: name, Kind: fanout.EventResult, Result: &fanout.Result{Target: name, Err: errSkipped}})
+			emit(fanout.Event{Target: name, Kind: fanout.EventResult, Result: &fanout.Result{Target: name, Err: ErrSkipped}})
 		}
 		onNode(NodeEvent{Node: n, Tool: g.Nodes[n].Tool, Targets: names, State: "skipped"})
 	}
 	return last, nil
 }
 
-// errSkipped ends a graph node the walk did not reach.
-var errSkipped = errors.New("skipped: the walk did not take an edge to this node")
+// ErrSkipped ends a graph node the walk did not reach.
+var ErrSkipped = errors.New("skipped: the walk did not take an edge to this node")

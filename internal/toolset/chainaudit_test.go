@@ -86,3 +86,35 @@ graph:
 		t.Errorf("the result does not say the node's target was refused:\n%s", res.Text)
 	}
 }
+
+// TestChainGraphResultReachesTheModel: a state graph reports each node's
+// run as node@host; the call's result still shows each host's output and
+// end (its last node's), a node the walk did not reach is no failure, and
+// a host no node ran on has ended too.
+func TestChainGraphResultReachesTheModel(t *testing.T) {
+	f := fleettest.New(t, fleettest.Options{Hosts: 2})
+	dir := filepath.Join(f.App.ConfigDir, ".ai", "tools", "ops")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "mark.sh"), []byte("#!/bin/sh\n# rex: executor_id: rex/core/runtimes/sh/sh\n# rex: description: mark\necho \"marked-5521\"\n"), 0o755)
+	os.WriteFile(filepath.Join(dir, "hop.yaml"), []byte(`executor_id: rex/core/runtimes/state-graph/walker
+description: mark, and mark again only when the first failed
+graph:
+  start: mark
+  nodes:
+    mark: {tool: ops/mark}
+    again: {tool: ops/mark}
+  edges:
+    - {from: mark, to: again, when: "mark.exit_code == 1"}
+`), 0o644)
+	os.WriteFile(filepath.Join(dir, "one.yaml"), []byte("executor_id: rex/core/runtimes/state-graph/walker\ndescription: mark h1\ngraph:\n  start: mark\n  nodes:\n    mark: {tool: ops/mark, target: h1}\n"), 0o644)
+	ts := newToolset(t, f, toolset.Options{ChainTools: true})
+	ctx := fleettest.Context(t)
+	res := ts.Do(ctx, toolset.Call{Tool: "ops_hop", Target: "h1", Input: input(t, map[string]any{})}, nil)
+	if !strings.Contains(res.Text, "h1 · exit 0\n  marked-5521") || strings.Contains(res.Text, "running") || res.IsError || res.Running {
+		t.Errorf("graph result:\n%s", res.Text)
+	}
+	res = ts.Do(ctx, toolset.Call{Tool: "ops_one", Target: "fleet", Input: input(t, map[string]any{})}, nil)
+	if !strings.Contains(res.Text, "h1 · exit 0\n  marked-5521") || !strings.Contains(res.Text, "h2 · no node ran here") || strings.Contains(res.Text, "running") || res.IsError {
+		t.Errorf("graph result on the group:\n%s", res.Text)
+	}
+}
