@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -26,6 +27,7 @@ import (
 	"charm.land/fantasy/providers/openrouter"
 
 	"github.com/rexconsole/rex/internal/commands"
+	"github.com/rexconsole/rex/internal/secrets"
 	"github.com/rexconsole/rex/internal/toolset"
 )
 
@@ -81,9 +83,16 @@ type ToolCall struct {
 	Loop string
 }
 
+// minMaskedKey is the shortest API key masked in tool results.
+const minMaskedKey = 12
+
 // Session is a conversation with the model. Turns run one at a time.
 type Session struct {
 	opts Options
+	// mask are rex's own secrets (the API key): a command on local can
+	// print them from the environment it inherits, and they must not go
+	// back to the model or into the kept conversation.
+	mask []string
 
 	turnMu sync.Mutex // held for a whole turn
 
@@ -111,7 +120,15 @@ func New(opts Options) *Session {
 	if opts.Config.MaxSteps <= 0 {
 		opts.Config.MaxSteps = DefaultMaxSteps
 	}
-	return &Session{opts: opts, id: newID(time.Now())}
+	s := &Session{opts: opts, id: newID(time.Now())}
+	if k := opts.Config.APIKeyEnv; k != "" {
+		// A stand-in key for a local server ("x", "ollama") is no secret,
+		// and masking it would garble every result.
+		if v := os.Getenv(k); len(v) >= minMaskedKey {
+			s.mask = []string{v}
+		}
+	}
+	return s
 }
 
 // ID is the conversation's id.
@@ -485,13 +502,14 @@ func (t *turn) call(ctx context.Context, tool toolset.Tool, call fantasy.ToolCal
 			if ev.Stderr {
 				stream = "stderr"
 			}
-			t.send(Event{Type: EventOutput, Tool: tool.Name, CallID: call.ID, Host: ev.Host, Stream: stream, Data: string(ev.Data), JobID: ev.JobID})
+			t.send(Event{Type: EventOutput, Tool: tool.Name, CallID: call.ID, Host: ev.Host, Stream: stream, Data: secrets.Mask(string(ev.Data), s.mask), JobID: ev.JobID})
 		case toolset.EventHostDone:
 			t.send(Event{Type: EventHostDone, Tool: tool.Name, CallID: call.ID, Host: ev.Host, Status: ev.Status, IsError: !ev.OK, JobID: ev.JobID})
 		case toolset.EventBackground:
 			t.send(Event{Type: EventBackground, Tool: tool.Name, CallID: call.ID, JobID: ev.JobID, Hosts: ev.Hosts})
 		}
 	})
+	res.Text, res.Summary = secrets.Mask(res.Text, s.mask), secrets.Mask(res.Summary, s.mask)
 	t.send(Event{Type: EventToolResult, Tool: tool.Name, CallID: call.ID, Target: res.Target, Hosts: res.Hosts, IsError: res.IsError,
 		Summary: res.Summary, Result: res.Text, JobID: res.JobID})
 	if res.IsError {

@@ -577,3 +577,55 @@ func TestOlderTurnsAreSummarised(t *testing.T) {
 		t.Errorf("resumed after a summary:\n%s", all.String())
 	}
 }
+
+// TestProcessSecretsNeverReachTheModel: rex's own secrets, the API key
+// (read from the environment, as the console and rex ask do) and the
+// secrets file's passphrase, are in rex's environment; a command the
+// model runs on local (the default target) must not hand them to the
+// model, nor to the conversation kept on disk. `env` is what a model runs
+// first when something is off.
+func TestProcessSecretsNeverReachTheModel(t *testing.T) {
+	const passphrase = "rex-test-passphrase-5e1f"
+	t.Setenv("REX_TEST_API_KEY", testKey)
+	t.Setenv("REX_SECRETS_PASSPHRASE", passphrase)
+	srv := llmtest.New(t,
+		llmtest.Calls(llmtest.Bash("c1", "env")),
+		&llmtest.Reply{When: llmtest.AfterTool("c1"), Text: []string{"fine"}},
+	)
+	h := newHarness(t, srv, setup{})
+	r := h.turn(fleettest.Context(t), "what is set?")
+	if r.Outcome != agent.OutcomeFinished {
+		t.Fatalf("turn %+v", r)
+	}
+	res, ok := srv.Requests()[1].ToolResult("c1")
+	if !ok || !strings.Contains(res.Text(), "PATH=") {
+		t.Fatalf("env did not run: %q", res.Text())
+	}
+	for name, v := range map[string]string{"the API key": testKey, "the passphrase": passphrase} {
+		for i, req := range srv.Requests() {
+			if strings.Contains(string(req.Body), v) {
+				t.Errorf("%s reached the model in request %d", name, i)
+			}
+		}
+		if found, _ := filesHolding(t, v, h.fleet.Dir); len(found) > 0 {
+			t.Errorf("%s is in %v", name, found)
+		}
+	}
+}
+
+// TestStandInKeyIsNotMasked: a local server's stand-in key ("x") is no
+// secret; masking it would garble every result.
+func TestStandInKeyIsNotMasked(t *testing.T) {
+	t.Setenv("REX_TEST_API_KEY", "x")
+	srv := llmtest.New(t,
+		llmtest.Calls(llmtest.Bash("c1", "echo box")),
+		&llmtest.Reply{When: llmtest.AfterTool("c1"), Text: []string{"fine"}},
+	)
+	h := newHarness(t, srv, setup{})
+	if r := h.turn(fleettest.Context(t), "echo"); r.Outcome != agent.OutcomeFinished {
+		t.Fatalf("turn %+v", r)
+	}
+	if res, _ := srv.Requests()[1].ToolResult("c1"); !strings.Contains(res.Text(), "box") {
+		t.Errorf("the result of echo box: %q", res.Text())
+	}
+}

@@ -95,8 +95,8 @@ type Consent struct {
 
 	mu     sync.Mutex
 	target string
-	grants map[string]bool // tool + "\x00" + target
-	all    map[string]bool // tool + "\x00" + command, for /agent each
+	grants map[string]bool // sessionKey
+	all    map[string]bool // Action.Key, for /agent each
 }
 
 // ErrDenied is a refused call.
@@ -120,6 +120,14 @@ func (c *Consent) Reset() {
 	c.grants, c.all = nil, nil
 }
 
+// forgetAll forgets the "allow on all hosts" answers: an /agent each run
+// ended.
+func (c *Consent) forgetAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.all = nil
+}
+
 // Check decides on a prepared call. It returns how it was decided, and
 // ErrDenied when the call must not run.
 func (c *Consent) Check(ctx context.Context, a *toolset.Action, callID string, each bool) (string, error) {
@@ -127,7 +135,7 @@ func (c *Consent) Check(ctx context.Context, a *toolset.Action, callID string, e
 		return ConsentReadOnly, nil
 	}
 	req := Request{CallID: callID, Tool: a.Tool.Name, Target: a.Target, Hosts: a.Hosts, Command: a.Command, Detail: a.Detail, Each: each}
-	denied := a.Tool.Name == toolset.Bash && matchAny(c.Deny, a.Command)
+	denied := a.Tool.Name == toolset.Bash && (matchAny(c.Deny, a.Command) || a.Stdin != "" && matchAny(c.Deny, a.Stdin))
 	if denied {
 		req.Reason = "it matches a deny pattern of the config, so it always asks"
 	} else if how := c.granted(a, each); how != "" {
@@ -167,7 +175,7 @@ func (c *Consent) Check(ctx context.Context, a *toolset.Action, callID string, e
 			if c.grants == nil {
 				c.grants = map[string]bool{}
 			}
-			c.grants[a.Tool.Name+"\x00"+a.Target] = true
+			c.grants[sessionKey(a)] = true
 		}
 		return ConsentAsked, nil
 	case AllowAll:
@@ -175,25 +183,32 @@ func (c *Consent) Check(ctx context.Context, a *toolset.Action, callID string, e
 			if c.all == nil {
 				c.all = map[string]bool{}
 			}
-			c.all[a.Tool.Name+"\x00"+a.Command] = true
+			c.all[a.Key()] = true
 		}
 		return ConsentAsked, nil
 	}
 	return ConsentRefused, ErrDenied
 }
 
+// sessionKey is what "allow for this session" covers: the tool, and for
+// a chain tool the rex tool behind its name (tool files added later can
+// give the name to another), on the target.
+func sessionKey(a *toolset.Action) string {
+	return a.Tool.Name + "\x00" + a.Tool.ChainID + "\x00" + a.Target
+}
+
 // granted says how a call may run without asking, or "".
 func (c *Consent) granted(a *toolset.Action, each bool) string {
 	c.mu.Lock()
-	session := c.grants[a.Tool.Name+"\x00"+a.Target]
-	all := c.all[a.Tool.Name+"\x00"+a.Command]
+	session := c.grants[sessionKey(a)]
+	all := c.all[a.Key()]
 	c.mu.Unlock()
 	switch {
 	case c.Yolo:
 		return ConsentYolo
 	case contains(c.AllowTools, a.Tool.Name):
 		return ConsentTool
-	case a.Tool.Name == toolset.Bash && allowedPrefix(c.Allow, a.Command):
+	case a.Tool.Name == toolset.Bash && a.Stdin == "" && allowedPrefix(c.Allow, a.Command):
 		return ConsentAllowed
 	case session:
 		return ConsentSession
@@ -212,7 +227,9 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// allowedPrefix reports whether a command is one of the allowed ones: it
+// allowedPrefix reports whether a command is one of the allowed ones (a
+// call that gives it stdin never is: that text is a program to sh,
+// python3 or mysql, as it would be after -c or -e): it
 // starts with an allowed prefix at a word boundary and holds nothing a
 // shell would treat as more than one plain command (no ; & | < > $ `
 // parentheses, braces, backslashes or newlines), so "df; rm -rf ~" never

@@ -56,6 +56,11 @@ func RunEach(ctx context.Context, o EachOptions) []EachResult {
 	if emit == nil {
 		emit = func(Event) {}
 	}
+	if c := o.Session.Consent; c != nil {
+		// "allow on all hosts" answers this run's loops, not a later run's.
+		c.forgetAll()
+		defer c.forgetAll()
+	}
 	var emitMu sync.Mutex
 	results := make([]EachResult, len(o.Hosts))
 	sem := make(chan struct{}, n)

@@ -74,3 +74,40 @@ func TestAgentEach(t *testing.T) {
 		t.Errorf("table:\n%s", table)
 	}
 }
+
+// TestAllowAllEndsWithItsRun: "allow on all hosts" answers the loops of
+// one /agent each run. The console keeps one Consent for all its runs, so
+// a later run, another task perhaps on another group, asks again for
+// the same command.
+func TestAllowAllEndsWithItsRun(t *testing.T) {
+	step := func(host, id string) []*llmtest.Reply {
+		return []*llmtest.Reply{
+			{When: forHost(host, func(r *llmtest.Request) bool { return r.Last().Role == "user" }),
+				Calls: []llmtest.Call{llmtest.Bash(id, "systemctl restart app")}},
+			{When: forHost(host, llmtest.AfterTool(id)), Text: []string{"Done on " + host + "."}},
+		}
+	}
+	srv := llmtest.New(t, append(step("h1", "a1"), step("h2", "a2")...)...)
+	h := newHarness(t, srv, setup{hosts: 2})
+	h.answer = func(agent.Request) agent.Decision { return agent.AllowAll }
+	opts := agent.EachOptions{Target: "fleet", Hosts: []string{"h1", "h2"}, Task: "restart the app", Concurrency: 1, Emit: h.emit}
+	opts.Session = h.sessionOptions()
+	ctx := fleettest.Context(t)
+	for _, r := range agent.RunEach(ctx, opts) {
+		if r.Outcome != agent.OutcomeFinished {
+			t.Fatalf("first run: %+v", r)
+		}
+	}
+	if h.askedN() != 1 {
+		t.Fatalf("first run asked %d times", h.askedN())
+	}
+
+	// A later run: the operator now says no.
+	srv.Add(step("h1", "b1")...)
+	h.answer = func(agent.Request) agent.Decision { return agent.Deny }
+	opts.Hosts, opts.Task = []string{"h1"}, "restart the app again"
+	res := agent.RunEach(ctx, opts)
+	if h.askedN() != 2 || res[0].Outcome != agent.OutcomeDenied {
+		t.Errorf("a later /agent each run reused the first run's \"allow on all hosts\": asked %d times, %+v", h.askedN(), res[0])
+	}
+}

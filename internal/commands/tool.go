@@ -490,6 +490,11 @@ type ToolRunOptions struct {
 	// ClientName names the rexd sessions remote targets run in (see
 	// fanout.Options.ClientName); "" is the operator's own.
 	ClientName string
+	// Confine keeps a state graph's nodes on the targets given: a node
+	// whose own target reaches another host fails. An agent's call runs
+	// where the operator consented, never where a graph parameter the
+	// model filled in points.
+	Confine bool
 }
 
 // RunTool is `rex tool run` after its arguments: the tool planned for and

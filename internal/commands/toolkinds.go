@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rexconsole/rex/devices"
 	"github.com/rexconsole/rex/internal/chain"
 	"github.com/rexconsole/rex/internal/fanout"
 	"github.com/rexconsole/rex/internal/mcpcall"
@@ -211,7 +212,7 @@ func GraphTargets(app *App, spec ToolRunSpec, targets []fanout.Target) ([]fanout
 	}
 	var out []fanout.Target
 	for _, n := range g.Order() {
-		nts, err := nodeTargets(app, g, n, params, targets)
+		nts, err := nodeTargets(app, g, n, params, targets, false)
 		if err != nil {
 			return nil, err
 		}
@@ -223,7 +224,7 @@ func GraphTargets(app *App, spec ToolRunSpec, targets []fanout.Target) ([]fanout
 }
 
 // nodeTargets resolves a node's targets: its own, else the graph's.
-func nodeTargets(app *App, g *chain.Graph, node string, params map[string]any, def []fanout.Target) ([]fanout.Target, error) {
+func nodeTargets(app *App, g *chain.Graph, node string, params map[string]any, def []fanout.Target, confine bool) ([]fanout.Target, error) {
 	call, err := g.Call(node, params)
 	if err != nil {
 		return nil, err
@@ -234,6 +235,19 @@ func nodeTargets(app *App, g *chain.Graph, node string, params map[string]any, d
 	ts, err := app.Resolve(call.Target)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: target %s: %w", node, call.Target, err)
+	}
+	if confine {
+		within := map[string]bool{}
+		var names []string
+		for _, t := range def {
+			within[t.Name] = true
+			names = append(names, t.Name)
+		}
+		for _, t := range ts {
+			if !within[t.Name] {
+				return nil, fmt.Errorf("node %s: target %s reaches %s, outside the hosts this call may run on (%s); run the graph on a target that holds it", node, call.Target, t.Name, devices.Fold(names))
+			}
+		}
 	}
 	return ts, nil
 }
@@ -272,7 +286,7 @@ func runGraph(ctx context.Context, app *App, eng *chain.Engine, spec ToolRunSpec
 		if err != nil {
 			return nil, err
 		}
-		nts, err := nodeTargets(app, g, node, plan.Params, targets)
+		nts, err := nodeTargets(app, g, node, plan.Params, targets, opts.Confine)
 		if err != nil {
 			return nil, err
 		}
@@ -297,7 +311,7 @@ func runGraph(ctx context.Context, app *App, eng *chain.Engine, spec ToolRunSpec
 			if opts.OnTrace != nil {
 				opts.OnTrace(graphDisplay(node, t), text)
 			}
-		}, ClientName: opts.ClientName})
+		}, ClientName: opts.ClientName, Confine: opts.Confine})
 		if err != nil {
 			// The node could not start anywhere: every target says why.
 			for _, t := range nts {
@@ -360,7 +374,7 @@ func runGraph(ctx context.Context, app *App, eng *chain.Engine, spec ToolRunSpec
 		if ran[n] {
 			continue
 		}
-		nts, err := nodeTargets(app, g, n, plan.Params, targets)
+		nts, err := nodeTargets(app, g, n, plan.Params, targets, opts.Confine)
 		if err != nil {
 			continue
 		}
@@ -368,12 +382,12 @@ func runGraph(ctx context.Context, app *App, eng *chain.Engine, spec ToolRunSpec
 		for _, t := range nts {
 			name := graphDisplay(n, t.Name)
 			names = append(names, name)
-			emit(fanout.Event{Target: name, Kind: fanout.EventResult, Result: &fanout.Result{Target: name, Err: errSkipped}})
+			emit(fanout.Event{Target: name, Kind: fanout.EventResult, Result: &fanout.Result{Target: name, Err: ErrSkipped}})
 		}
 		onNode(NodeEvent{Node: n, Tool: g.Nodes[n].Tool, Targets: names, State: "skipped"})
 	}
 	return last, nil
 }
 
-// errSkipped ends a graph node the walk did not reach.
-var errSkipped = errors.New("skipped: the walk did not take an edge to this node")
+// ErrSkipped ends a graph node the walk did not reach.
+var ErrSkipped = errors.New("skipped: the walk did not take an edge to this node")

@@ -138,6 +138,12 @@ func New(opts Options) (*Server, error) {
 			s.notice("rex mcp: the executor-chain tool %s is not offered: rex mcp's own %s has its name", t.ChainID, t.Name)
 			return true
 		}
+		if t.ChainID != "" {
+			if err := sdkRefuses(t); err != nil {
+				s.notice("rex mcp: the executor-chain tool %s is not offered: the MCP SDK refuses its schema (%v)", t.ChainID, err)
+				return true
+			}
+		}
 		return false
 	})
 	if err := s.choose(all); err != nil {
@@ -164,6 +170,22 @@ func New(opts Options) (*Server, error) {
 	}
 	s.addResources()
 	return s, nil
+}
+
+// sdkRefuses says why the MCP SDK would refuse a tool, or nil. The SDK
+// panics in AddTool on a schema it cannot take (x-mcp-header on an
+// object, a value JSON cannot hold); a chain tool's schema is its
+// author's, and one such tool must not keep rex mcp from starting.
+func sdkRefuses(t toolset.Tool) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	mcp.NewServer(&mcp.Implementation{Name: "rex"}, nil).AddTool(mcpTool(t), func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return nil, nil
+	})
+	return nil
 }
 
 // instructions tell the model what kind of server this is.
@@ -419,7 +441,19 @@ func (s *Server) handler(t toolset.Tool) mcp.ToolHandler {
 				defer js.detach()
 			}
 		}
-		res := se.ts.Do(ctx, toolset.Call{Tool: t.Name, Input: req.Params.Arguments, Target: target}, st.event)
+		var res *toolset.Result
+		a, err := se.ts.Prepare(ctx, toolset.Call{Tool: t.Name, Input: req.Params.Arguments, Target: target})
+		switch {
+		case err != nil:
+			res = toolset.ErrorResult(target, err)
+		case a.Tool.ChainID != t.ChainID:
+			// The client approved the tool tools/list described; tool
+			// files added since can give its name to another.
+			res = toolset.ErrorResult(target, fmt.Errorf("%s was listed as rex tool %s, but the tool files changed and the name now stands for %s; nothing ran: restart rex mcp to list the tools again",
+				t.Name, t.ChainID, a.Tool.ChainID))
+		default:
+			res = se.ts.Run(ctx, a, st.event)
+		}
 		st.detach()
 		return toolResult(res), nil
 	}

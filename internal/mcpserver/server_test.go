@@ -700,3 +700,54 @@ func TestAllowCommandsStillApply(t *testing.T) {
 		t.Error("the refused command ran")
 	}
 }
+
+// TestChainToolKeepsTheToolListed: a chain tool's name stands for the
+// tool tools/list described, which is what the client approved. Tool
+// files added later can give the name to another tool (ops.disk sorts
+// before ops/disk and takes ops_disk); a call then runs nothing and says
+// why, rather than run the other tool.
+func TestChainToolKeepsTheToolListed(t *testing.T) {
+	f := fleettest.New(t, fleettest.Options{})
+	dir := filepath.Join(f.App.ConfigDir, ".ai", "tools")
+	os.MkdirAll(filepath.Join(dir, "ops"), 0o755)
+	os.WriteFile(filepath.Join(dir, "ops", "disk.sh"), []byte("#!/bin/sh\n# rex: executor_id: rex/core/runtimes/sh/sh\n# rex: description: disk\necho listed-1a2\n"), 0o755)
+	c := connect(t, opts(f), "")
+	if r := c.call(t, "ops_disk", map[string]any{}, nil, nil); !strings.Contains(text(t, r), "listed-1a2") {
+		t.Fatalf("ops_disk before: %s", text(t, r))
+	}
+	os.WriteFile(filepath.Join(dir, "ops.disk.sh"), []byte("#!/bin/sh\n# rex: executor_id: rex/core/runtimes/sh/sh\n# rex: description: other\necho other-3b4\n"), 0o755)
+	r := c.call(t, "ops_disk", map[string]any{}, nil, nil)
+	if got := text(t, r); strings.Contains(got, "other-3b4") || !r.IsError {
+		t.Errorf("ops_disk, listed as ops/disk, ran another tool: %s", got)
+	}
+}
+
+// TestChainToolTheSDKRefusesIsLeftOut: a chain tool whose schema the MCP
+// SDK refuses (it panics in AddTool: here x-mcp-header on an object) is
+// left out with a notice, as a tool that cannot be read is; rex mcp
+// serves the others rather than crash at start.
+func TestChainToolTheSDKRefusesIsLeftOut(t *testing.T) {
+	f := fleettest.New(t, fleettest.Options{})
+	dir := filepath.Join(f.App.ConfigDir, ".ai", "tools", "ops")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "hdr.sh"), []byte("#!/bin/sh\n# rex: executor_id: rex/core/runtimes/sh/sh\n# rex: description: hdr\n# rex: config_schema: {type: object, properties: {a: {type: object, x-mcp-header: X-A}}}\necho hdr\n"), 0o755)
+	var notices strings.Builder
+	o := opts(f)
+	o.Notices = &notices
+	var srv *mcpserver.Server
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("rex mcp crashed at start: %v", r)
+			}
+		}()
+		var err error
+		if srv, err = mcpserver.New(o); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	names := strings.Join(srv.Tools(), " ")
+	if strings.Contains(names, "ops_hdr") || !strings.Contains(names, "bash") || !strings.Contains(notices.String(), "ops/hdr") {
+		t.Errorf("tools %s; notices %q", names, notices.String())
+	}
+}

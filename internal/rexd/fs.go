@@ -612,26 +612,40 @@ func (c *conn) fsGlob(ctx context.Context, req *request) (any, *protocol.Error) 
 func hasMeta(s string) bool { return strings.ContainsAny(s, `*?[\`) }
 
 // matchSegments matches path segments against pattern segments, where "**"
-// stands for any number of segments (zero included).
+// stands for any number of segments (zero included). Each pair of
+// positions is tried once: by plain recursion, a pattern of many **s
+// tries every way of spreading the path over them, exponentially many.
 func matchSegments(pat, parts []string) bool {
-	if len(pat) == 0 {
-		return len(parts) == 0
-	}
-	if pat[0] == "**" {
-		for i := 0; i <= len(parts); i++ {
-			if matchSegments(pat[1:], parts[i:]) {
-				return true
-			}
+	// tried[i*(len(parts)+1)+j]: pat[i:] against parts[j:] was tried and
+	// failed (a success ends the whole match at once).
+	tried := make([]bool, (len(pat)+1)*(len(parts)+1))
+	var match func(i, j int) bool
+	match = func(i, j int) bool {
+		if i == len(pat) {
+			return j == len(parts)
 		}
-		return false
+		k := i*(len(parts)+1) + j
+		if tried[k] {
+			return false
+		}
+		tried[k] = true
+		if pat[i] == "**" {
+			for n := j; n <= len(parts); n++ {
+				if match(i+1, n) {
+					return true
+				}
+			}
+			return false
+		}
+		if j == len(parts) {
+			return false
+		}
+		if ok, _ := path.Match(pat[i], parts[j]); !ok {
+			return false
+		}
+		return match(i+1, j+1)
 	}
-	if len(parts) == 0 {
-		return false
-	}
-	if ok, _ := path.Match(pat[0], parts[0]); !ok {
-		return false
-	}
-	return matchSegments(pat[1:], parts[1:])
+	return match(0, 0)
 }
 
 // couldMatchBelow reports whether some path below the directory parts could

@@ -277,3 +277,31 @@ func TestFSInsideSymlinksWork(t *testing.T) {
 		t.Errorf("cwd through an inside link: %q", out)
 	}
 }
+
+// TestFSGlobManyDoubleStars: a pattern of many ** segments, which an
+// agent's read-only glob tool passes on as it is, is matched in steps
+// polynomial in the pattern and the path. Matched by plain recursion, every
+// way of spreading the path's segments over the **s was tried: forty of
+// them against a path twelve deep are about 10^11 tries for one entry, a
+// host's CPU held for hours by one call that asks nobody.
+func TestFSGlobManyDoubleStars(t *testing.T) {
+	h := start(t)
+	sid := h.open()
+	deep := filepath.Join(h.root, "a/b/c/d/e/f/g/h/i/j/k/l")
+	os.MkdirAll(deep, 0o755)
+	os.WriteFile(filepath.Join(deep, "leaf.txt"), nil, 0o644)
+	for _, tt := range []struct {
+		pattern string
+		want    int
+	}{
+		{strings.Repeat("**/", 40) + "nomatch", 0},
+		{strings.Repeat("**/", 40) + "leaf.txt", 1},
+		{"**/b/**/" + strings.Repeat("*/**/", 10) + "leaf.txt", 1},
+	} {
+		var g protocol.FSGlobResult
+		h.ok(protocol.MethodFSGlob, protocol.FSGlobParams{SessionID: sid, Pattern: tt.pattern}, &g)
+		if len(g.Matches) != tt.want {
+			t.Errorf("glob %q = %v, want %d matches", tt.pattern, g.Matches, tt.want)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rexconsole/rex/internal/commands"
 	"github.com/rexconsole/rex/internal/fanout"
+	"github.com/rexconsole/rex/internal/rexclient"
 )
 
 // prepare decodes a call's input into a and works out what it will do.
@@ -33,7 +34,11 @@ func (ts *Toolset) prepare(ctx context.Context, a *Action, raw json.RawMessage) 
 		if in.TimeoutS < 0 {
 			return errors.New("timeout_s must be positive")
 		}
-		a.Command = in.Command
+		a.Command, a.Stdin = in.Command, in.Stdin
+		if in.Stdin != "" {
+			// What a command reads can be what it runs (sh, python3 -).
+			a.Detail = fmt.Sprintf("stdin (%s):\n%s", commands.HumanBytes(int64(len(in.Stdin))), compact(text(in.Stdin), 40))
+		}
 	case *ReadInput:
 		if in.Offset < 0 || in.Limit < 0 {
 			return errors.New("offset and limit must be positive")
@@ -137,7 +142,29 @@ func (ts *Toolset) runGrep(ctx context.Context, a *Action, progress func(Event))
 	path = expandTilde(path)
 	argv = append(argv, "-e", in.Pattern, "--", path)
 	j := ts.startJob(a, progress, grepStatus, func(ctx context.Context, onEvent func(fanout.Event)) {
-		fanout.Run(ctx, ts.opts.App.Pool, a.targets, fanout.Task{Argv: argv}, ts.fanOpts(onEvent))
+		// grep reads whatever path it is given: rexd first checks the
+		// path against each host's roots, as it does the file tools'
+		// paths, and a host where it lies outside answers with that.
+		// (grep -r follows no symbolic link below the path.)
+		var inside []fanout.Target
+		checked := fanout.Each(ctx, ts.opts.App.Pool, a.targets, ts.fanOpts(nil),
+			func(ctx context.Context, t fanout.Target, s *rexclient.Session) error {
+				if _, err := s.Stat(ctx, path); err != nil {
+					return errors.New(homeRel(s, fsError(err)))
+				}
+				return nil
+			})
+		for i, r := range checked {
+			if r.Err == nil {
+				inside = append(inside, a.targets[i])
+				continue
+			}
+			onEvent(fanout.Event{Target: r.Target, Kind: fanout.EventResult,
+				Result: &fanout.Result{Target: r.Target, Err: r.Err, Unreachable: r.Unreachable}})
+		}
+		if len(inside) > 0 {
+			fanout.Run(ctx, ts.opts.App.Pool, inside, fanout.Task{Argv: argv}, ts.fanOpts(onEvent))
+		}
 	})
 	return ts.wait(ctx, j, ts.lim.defaultTimeout)
 }

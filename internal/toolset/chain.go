@@ -117,7 +117,7 @@ func (ts *Toolset) runChain(ctx context.Context, a *Action, progress func(Event)
 	var planErr error
 	j := ts.startJob(a, progress, exitStatus, func(ctx context.Context, onEvent func(fanout.Event)) {
 		_, planErr = commands.RunTool(ctx, ts.opts.App, spec, a.targets, commands.ToolRunOptions{
-			OnEvent: onEvent, ClientName: ts.opts.ClientName})
+			OnEvent: onEvent, ClientName: ts.opts.ClientName, Confine: true})
 	})
 	r := ts.wait(ctx, j, ts.lim.defaultTimeout)
 	if planErr != nil && !r.Running {

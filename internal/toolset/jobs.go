@@ -36,6 +36,8 @@ type job struct {
 	results map[string]*fanout.Result
 	killed  bool
 	ended   time.Time
+	// graph is set once events come named node@host: a state graph.
+	graph bool
 }
 
 // runner runs a job's fan-out, sending every fan-out event to onEvent.
@@ -71,21 +73,41 @@ func (j *job) event(ev fanout.Event) {
 	switch ev.Kind {
 	case fanout.EventStdout, fanout.EventStderr:
 		j.mu.Lock()
-		c := j.caps[ev.Target]
+		host := j.hostOf(ev.Target)
+		c := j.caps[host]
 		if c == nil {
 			c = newCapture()
-			j.caps[ev.Target] = c
+			j.caps[host] = c
 		}
 		j.mu.Unlock()
 		c.write(ev.Data)
 		j.progress(Event{Kind: EventOutput, Tool: j.action.Tool.Name, JobID: j.jobID(), Host: ev.Target, Data: ev.Data, Stderr: ev.Kind == fanout.EventStderr})
 	case fanout.EventResult:
 		j.mu.Lock()
-		j.results[ev.Target] = ev.Result
+		// A graph node the walk did not reach says nothing of its host.
+		if !errors.Is(ev.Result.Err, commands.ErrSkipped) {
+			j.results[j.hostOf(ev.Target)] = ev.Result
+		}
 		j.mu.Unlock()
 		ok, status := j.classify(ev.Result)
 		j.progress(Event{Kind: EventHostDone, Tool: j.action.Tool.Name, JobID: j.jobID(), Host: ev.Target, Status: status, OK: ok, Result: ev.Result})
 	}
+}
+
+// hostOf is the host an event's target names: a state graph names each
+// node's run node@host (a host ends as its last node does). Callers hold
+// mu.
+func (j *job) hostOf(target string) string {
+	if _, ok := j.caps[target]; ok {
+		return target
+	}
+	if i := strings.LastIndexByte(target, '@'); i >= 0 {
+		if _, ok := j.caps[target[i+1:]]; ok {
+			j.graph = true
+			return target[i+1:]
+		}
+	}
+	return target
 }
 
 func (j *job) jobID() string {
@@ -128,8 +150,14 @@ func (j *job) result(note string) *Result {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	outs := make([]outcome, 0, len(j.action.Hosts))
+	graphEnded := j.graph && j.finishedLocked()
 	for _, h := range j.action.Hosts {
 		o := outcome{host: h, status: statusRunning}
+		if graphEnded {
+			// A state graph leaves a host without an end when none of
+			// the nodes it walked ran there.
+			o.ok, o.status = true, "no node ran here"
+		}
 		c := j.caps[h]
 		if c != nil {
 			o.out = c.output()

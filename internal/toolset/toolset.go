@@ -135,11 +135,32 @@ type Action struct {
 	Detail string
 	// Path is the file a read, write, edit or list is about.
 	Path string
+	// Stdin is what bash gives the command on its standard input: part
+	// of what runs (sh, python3 and mysql run it), for consent's rules.
+	Stdin string
 
 	input   any
 	targets []fanout.Target
 	chainID string
 	params  map[string]string
+}
+
+// Key identifies the whole call, for a grant that covers "this exact
+// call" on other hosts: its command and all of its input (the content of
+// a write, the text of an edit, a command's stdin), which Command and
+// Detail only sum up. How long a call is waited for is not part of it.
+func (a *Action) Key() string {
+	in := a.input
+	if b, ok := in.(*BashInput); ok {
+		c := *b
+		c.TimeoutS = 0
+		in = &c
+	}
+	if a.chainID != "" {
+		in = a.params
+	}
+	raw, _ := json.Marshal(in)
+	return a.Tool.Name + "\x00" + a.Command + "\x00" + string(raw)
 }
 
 // HostsFolded is the host list as TARGETS writes it (db2,web[1-3]).

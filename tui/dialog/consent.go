@@ -1,8 +1,10 @@
 package dialog
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
@@ -163,10 +165,28 @@ func (c *Consent) View(st *Styles) []string {
 	}
 	add(st.Muted, "Runs on "+where)
 	blank()
-	for _, l := range strings.Split(c.info.Command, "\n") {
-		for _, wl := range cutLines(l, inner) {
-			body = append(body, st.Title.Render(fit(wl, inner)))
-		}
+	var cmd []string
+	for _, l := range strings.Split(visible(c.info.Command), "\n") {
+		cmd = append(cmd, cutLines(l, inner)...)
+	}
+	// The command is what runs: one too long for the dialog shows its
+	// start and its end with the count of lines left out, never a silent
+	// cut of its end.
+	after := 2 // a blank line and the buttons
+	if c.info.Detail != "" {
+		after += 2
+	}
+	if c.info.Reason != "" {
+		after += 1 + len(wrap("Asks because "+c.info.Reason+".", inner))
+	}
+	if room := max(c.h-2-len(body)-after, 3); len(cmd) > room {
+		tail := max(1, (room-1)/3)
+		head := room - 1 - tail
+		mark := fmt.Sprintf("… %d more lines of the command …", len(cmd)-head-tail)
+		cmd = append(append(cmd[:head:head], mark), cmd[len(cmd)-tail:]...)
+	}
+	for _, l := range cmd {
+		body = append(body, st.Title.Render(fit(l, inner)))
 	}
 	if c.info.Detail != "" {
 		blank()
@@ -191,7 +211,7 @@ func (c *Consent) View(st *Styles) []string {
 			case strings.HasPrefix(l, "@@"):
 				style = st.Muted
 			}
-			body = append(body, style.Render(fit(ansi.Strip(l), inner)))
+			body = append(body, style.Render(fit(visible(l), inner)))
 		}
 	}
 	if c.info.Reason != "" {
@@ -211,6 +231,22 @@ func (c *Consent) View(st *Styles) []string {
 		title += " (loop " + c.info.Loop + ")"
 	}
 	return frame(st, w, title, "y once · s session · n deny · output from hosts never answers this", body)
+}
+
+// visible writes the control characters of s other than newline and tab
+// as Go escapes (\x1b, \r): the operator sees the bytes that will run, and
+// none reaches the terminal as a control sequence that could paint other
+// text over them.
+func visible(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsControl(r) && r != '\n' && r != '\t' {
+			fmt.Fprintf(&b, `\x%02x`, r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // cutLines breaks a long line into pieces of w cells.
