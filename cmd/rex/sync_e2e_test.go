@@ -629,3 +629,40 @@ func TestPushOneFileKeepsItsDirectory(t *testing.T) {
 		}
 	}
 }
+
+// TestPushSeveralSourcesDeleteInsideEach: with several sources, --delete
+// deletes inside each source's directory in DEST, as rsync does, and
+// leaves DEST's other entries alone (it deleted them all); --atomic,
+// which would replace DEST whole, is refused with nothing written.
+func TestPushSeveralSourcesDeleteInsideEach(t *testing.T) {
+	e := newRexEnv(t, rexBin)
+	src := filepath.Join(e.home, "src")
+	writeFiles(t, src, map[string]string{"conf/a.conf": "new\n", "site/index.html": "home\n"})
+	dir := filepath.Join(e.home, "srv")
+	writeFiles(t, dir, map[string]string{
+		"conf/a.conf": "old\n", "conf/stale.conf": "stale\n",
+		"site/index.html": "home\n", "site/old.html": "old\n",
+		"other.txt": "keep\n", "notes/todo": "keep\n",
+	})
+	out, errOut, code := e.run("push", "--atomic", filepath.Join(src, "conf"), filepath.Join(src, "site"), dir, "local")
+	if code != 2 || !strings.Contains(errOut, "--atomic") || read(t, filepath.Join(dir, "conf/a.conf")) != "old\n" {
+		t.Fatalf("push --atomic of two sources: %d %q %q", code, out, errOut)
+	}
+	out, errOut, code = e.run("push", "--delete", filepath.Join(src, "conf"), filepath.Join(src, "site"), dir, "local")
+	if code != 0 {
+		t.Fatalf("push --delete of two sources: %d %q %q", code, out, errOut)
+	}
+	for _, p := range []string{"conf/stale.conf", "site/old.html"} {
+		if _, err := os.Lstat(filepath.Join(dir, p)); !os.IsNotExist(err) {
+			t.Errorf("%s, inside a source, was kept: %v", p, err)
+		}
+		if !strings.Contains(out, "- "+p) {
+			t.Errorf("the output does not list %s as deleted:\n%s", p, out)
+		}
+	}
+	for p, want := range map[string]string{"other.txt": "keep\n", "notes/todo": "keep\n", "conf/a.conf": "new\n", "site/index.html": "home\n"} {
+		if got, _ := os.ReadFile(filepath.Join(dir, p)); string(got) != want {
+			t.Errorf("%s holds %q after the push, want %q\n%s", p, got, want, out)
+		}
+	}
+}

@@ -36,6 +36,10 @@ type UpdateOptions struct {
 	Atomic bool
 	// Delete (in place) also removes what the tree does not name.
 	Delete bool
+	// DeleteUnder narrows Delete to the paths under these names of the
+	// destination's first level (a push of several sources: inside each,
+	// as rsync does); empty, Delete covers the whole destination.
+	DeleteUnder []string
 	// Prune (in place) removes exactly these paths, each only while it
 	// still is what the map says (a pull applies the deletions of its
 	// merge so, never a file changed meanwhile).
@@ -384,7 +388,7 @@ func (u *Update) diff() error {
 	wanted := make(map[string]bool, len(u.p.dirs)+len(u.p.files)+len(u.p.links))
 	var conflicts []string
 	replacingDir := func(rel string) bool {
-		if u.opts.Atomic || u.opts.Delete || !u.exists || u.prunesAll(rel) {
+		if u.opts.Atomic || u.deleteCovers(rel) || !u.exists || u.prunesAll(rel) {
 			return true
 		}
 		conflicts = append(conflicts, rel)
@@ -515,7 +519,7 @@ func (u *Update) diff() error {
 	deleting := map[string]bool{}
 	for _, rel := range extra {
 		c := u.cur[rel]
-		remove := u.opts.Atomic || u.opts.Delete || u.underReplaced(rel)
+		remove := u.opts.Atomic || u.deleteCovers(rel) || u.underReplaced(rel)
 		if e, ok := u.opts.Prune[rel]; ok && !remove {
 			if c.e.Type == EntryDir && e.Type == EntryDir {
 				// An emptied directory goes when all it holds goes.
@@ -608,6 +612,18 @@ func (u *Update) prunesAll(rel string) bool {
 		}
 	}
 	return true
+}
+
+// deleteCovers reports whether Delete covers rel.
+func (u *Update) deleteCovers(rel string) bool {
+	if !u.opts.Delete {
+		return false
+	}
+	if len(u.opts.DeleteUnder) == 0 {
+		return true
+	}
+	top, _, _ := strings.Cut(rel, "/")
+	return slices.Contains(u.opts.DeleteUnder, top)
 }
 
 // underReplaced reports whether rel lies in a directory a file or link of

@@ -60,6 +60,9 @@ type PushOptions struct {
 	// verified is shared by the targets of one push: a blob is hashed
 	// once here, whatever the number of targets it goes to.
 	verified *cas.VerifiedSet
+	// deleteUnder narrows Delete to these names in DEST: the sources of a
+	// push of several.
+	deleteUnder []string
 }
 
 // PushSpec is a parsed `rex push`.
@@ -576,6 +579,9 @@ type source struct {
 	// of one directory: its sync record (a pull's base) and its conflicts
 	// are kept under that path.
 	local string
+	// names are the sources' names in DEST, when there are several:
+	// --delete deletes inside them only, as rsync does.
+	names []string
 }
 
 // readSources takes the sources of a push into the store. One directory:
@@ -621,6 +627,9 @@ func readSources(ctx context.Context, st *cas.Store, sources []string, opts Push
 			}
 		}
 	}
+	if opts.Atomic && len(sources) > 1 {
+		return src, Usagef("push: --atomic replaces DEST whole, so with several sources whatever else it holds would go; push one directory that holds what DEST should be")
+	}
 	if !opts.Force {
 		if err := checkSourceConflicts(st, sources); err != nil {
 			return src, err
@@ -659,6 +668,11 @@ func readSources(ctx context.Context, st *cas.Store, sources []string, opts Push
 		}
 	}
 	slices.SortFunc(entries, func(a, b cas.Entry) int { return strings.Compare(a.Name, b.Name) })
+	if len(sources) > 1 {
+		for _, e := range entries {
+			src.names = append(src.names, e.Name)
+		}
+	}
 	var err error
 	if src.tree, err = st.PutTree(cas.Tree{Entries: entries}); err != nil {
 		return src, err
@@ -832,6 +846,7 @@ func pushSource(ctx context.Context, st *cas.Store, s *rexclient.Session, target
 			return PushStats{}, PushResult{}, fmt.Errorf("look at %s: %w", dest, err)
 		}
 	}
+	opts.deleteUnder = src.names
 	ps, res, err := PushTreeWith(ctx, st, s, target, tree, dest, opts, report)
 	if err != nil || opts.DryRun || src.local == "" {
 		return ps, res, err
@@ -875,7 +890,7 @@ func PushTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 		return stats(total), PushResult{}, fmt.Errorf("send: %w", err)
 	}
 	res, err := remote.Materialize(ctx, tree, remoteDir, protocol.CASMaterializeParams{
-		Atomic: opts.Atomic, Delete: opts.Delete, DryRun: opts.DryRun, Owner: opts.Chown, MaxBytes: opts.MaxBytes, List: opts.List || opts.DryRun,
+		Atomic: opts.Atomic, Delete: opts.Delete, DeleteUnder: opts.deleteUnder, DryRun: opts.DryRun, Owner: opts.Chown, MaxBytes: opts.MaxBytes, List: opts.List || opts.DryRun,
 	})
 	if err != nil {
 		return stats(total), res, writeError(target, remoteDir, err)

@@ -108,7 +108,11 @@ type CASMaterializeParams struct {
 	Path      string `json:"path"`
 	Atomic    bool   `json:"atomic,omitempty"`
 	Delete    bool   `json:"delete,omitempty"`
-	DryRun    bool   `json:"dry_run,omitempty"`
+	// DeleteUnder, with Delete, narrows it to what lies under these names
+	// of the directory (its first level): a push of several sources
+	// deletes inside each, as rsync does, and leaves the rest alone.
+	DeleteUnder []string `json:"delete_under,omitempty"`
+	DryRun      bool     `json:"dry_run,omitempty"`
 	// Owner ("user", "user:group" or ":group") is given to what is
 	// written.
 	Owner string `json:"owner,omitempty"`

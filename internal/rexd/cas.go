@@ -266,6 +266,7 @@ func casAuditParams(params any) map[string]any {
 		out["tree"], out["path"] = p.Tree, p.Path
 		set("atomic", true, p.Atomic)
 		set("delete", true, p.Delete)
+		set("delete_under", p.DeleteUnder, len(p.DeleteUnder) > 0)
 		set("dry_run", true, p.DryRun)
 		set("owner", p.Owner, p.Owner != "")
 		set("max_bytes", p.MaxBytes, p.MaxBytes != 0)
@@ -697,7 +698,12 @@ func (c *conn) casMaterialize(ctx context.Context, req *request) (any, *protocol
 	if rp.rel == "." && p.Atomic {
 		return nil, protocol.Errorf(protocol.CodeInvalidParams, nil, "cas.materialize: %s is an allowed root itself, which an atomic update cannot replace; name a directory inside it", rp.abs)
 	}
-	opts := cas.UpdateOptions{Atomic: p.Atomic, Delete: p.Delete, DryRun: p.DryRun, MaxBytes: p.MaxBytes, List: p.List || p.DryRun}
+	for _, n := range p.DeleteUnder {
+		if err := cas.ValidateName(n); err != nil {
+			return nil, protocol.Errorf(protocol.CodeInvalidParams, nil, "cas.materialize: delete_under: %v", err)
+		}
+	}
+	opts := cas.UpdateOptions{Atomic: p.Atomic, Delete: p.Delete, DeleteUnder: p.DeleteUnder, DryRun: p.DryRun, MaxBytes: p.MaxBytes, List: p.List || p.DryRun}
 	if p.Owner != "" {
 		if opts.Owner, err = lookupOwner(p.Owner); err != nil {
 			return nil, protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"reason": "bad_owner"}, "cas.materialize: %v", err)
