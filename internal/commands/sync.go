@@ -1517,6 +1517,11 @@ func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 		return res, fmt.Errorf("%s exists and is not a directory; pull into a directory", localDir)
 	case !errors.Is(err, fs.ErrNotExist):
 		return res, err
+	default:
+		// LOCAL is gone (removed whole, or never here): a fresh copy, as
+		// rsync would make, not a local deletion of everything the last
+		// sync brought.
+		base = cas.EmptyTree()
 	}
 
 	result := theirs

@@ -534,3 +534,43 @@ func TestPushThenPullThroughSymlinkedRoot(t *testing.T) {
 		t.Errorf("index.html is %q", b)
 	}
 }
+
+// A pull into a LOCAL that was removed whole makes a fresh copy, as rsync
+// would: it is not a local deletion of everything the last sync brought
+// (the pull left LOCAL empty and said "up to date"; found by review, S7).
+// Deleting files inside LOCAL is still a local change the pull keeps.
+func TestPullIntoRemovedLocalMakesAFreshCopy(t *testing.T) {
+	remoteRoot, localRoot := t.TempDir(), t.TempDir()
+	s := testRexd(t, remoteRoot)
+	st, err := cas.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	remote, local := filepath.Join(remoteRoot, "site"), filepath.Join(localRoot, "site")
+	os.MkdirAll(filepath.Join(remote, "conf"), 0o755)
+	os.WriteFile(filepath.Join(remote, "conf", "a.conf"), []byte("a\n"), 0o644)
+	os.WriteFile(filepath.Join(remote, "index.html"), []byte("x\n"), 0o644)
+	if _, err := PullTree(ctx, st, s, "h1", remote, local); err != nil {
+		t.Fatal(err)
+	}
+	// A file deleted inside LOCAL stays deleted.
+	os.Remove(filepath.Join(local, "index.html"))
+	if _, err := PullTree(ctx, st, s, "h1", remote, local); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(local, "index.html")); !os.IsNotExist(err) {
+		t.Fatalf("a file deleted here came back: %v", err)
+	}
+	// LOCAL removed whole: all of it comes back.
+	os.RemoveAll(local)
+	res, err := PullTree(ctx, st, s, "h1", remote, local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]string{"conf/a.conf": "a\n", "index.html": "x\n"} {
+		if got, _ := os.ReadFile(filepath.Join(local, p)); string(got) != want {
+			t.Errorf("%s holds %q after a pull into the removed LOCAL, want %q (result %+v)", p, got, want, res)
+		}
+	}
+}
