@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -176,6 +177,12 @@ func (c *Conn) Resume(ctx context.Context) error {
 	}}
 	bctx, stop := dl.b.context(ctx)
 	l, err := d.launch(bctx, dl.client, dl.e.name, "run", builds, &lo, d.knownArgs(account, builds)...)
+	if err == nil && !l.resumed && l.header.exec == "" && strings.HasPrefix(l.header.dir, "/") {
+		// No verified rexd was left in the cache (removed meanwhile), so
+		// the script probed instead: copy it again and relay through the
+		// fresh copy, rather than fail every attempt until the grace ends.
+		l, err = d.relaunchFresh(bctx, dl.client, dl.e.name, builds, l.header, &lo)
+	}
 	stop()
 	if err == nil && !l.resumed {
 		err = l.err
@@ -196,6 +203,25 @@ func (c *Conn) Resume(ctx context.Context) error {
 	c.mu.Unlock()
 	old.Close() // the dead one
 	return nil
+}
+
+// relaunchFresh copies rexd into the cache directory a probe found (h)
+// and launches that copy: Resume's way on when the cached rexd is gone.
+func (d *Dialer) relaunchFresh(ctx context.Context, client *ssh.Client, name string, builds []build, h header, lo *launchOpts) (*launch, error) {
+	b := pickBuild(builds, h.uname)
+	if b.SHA256 == "" {
+		return nil, d.probeError(name, h, exitUnsupported, "")
+	}
+	_, _, stamp, err := d.install(ctx, client, name, h.dir, b, h.gzip)
+	if err != nil {
+		return nil, err
+	}
+	fresh := path.Join(h.dir, b.entry, "rexd")
+	extra := []string{"fresh=" + fresh}
+	if stamp != "" {
+		extra = append(extra, "fast="+fresh+"="+stamp, "fastsum="+b.SHA256)
+	}
+	return d.launch(ctx, client, name, "run", builds, lo, extra...)
 }
 
 // used reports to OnState how the use of a dialled connection ended.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -65,8 +66,12 @@ func (d *Dialer) hostKeys(ctx context.Context, e *endpoint) (*hostKeyChecker, []
 		return nil, nil, err
 	}
 	algos := db.HostKeyAlgorithms(e.hostKeyName())
-	if len(algos) == 0 {
-		algos = plainHostKeyAlgos
+	if !slices.ContainsFunc(db.HostKeys(e.hostKeyName()), func(k knownhosts.PublicKey) bool { return !k.Cert }) {
+		// Known by no plain key (at most through @cert-authority lines): a
+		// host without a certificate may show its plain key, to be judged
+		// (and, under an authority, refused in words that say so) rather
+		// than fail the negotiation; a certificate is still preferred.
+		algos = append(algos, plainHostKeyAlgos...)
 	}
 	return &hostKeyChecker{d: d, e: e, db: db, ctx: ctx}, algos, nil
 }
@@ -83,7 +88,7 @@ func (h *hostKeyChecker) check(_ string, remote net.Addr, key ssh.PublicKey) err
 			h.e.name, knownhosts.Normalize(h.e.hostKeyName()), ssh.FingerprintSHA256(plainKey(key)), ssh.FingerprintSHA256(plainKey(h.e.pin))))
 		return h.err
 	}
-	err := h.db.HostKeyCallback()(h.e.hostKeyName(), remote, key)
+	err := plainVerdict(h.db, h.e.hostKeyName(), key, h.db.HostKeyCallback()(h.e.hostKeyName(), remote, key))
 	if err == nil {
 		h.e.key = key
 		return nil
@@ -93,6 +98,35 @@ func (h *hostKeyChecker) check(_ string, remote net.Addr, key ssh.PublicKey) err
 		h.e.key = key
 	}
 	return h.err
+}
+
+// plainVerdict leaves @cert-authority lines out of the verdict on a plain
+// (not certified) host key: x/crypto's knownhosts weighs them as keys of
+// the host itself, so a host they cover that has no certificate looked
+// changed, with the authority's key named as the one expected. For
+// OpenSSH such a host's plain key is unknown, or checked against the
+// host's own lines.
+func plainVerdict(db *knownhosts.HostKeyDB, host string, key ssh.PublicKey, err error) error {
+	var ke *xknownhosts.KeyError
+	if _, isCert := key.(*ssh.Certificate); isCert || !errors.As(err, &ke) || len(ke.Want) == 0 {
+		return err
+	}
+	cas := map[string]bool{}
+	for _, k := range db.HostKeys(host) {
+		if k.Cert {
+			cas[string(k.Marshal())] = true
+		}
+	}
+	var want []xknownhosts.KnownKey
+	for _, w := range ke.Want {
+		if !cas[string(w.Key.Marshal())] {
+			want = append(want, w)
+		}
+	}
+	if len(want) == len(ke.Want) {
+		return err
+	}
+	return &xknownhosts.KeyError{Want: want}
 }
 
 // judge turns a known_hosts verdict into rex's policy: a changed or revoked
@@ -117,6 +151,14 @@ func (h *hostKeyChecker) judge(remote net.Addr, key ssh.PublicKey, err error) er
 		}
 		return newError(e.name, ErrHostKeyChanged, err, fmt.Sprintf(
 			"host key of %s (%s) was refused: %v; check %s", e.name, name, err, strings.Join(e.knownHosts, ", ")))
+	}
+	if _, isCert := key.(*ssh.Certificate); !isCert && slices.ContainsFunc(h.db.HostKeys(e.hostKeyName()), func(k knownhosts.PublicKey) bool { return k.Cert }) {
+		// Trusted through an authority only, the host should show a
+		// certificate: a plain key in its place is not taken on first
+		// use (it may be an impostor without the authority's signature).
+		return newError(e.name, ErrHostKeyUnknown, err, fmt.Sprintf(
+			"%s (%s) shows no host certificate but a plain host key %s %s, and known_hosts trusts it only through a @cert-authority line, so rex refuses to connect; give the host a certificate from that authority, or if this key is right add this line to %s: %s",
+			e.name, name, keyTypeName(key), ssh.FingerprintSHA256(key), e.knownHosts[0], knownhosts.Line([]string{name}, key)))
 	}
 	unchecked := h.d.uncheckedFiles(e)
 	switch {
@@ -260,7 +302,7 @@ func (h *hostKeyChecker) learn(remote net.Addr, key ssh.PublicKey) error {
 	if err != nil {
 		return err
 	}
-	switch err := db.HostKeyCallback()(e.hostKeyName(), remote, key); {
+	switch err := plainVerdict(db, e.hostKeyName(), key, db.HostKeyCallback()(e.hostKeyName(), remote, key)); {
 	case err == nil:
 		return nil // someone else recorded it meanwhile
 	case knownhosts.IsHostKeyChanged(err):
