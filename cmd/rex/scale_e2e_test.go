@@ -105,7 +105,10 @@ func (f *manyTargets) runLimited(limit string, held int, args ...string) (string
 // targets has started (each leaves a file in dir), so that all their
 // connections are open at once; it gives up after about limit seconds.
 func barrier(dir string, n, limit int) string {
-	return fmt.Sprintf(`touch %[1]s/"$REX_TARGET"; i=0; while [ "$(ls %[1]s | wc -l)" -lt %[2]d ]; do i=$((i+1)); [ $i -gt %[3]d ] && echo "barrier: gave up" && exit 1; sleep 0.1; done; echo ok`, dir, n, limit*10)
+	// The count is the shell's own (a glob), so that a wait costs one
+	// process per step, not four: when a target never comes, 255 waiting
+	// loops of ls | wc had the machine at a load of 300 for half an hour.
+	return fmt.Sprintf(`touch %[1]s/"$REX_TARGET"; i=0; while set -- %[1]s/*; [ $# -lt %[2]d ]; do i=$((i+1)); [ $i -gt %[3]d ] && echo "barrier: gave up" && exit 1; sleep 0.2; done; echo ok`, dir, n, limit*5)
 }
 
 // TestRun256TargetsUnderFdLimit: rex started with a soft limit of 1024
