@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/rexconsole/rex/internal/fleettest"
 )
 
 // mcpNotes keeps the progress and log notifications a client got.
@@ -118,7 +120,7 @@ func auditOf(t *testing.T, path string) []map[string]any {
 		t.Fatalf("audit log: %v", err)
 	}
 	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+	for _, l := range fleettest.AuditLines(b) {
 		var e map[string]any
 		if err := json.Unmarshal([]byte(l), &e); err != nil {
 			t.Fatalf("audit line %q: %v", l, err)

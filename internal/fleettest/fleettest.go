@@ -9,6 +9,7 @@
 package fleettest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -219,7 +220,7 @@ func (f *Fleet) Audit(t testing.TB, host string) []AuditEntry {
 		t.Fatalf("audit log of %s: %v", host, err)
 	}
 	var out []AuditEntry
-	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+	for _, l := range AuditLines(b) {
 		var e AuditEntry
 		if err := json.Unmarshal([]byte(l), &e); err != nil {
 			t.Fatalf("audit log of %s: bad line %q: %v", host, l, err)
@@ -227,6 +228,18 @@ func (f *Fleet) Audit(t testing.TB, host string) []AuditEntry {
 		out = append(out, e)
 	}
 	return out
+}
+
+// AuditLines splits an audit log into its whole lines. rexd may be
+// writing an entry while a test reads the log (an exec's exit is logged
+// after its reply is sent), and a reader can see part of that one write:
+// a last line without its newline is still being written, not bad.
+func AuditLines(b []byte) []string {
+	whole := string(b[:bytes.LastIndexByte(b, '\n')+1])
+	if whole == "" {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(whole, "\n"), "\n")
 }
 
 // WriteFile writes a file under a host's home.
