@@ -24,13 +24,6 @@ const SecretUsage = `usage:
   rex secret list
   rex secret rm NAME`
 
-// SecretPassphraseEnv names the variable that unlocks the encrypted
-// secrets file without a prompt (scripts, CI, the console).
-const SecretPassphraseEnv = "REX_SECRETS_PASSPHRASE"
-
-// SecretBackendEnv forces the secrets backend: keyring or file.
-const SecretBackendEnv = "REX_SECRETS_BACKEND"
-
 // SecretStore opens the operator's secret store once per App. The
 // encrypted file's passphrase comes from REX_SECRETS_PASSPHRASE, else from
 // App.AskSecretPassphrase (the CLI asks on the terminal; the console, which
@@ -38,15 +31,15 @@ const SecretBackendEnv = "REX_SECRETS_BACKEND"
 func (app *App) SecretStore() (secrets.Store, error) {
 	app.secretsOnce.Do(func() {
 		ask := func(confirm bool) (string, error) {
-			if p := os.Getenv(SecretPassphraseEnv); p != "" {
+			if p := os.Getenv(secrets.PassphraseEnv); p != "" {
 				return p, nil
 			}
 			if app.AskSecretPassphrase == nil {
-				return "", fmt.Errorf("the secrets file is locked: set %s (the console cannot ask for it)", SecretPassphraseEnv)
+				return "", fmt.Errorf("the secrets file is locked: set %s (the console cannot ask for it)", secrets.PassphraseEnv)
 			}
 			return app.AskSecretPassphrase(confirm)
 		}
-		app.secrets, app.secretsErr = secrets.Open(secrets.Options{Dir: app.ConfigDir, Backend: os.Getenv(SecretBackendEnv), Passphrase: ask})
+		app.secrets, app.secretsErr = secrets.Open(secrets.Options{Dir: app.ConfigDir, Backend: os.Getenv(secrets.BackendEnv), Passphrase: ask})
 	})
 	return app.secrets, app.secretsErr
 }
@@ -56,7 +49,7 @@ func (app *App) SecretStore() (secrets.Store, error) {
 func AskSecretPassphrase(confirm bool) (string, error) {
 	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
 	if err != nil {
-		return "", fmt.Errorf("the secrets file is locked and there is no terminal to ask for its passphrase; set %s", SecretPassphraseEnv)
+		return "", fmt.Errorf("the secrets file is locked and there is no terminal to ask for its passphrase; set %s", secrets.PassphraseEnv)
 	}
 	defer tty.Close()
 	read := func(prompt string) (string, error) {

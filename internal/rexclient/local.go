@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/rexconsole/rex/internal/secrets"
 )
 
 // localCloseGrace is how long a local rexd has to finish after its input
@@ -48,10 +50,6 @@ func StartLocal(ctx context.Context, rexdPath string, args ...string) (*Client, 
 	return NewConn(stdout, stdin, lc), nil
 }
 
-// passphraseEnv is commands.SecretPassphraseEnv: the passphrase of rex's
-// secrets file, which opens every secret rex keeps.
-const passphraseEnv = "REX_SECRETS_PASSPHRASE"
-
 // withoutRexSecrets is rex's environment without rex's own secrets: the
 // local rexd and every process it starts (an agent's `env` among them)
 // go without them, as a remote host's do; a device's secrets reach a
@@ -59,7 +57,7 @@ const passphraseEnv = "REX_SECRETS_PASSPHRASE"
 func withoutRexSecrets(env []string) []string {
 	out := env[:0:0]
 	for _, kv := range env {
-		if k, _, _ := strings.Cut(kv, "="); k != passphraseEnv {
+		if k, _, _ := strings.Cut(kv, "="); k != secrets.PassphraseEnv {
 			out = append(out, kv)
 		}
 	}

@@ -39,6 +39,14 @@ import (
 	"github.com/zalando/go-keyring"
 )
 
+// PassphraseEnv names the variable that unlocks the encrypted secrets
+// file without a prompt (scripts, CI, the console). It opens every secret
+// rex keeps, so no process rex starts inherits it.
+const PassphraseEnv = "REX_SECRETS_PASSPHRASE"
+
+// BackendEnv forces the secrets backend: keyring or file.
+const BackendEnv = "REX_SECRETS_BACKEND"
+
 // ErrNotFound is a name the store does not hold.
 var ErrNotFound = errors.New("secret not found")
 
@@ -110,14 +118,14 @@ func Open(opts Options) (Store, error) {
 	switch opts.Backend {
 	case BackendKeyring:
 		if err := probe(kr); err != nil {
-			return nil, fmt.Errorf("REX_SECRETS_BACKEND=keyring, but no OS keyring answers (%v); unset it to use the encrypted file", err)
+			return nil, fmt.Errorf("%s=keyring, but no OS keyring answers (%v); unset it to use the encrypted file", BackendEnv, err)
 		}
 		return &keyringStore{kr: kr}, nil
 	case BackendFile:
 		return newFileStore(file, opts.Passphrase, opts.workFactor), nil
 	case "":
 	default:
-		return nil, fmt.Errorf("REX_SECRETS_BACKEND=%s is not a backend; use keyring or file", opts.Backend)
+		return nil, fmt.Errorf("%s=%s is not a backend; use keyring or file", BackendEnv, opts.Backend)
 	}
 	if _, err := os.Lstat(file); err == nil {
 		return newFileStore(file, opts.Passphrase, opts.workFactor), nil
@@ -288,7 +296,7 @@ func (s *fileStore) passphrase(confirm bool) (string, error) {
 		return s.pass, nil
 	}
 	if s.ask == nil {
-		return "", fmt.Errorf("the secrets in %s are locked: set REX_SECRETS_PASSPHRASE, or run rex in a terminal to type the passphrase", s.path)
+		return "", fmt.Errorf("the secrets in %s are locked: set %s, or run rex in a terminal to type the passphrase", s.path, PassphraseEnv)
 	}
 	p, err := s.ask(confirm)
 	if err != nil {
