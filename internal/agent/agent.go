@@ -70,6 +70,9 @@ type Options struct {
 	// goroutines, and for a call that moved to the background after its
 	// turn ended.
 	OnTool func(c ToolCall, ev toolset.Event)
+	// Getenv reads the API key's variable, as the model was made with it,
+	// so that the key is masked in tool results; nil is os.Getenv.
+	Getenv func(string) string
 }
 
 // ToolCall says which call an OnTool event belongs to.
@@ -120,11 +123,14 @@ func New(opts Options) *Session {
 	if opts.Config.MaxSteps <= 0 {
 		opts.Config.MaxSteps = DefaultMaxSteps
 	}
+	if opts.Getenv == nil {
+		opts.Getenv = os.Getenv
+	}
 	s := &Session{opts: opts, id: newID(time.Now())}
 	if k := opts.Config.APIKeyEnv; k != "" {
 		// A stand-in key for a local server ("x", "ollama") is no secret,
 		// and masking it would garble every result.
-		if v := os.Getenv(k); len(v) >= minMaskedKey {
+		if v := opts.Getenv(k); len(v) >= minMaskedKey {
 			s.mask = []string{v}
 		}
 	}

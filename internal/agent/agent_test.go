@@ -613,15 +613,32 @@ func TestProcessSecretsNeverReachTheModel(t *testing.T) {
 	}
 }
 
+// TestKeyMaskedAsTheModelReadsIt: the key masked in results is the one
+// the model was made with, read through the front end's getenv (rex ask
+// takes it injected), not whatever the process environment holds.
+func TestKeyMaskedAsTheModelReadsIt(t *testing.T) {
+	srv := llmtest.New(t,
+		llmtest.Calls(llmtest.Bash("c1", "echo "+testKey)),
+		&llmtest.Reply{When: llmtest.AfterTool("c1"), Text: []string{"fine"}},
+	)
+	h := newHarness(t, srv, setup{})
+	if r := h.turn(fleettest.Context(t), "echo"); r.Outcome != agent.OutcomeFinished {
+		t.Fatalf("turn %+v", r)
+	}
+	res, ok := srv.Requests()[1].ToolResult("c1")
+	if !ok || strings.Contains(res.Text(), testKey) || !strings.Contains(res.Text(), "exit 0") {
+		t.Errorf("the result of echoing the key: %q", res.Text())
+	}
+}
+
 // TestStandInKeyIsNotMasked: a local server's stand-in key ("x") is no
 // secret; masking it would garble every result.
 func TestStandInKeyIsNotMasked(t *testing.T) {
-	t.Setenv("REX_TEST_API_KEY", "x")
 	srv := llmtest.New(t,
 		llmtest.Calls(llmtest.Bash("c1", "echo box")),
 		&llmtest.Reply{When: llmtest.AfterTool("c1"), Text: []string{"fine"}},
 	)
-	h := newHarness(t, srv, setup{})
+	h := newHarness(t, srv, setup{key: "x"})
 	if r := h.turn(fleettest.Context(t), "echo"); r.Outcome != agent.OutcomeFinished {
 		t.Fatalf("turn %+v", r)
 	}

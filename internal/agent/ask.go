@@ -114,6 +114,7 @@ func Ask(ctx context.Context, env AskEnv, spec AskSpec) error {
 		Model: model, Config: cfg, Toolset: ts, Consent: consent,
 		Target: func() string { return target },
 		Store:  &Store{Dir: filepath.Join(env.Paths.State, "agent")},
+		Getenv: env.Getenv,
 	})
 	var p printer
 	if spec.JSON {

@@ -45,6 +45,8 @@ type setup struct {
 	target  string
 	config  agent.Config
 	options func(*agent.Options)
+	// key is the API key the model is given; "" is testKey.
+	key string
 }
 
 func newHarness(t *testing.T, srv *llmtest.Server, s setup) *harness {
@@ -67,9 +69,12 @@ func newHarness(t *testing.T, srv *llmtest.Server, s setup) *harness {
 	cfg := s.config
 	cfg.Provider, cfg.Model, cfg.BaseURL, cfg.APIKeyEnv = agent.ProviderOpenAICompatible, "test-model", srv.URL, "REX_TEST_API_KEY"
 	cfg = cfg.With(agent.Overrides{})
+	if s.key == "" {
+		s.key = testKey
+	}
 	getenv := func(k string) string {
 		if k == "REX_TEST_API_KEY" {
-			return testKey
+			return s.key
 		}
 		return ""
 	}
@@ -82,6 +87,7 @@ func newHarness(t *testing.T, srv *llmtest.Server, s setup) *harness {
 		Model: model, Config: cfg, Toolset: h.ts, Consent: h.consent, Store: h.store,
 		Target:     h.currentTarget,
 		RetryDelay: 5 * time.Millisecond,
+		Getenv:     getenv,
 	}
 	if s.options != nil {
 		s.options(&opts)
