@@ -8,9 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rexconsole/rex/internal/sshtest"
 )
@@ -90,7 +93,27 @@ func (f *manyTargets) runLimited(limit string, held int, args ...string) (string
 	}
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
+	if err := cmd.Start(); err != nil {
+		f.t.Fatalf("rex %s: %v", strings.Join(args, " "), err)
+	}
+	// Every barrier gives up within its limit and rex then ends. One that
+	// does not is a hang: SIGQUIT makes the Go runtime print every
+	// goroutine's stack (the shell exec'd rex, so the pid is rex's), and
+	// the test says where rex waited instead of running into the
+	// package's timeout with nothing kept.
+	hung := make(chan struct{})
+	watchdog := time.AfterFunc(runLimitedHang, func() {
+		close(hung)
+		cmd.Process.Signal(syscall.SIGQUIT)
+	})
+	err := cmd.Wait()
+	watchdog.Stop()
+	select {
+	case <-hung:
+		f.t.Fatalf("rex %s had not ended after %v; where it waited:\n%s\nstderr before the dump:\n%s",
+			strings.Join(args, " "), runLimitedHang, goroutineSummary(errOut.String()), tail(beforeDump(errOut.String()), 30))
+	default:
+	}
 	var ee *exec.ExitError
 	switch {
 	case errors.As(err, &ee):
@@ -99,6 +122,56 @@ func (f *manyTargets) runLimited(limit string, held int, args ...string) (string
 		f.t.Fatalf("rex %s: %v", strings.Join(args, " "), err)
 	}
 	return out.String(), errOut.String(), 0
+}
+
+// runLimitedHang is how long runLimited waits for rex: past the longest
+// barrier (240 s) with room for a loaded machine.
+const runLimitedHang = 7 * time.Minute
+
+// beforeDump is stderr up to a Go goroutine dump.
+func beforeDump(s string) string {
+	if i := strings.Index(s, "SIGQUIT: quit"); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// goroutineSummary condenses a Go goroutine dump: how many goroutines wait
+// in each state at each of rex's own innermost frames, most first.
+func goroutineSummary(dump string) string {
+	counts := map[string]int{}
+	for _, g := range strings.Split(dump, "\n\n") {
+		head, body, ok := strings.Cut(g, "\n")
+		if !ok || !strings.HasPrefix(head, "goroutine ") {
+			continue
+		}
+		// "goroutine 7 [select, 3 minutes]:" is in state select.
+		state := head
+		if _, st, ok := strings.Cut(head, "["); ok {
+			state, _, _ = strings.Cut(st, "]")
+			state, _, _ = strings.Cut(state, ",")
+		}
+		frame := "(no frame of rex)"
+		for _, l := range strings.Split(body, "\n") {
+			if strings.HasPrefix(l, "github.com/rexconsole/rex/") {
+				frame = l[:strings.LastIndex(l, "(")] // its arguments vary
+				break
+			}
+		}
+		counts["["+state+"] "+frame]++
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return counts[keys[i]] > counts[keys[j]] || counts[keys[i]] == counts[keys[j]] && keys[i] < keys[j]
+	})
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%5d %s\n", counts[k], k)
+	}
+	return b.String()
 }
 
 // barrier is a remote command that holds its target until every one of n
@@ -195,4 +268,37 @@ func tail(s string, n int) string {
 		l = l[len(l)-n:]
 	}
 	return strings.Join(l, "\n")
+}
+
+func TestGoroutineSummary(t *testing.T) {
+	dump := `SIGQUIT: quit
+PC=0x47a1c1 m=0 sigcode=0
+
+goroutine 0 gp=0x1 m=0 mp=0x2 [idle]:
+runtime.futex(0x1)
+	/usr/lib/go/src/runtime/sys_linux_amd64.s:557 +0x21
+
+goroutine 1 [select, 4 minutes]:
+github.com/rexconsole/rex/internal/fanout.(*Run).Wait({_, _}, {{0x2b17080, 0x2b8}, ...}, ...)
+	/src/internal/fanout/run.go:88 +0x1f
+
+goroutine 9 [select]:
+golang.org/x/crypto/ssh.(*handshakeTransport).readLoop(0xc0001)
+	/go/pkg/x/crypto/ssh/handshake.go:200 +0x2
+github.com/rexconsole/rex/internal/sshx.(*Dialer).dial(0xc0002, 0x1)
+	/src/internal/sshx/dial.go:120 +0x3
+
+goroutine 10 [select, 2 minutes]:
+github.com/rexconsole/rex/internal/sshx.(*Dialer).dial(0xc0003, 0x2)
+	/src/internal/sshx/dial.go:120 +0x3
+`
+	want := "    2 [select] github.com/rexconsole/rex/internal/sshx.(*Dialer).dial\n" +
+		"    1 [idle] (no frame of rex)\n" +
+		"    1 [select] github.com/rexconsole/rex/internal/fanout.(*Run).Wait\n"
+	if got := goroutineSummary(dump); got != want {
+		t.Errorf("summary:\n%s\nwant:\n%s", got, want)
+	}
+	if got := beforeDump("rex: d001: ok\n" + dump); got != "rex: d001: ok\n" {
+		t.Errorf("before the dump: %q", got)
+	}
 }
