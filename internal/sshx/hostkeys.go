@@ -40,6 +40,13 @@ func loadKnownHosts(e *endpoint) (*knownhosts.HostKeyDB, error) {
 		}
 	}
 	db, err := knownhosts.NewDB(files...)
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		// Not a line of the file but the file itself (a directory, no
+		// permission): advice about lines would send the operator looking
+		// for one.
+		return nil, newError(e.name, ErrConfig, err, fmt.Sprintf("cannot read the known hosts file %s: %v; make it a file you can read, or point UserKnownHostsFile elsewhere", pe.Path, pe.Err))
+	}
 	if err != nil {
 		return nil, newError(e.name, ErrConfig, err, fmt.Sprintf("cannot read known hosts for %s: %v; fix or remove that line", e.name, err))
 	}
@@ -145,9 +152,15 @@ func (h *hostKeyChecker) judge(remote net.Addr, key ssh.PublicKey, err error) er
 	}
 	if !knownhosts.IsHostUnknown(err) {
 		if _, isCert := key.(*ssh.Certificate); isCert {
+			why := strings.TrimPrefix(err.Error(), "ssh: ")
+			if strings.HasPrefix(why, "no authorities for hostname") {
+				// x/crypto names the address it last tried, which after
+				// knownhosts' fallback is port 22 whatever rex reached.
+				why = "its signer is not one of them"
+			}
 			return newError(e.name, ErrHostKeyChanged, err, fmt.Sprintf(
-				"%s (%s) shows a host certificate that no @cert-authority line of %s trusts (%v), so rex refuses to connect; check those lines",
-				e.name, name, strings.Join(e.knownHosts, ", "), strings.TrimPrefix(err.Error(), "ssh: ")))
+				"%s (%s) shows a host certificate that no @cert-authority line of %s trusts (%s), so rex refuses to connect; check those lines",
+				e.name, name, strings.Join(e.knownHosts, ", "), why))
 		}
 		return newError(e.name, ErrHostKeyChanged, err, fmt.Sprintf(
 			"host key of %s (%s) was refused: %v; check %s", e.name, name, err, strings.Join(e.knownHosts, ", ")))

@@ -59,3 +59,24 @@ func TestCertAuthorityUncertifiedHost(t *testing.T) {
 		})
 	}
 }
+
+// TestCertAuthorityWrongAuthority: a host whose certificate no
+// @cert-authority line trusts is refused in one sentence that names the
+// host as rex reached it, never a port it did not use.
+func TestCertAuthorityWrongAuthority(t *testing.T) {
+	signer, other := sshtest.NewKey(t, "ed25519"), sshtest.NewKey(t, "ed25519")
+	e := newEnv(t)
+	s := e.server(sshtest.Options{HostCA: signer})
+	writeFile(t, e.knownHosts, sshtest.CertAuthorityLine(other)+"\n")
+	err, _ := dialErr(t, NewDialer(e.opts()), e.target("h1", s))
+	if !errors.Is(err, ErrHostKeyChanged) {
+		t.Fatalf("error %v, want a refused host key", err)
+	}
+	assertOneSentence(t, err, "h1", sshtest.KnownHostsName(s.Addr), "@cert-authority", e.knownHosts)
+	if strings.Contains(err.Error(), ":22") {
+		t.Errorf("the refusal names port 22, which rex did not use (%s): %v", s.Addr, err)
+	}
+	if l := s.LogLines("Accepted publickey"); len(l) != 0 {
+		t.Errorf("the host got a login: %v", l)
+	}
+}
