@@ -347,3 +347,113 @@ func TestProbeCarriesMkdirsReason(t *testing.T) {
 		assertOneSentence(t, err, dir+" cannot be created: no space left on its file system", "free space on "+dir)
 	})
 }
+
+// TestRootScript runs rootScript itself, as the test's own user (root in
+// CI; the script only wants its directories to be its runner's): it execs
+// its own private copy of a source that has the expected SHA-256, refuses
+// one that has not without running either, and skips a cache directory
+// under a parent that others can write.
+func TestRootScript(t *testing.T) {
+	prog := "#!/bin/sh\ntouch \"$0.ran\"\necho ran \"$0\" \"$@\"\n"
+	s := sha256.Sum256([]byte(prog))
+	sum := hex.EncodeToString(s[:])
+	tests := []struct {
+		name   string
+		want   string // the SHA-256 rex sent
+		loose  bool   // HOME's parent is 0777
+		status int
+	}{
+		{"the build", sum, false, 0},
+		{"not the build", strings.Repeat("0", 64), false, exitRootDamaged},
+		{"under a loose parent", sum, true, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			scratch := t.TempDir()
+			src := filepath.Join(scratch, "src", "rexd")
+			writeFile(t, src, prog)
+			os.Chmod(src, 0o755)
+			home := filepath.Join(scratch, "home")
+			if tc.loose {
+				home = filepath.Join(scratch, "loose", "home")
+			}
+			if err := os.MkdirAll(home, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if tc.loose {
+				os.Chmod(filepath.Dir(home), 0o777)
+			}
+			v := "test-" + randomHex(6)
+			tmpCopy := filepath.Join("/tmp", "rexd-"+strconv.Itoa(os.Geteuid()), v)
+			t.Cleanup(func() { os.RemoveAll(tmpCopy) })
+			cmd := exec.Command("/bin/sh", "-c", rootScript, src, tc.want, v, "--stdio", "a b")
+			cmd.Env = []string{"HOME=" + home, "PATH=/usr/bin:/bin"}
+			out, err := cmd.Output()
+			status := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				status = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("output:\n%s", out)
+			if status != tc.status {
+				t.Fatalf("exit status %d, want %d", status, tc.status)
+			}
+			if _, err := os.Stat(src + ".ran"); err == nil {
+				t.Error("the source was executed")
+			}
+			h := parseHeader(lines(out))
+			if tc.status != 0 {
+				if len(h.bad) != 1 || h.bad[0] != "damaged "+src || h.root != "" {
+					t.Errorf("header %+v, want only the source refused", h)
+				}
+				ents, _ := os.ReadDir(filepath.Join(home, ".cache", "rexd", v))
+				if len(ents) != 0 {
+					t.Errorf("left %v in root's cache", ents)
+				}
+				return
+			}
+			want := filepath.Join(home, ".cache", "rexd", v, "rexd")
+			if tc.loose {
+				want = filepath.Join(tmpCopy, "rexd")
+				if len(h.bad) == 0 || h.bad[0] != "parentmode "+filepath.Dir(home) {
+					t.Errorf("reports %q, want %s refused as a loose parent", h.bad, filepath.Dir(home))
+				}
+			}
+			if h.root != want || !strings.Contains(string(out), "ran "+want+" --stdio a b\n") {
+				t.Errorf("ran %q, want the copy %s with the arguments", h.root, want)
+			}
+			if _, err := os.Stat(want + ".ran"); err != nil {
+				t.Errorf("the copy did not run: %v", err)
+			}
+			if fi, err := os.Lstat(want); err != nil || fi.Mode().Perm() != 0o700 || fileSum(t, want) != sum {
+				t.Errorf("%s: %v %v, want a private copy of the build", want, fi.Mode(), err)
+			}
+			for _, d := range []string{filepath.Dir(want), filepath.Dir(filepath.Dir(want))} {
+				if fi, err := os.Lstat(d); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 || int(fi.Sys().(*syscall.Stat_t).Uid) != os.Geteuid() {
+					t.Errorf("%s: %v %v, want a 0700 directory of the runner", d, fi.Mode(), err)
+				}
+			}
+		})
+	}
+}
+
+// TestRootDirError: a start through sudo whose rootScript found no
+// directory safe for root's copy ends at once, in one sentence naming
+// each directory and why; any other launch is not its business.
+func TestRootDirError(t *testing.T) {
+	h := parseHeader([]string{"rexd-exec /home/u/.cache/rexd/v/rexd 1:2:3:4:5", "rexd-become-ok",
+		"rexd-bad parentmode /root", "rexd-bad create /tmp/rexd-0", "rexd-badwhy No space left on device", "rexd-rootfail"})
+	err := rootDirError("h1", &launch{header: h, status: exitRootNoDir})
+	if !errors.Is(err, ErrNoCacheDir) {
+		t.Fatalf("error %v, want no usable directory", err)
+	}
+	assertOneSentence(t, err, "no directory on h1 is safe for root's own copy of rexd",
+		"/root, a parent of the cache directory, is writable by other users and not sticky",
+		"/tmp/rexd-0 cannot be created: no space left")
+	h.rootFail = false
+	if err := rootDirError("h1", &launch{header: h, status: exitRootDamaged}); err != nil {
+		t.Errorf("a launch without rexd-rootfail: %v", err)
+	}
+}

@@ -167,7 +167,7 @@ const parScript = `par() { q=${1%/*}; q=$(cd -P "${q:-/}" 2>/dev/null && pwd -P)
 // is safe for root ("rexd-rootfail", after "rexd-bad WHY DIR" lines).
 // Like bootScript it holds no single quote, no "!" and no newline.
 const rootScript = `src=$0; want=$1; v=$2; shift 2; me=$(id -u); umask 077; echo ` + sudo.Ready + `; ` + safeScript + parScript +
-	`for d in "${HOME-}/.cache/rexd" "/tmp/rexd-$me"; do case $d in /*) ;; *) continue;; esac; ` +
+	`c=; case ${HOME-} in /*) c=$HOME/.cache/rexd;; esac; for d in "$c" "/tmp/rexd-$me"; do if [ -z "$d" ]; then continue; fi; ` +
 	`mkdir -p "${d%/*}" 2>/dev/null; par "$d" || continue; e=$(mkdir -m 700 "$d" 2>&1); ` +
 	`safe "$d"; case $? in 0) ;; 1) echo "rexd-bad create $d"; why; continue;; 2) echo "rexd-bad notowned $d"; continue;; 4) echo "rexd-bad symlink $d"; continue;; *) echo "rexd-bad mode $d"; continue;; esac; ` +
 	`e=$(mkdir -m 700 "$d/$v" 2>&1); ` +
