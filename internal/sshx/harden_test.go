@@ -123,39 +123,60 @@ func TestSudoRunsRootsOwnCopy(t *testing.T) {
 	}
 
 	// The swap: another program in the login user's file, with the stat
-	// this rex has on record, and no copy of root's yet.
-	fake := "#!/bin/sh\ntouch \"$0.ran\"\nexit 1\n"
-	if err := os.WriteFile(userCopy+".new", []byte(fake), 0o700); err != nil {
+	// this rex has on record.
+	swap := func() {
+		t.Helper()
+		fake := "#!/bin/sh\ntouch \"$0.ran\"\nexit 1\n"
+		if err := os.WriteFile(userCopy+".new", []byte(fake), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(userCopy+".new", login.UID, login.GID); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(userCopy+".new", userCopy); err != nil {
+			t.Fatal(err)
+		}
+		var stamps map[string]map[string]string
+		if b, err := os.ReadFile(o.StampsFile); err != nil || json.Unmarshal(b, &stamps) != nil {
+			t.Fatalf("read %s: %v", o.StampsFile, err)
+		}
+		swapped := false
+		for _, m := range stamps {
+			if _, ok := m[userCopy]; ok {
+				m[userCopy] = stampOf(t, userCopy)
+				swapped = true
+			}
+		}
+		if !swapped {
+			t.Fatalf("rex recorded no stat for %s: %v", userCopy, stamps)
+		}
+		b, _ := json.Marshal(stamps)
+		if err := os.WriteFile(o.StampsFile, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// With root's copy in place, the swapped file is not even read.
+	fi, err := os.Stat(rootCopy)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chown(userCopy+".new", login.UID, login.GID); err != nil {
-		t.Fatal(err)
+	swap()
+	warm := connect(t, NewDialer(o), tg)
+	if _, err := os.Stat(userCopy + ".ran"); err == nil {
+		t.Fatal("the swapped file was executed")
 	}
-	if err := os.Rename(userCopy+".new", userCopy); err != nil {
-		t.Fatal(err)
+	check(warm)
+	if now, err := os.Stat(rootCopy); err != nil || !os.SameFile(fi, now) || warm.Info.Uploaded {
+		t.Errorf("bootstrap %+v: want root's copy run as it was (%v)", warm.Info, err)
 	}
+	warm.Close()
+
+	// Without it, root copies the swapped file, refuses it and rex
+	// replaces it.
 	if err := os.RemoveAll(filepath.Dir(rootCopy)); err != nil {
 		t.Fatal(err)
 	}
-	var stamps map[string]map[string]string
-	if b, err := os.ReadFile(o.StampsFile); err != nil || json.Unmarshal(b, &stamps) != nil {
-		t.Fatalf("read %s: %v", o.StampsFile, err)
-	}
-	swapped := false
-	for _, m := range stamps {
-		if _, ok := m[userCopy]; ok {
-			m[userCopy] = stampOf(t, userCopy)
-			swapped = true
-		}
-	}
-	if !swapped {
-		t.Fatalf("rex recorded no stat for %s: %v", userCopy, stamps)
-	}
-	b, _ := json.Marshal(stamps)
-	if err := os.WriteFile(o.StampsFile, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-
 	again := connect(t, NewDialer(o), tg)
 	if _, err := os.Stat(userCopy + ".ran"); err == nil {
 		t.Fatal("the swapped file was executed")
