@@ -143,9 +143,12 @@ func (d *Dialer) bootstrap(ctx context.Context, client *ssh.Client, name string,
 		return fail(err)
 	}
 	d.remember(account, l.header)
+	if err := rootDirError(name, l); err != nil {
+		return fail(err)
+	}
 	if l.session != nil {
 		if d.hashOK(l, builds) {
-			info.Cached, info.Platform, info.RemotePath = true, l.session.Info.Platform, l.header.exec
+			info.Cached, info.Platform, info.RemotePath = true, l.session.Info.Platform, l.header.ran()
 			info.Hashed = slices.Contains(l.header.verified, l.header.exec)
 			info.Duration = time.Since(start)
 			return l.client, l.session, info, nil
@@ -204,6 +207,9 @@ func (d *Dialer) bootstrap(ctx context.Context, client *ssh.Client, name string,
 		return fail(err)
 	}
 	d.remember(account, l.header)
+	if err := rootDirError(name, l); err != nil {
+		return fail(err)
+	}
 	if l.session == nil {
 		if lo.as != nil {
 			return fail(newError(name, ErrBootstrap, l.err, fmt.Sprintf(
@@ -217,9 +223,19 @@ func (d *Dialer) bootstrap(ctx context.Context, client *ssh.Client, name string,
 		return fail(newError(name, ErrBootstrap, nil, fmt.Sprintf(
 			"rexd at %s on %s reports build hash %q, not the one just copied; another rex version may be racing for it, so retry", l.header.exec, name, l.session.Info.BuildHash)))
 	}
-	info.Platform, info.RemotePath = l.session.Info.Platform, l.header.exec
+	info.Platform, info.RemotePath = l.session.Info.Platform, l.header.ran()
 	info.Duration = time.Since(start)
 	return l.client, l.session, info, nil
+}
+
+// rootDirError is the error of a launch through sudo as root that found
+// no directory safe for root's own copy of rexd (rootScript), else nil.
+func rootDirError(name string, l *launch) error {
+	if l.session != nil || !l.header.rootFail {
+		return nil
+	}
+	return newError(name, ErrNoCacheDir, l.err, fmt.Sprintf(
+		"no directory on %s is safe for root's own copy of rexd, which --sudo runs: %s; make root's ~/.cache/rexd or /tmp/rexd-0 a directory of root with mode 0700 under parents only root can write", name, describeBad(l.header)))
 }
 
 // buildHashes are the hashes of builds, for session.open's build_hashes.
@@ -399,8 +415,12 @@ func (d *Dialer) probeError(name string, h header, status int, stderr string) er
 		return newError(name, ErrUnsupported, nil, fmt.Sprintf(
 			"%s is %s/%s (uname %q), but this rex carries rexd only for %s; build rex with that platform included", name, goos, goarch, h.uname, d.platforms()))
 	case status == exitNoDir:
+		advice := "make one of them writable and executable"
+		if full := spaceDirs(h); len(full) > 0 {
+			advice = "free space on " + strings.Join(full, " or ") + ", or make another of them writable and executable"
+		}
 		return newError(name, ErrNoCacheDir, nil, fmt.Sprintf(
-			"no usable directory for rexd on %s: %s; make one of them writable and executable, or set XDG_CACHE_HOME for that account", name, describeBad(h.bad)))
+			"no usable directory for rexd on %s: %s; %s, or set XDG_CACHE_HOME for that account", name, describeBad(h), advice))
 	}
 	return newError(name, ErrBootstrap, nil, fmt.Sprintf(
 		"bootstrap rexd on %s: the remote shell failed (exit status %d)%s; check that /bin/sh works for that account", name, status, oneSentence(stderr)))
@@ -652,7 +672,7 @@ func installStdin(ctx context.Context, client *ssh.Client, name, vdir string, b 
 	case gz && (status == exitInstallNoGzip || status == exitInstallUnpack || status == exitInstallDamaged):
 		return 0, "", true, nil // the plain build may still get there whole
 	case status == exitInstallDir:
-		return failf(nil, "cannot copy rexd to %s on %s: %s", vdir, name, describeBad(h.bad))
+		return failf(nil, "cannot copy rexd to %s on %s: %s", vdir, name, describeBad(h))
 	case status == exitInstallDamaged:
 		return failf(nil, "the rexd copied to %s on %s is damaged (sha256 %.12s…, want %.12s…), so it was not installed; retry, and check the disk there if it happens again", vdir, name, h.sum, b.SHA256)
 	case status == exitInstallWrite:
@@ -836,7 +856,7 @@ func (d *Dialer) installAs(ctx context.Context, client *ssh.Client, name, dir st
 	case status == 0 && h.sum == b.SHA256:
 		return int64(len(data)), "sudo", nil
 	case status == exitInstallDir:
-		return failf(nil, "copy rexd to %s as %s: %s", name, user, describeBad(h.bad))
+		return failf(nil, "copy rexd to %s as %s: %s", name, user, describeBad(h))
 	case status == exitNoSumTool:
 		return failf(nil, "copy rexd to %s as %s: the target has neither sha256sum nor shasum, so the copy cannot be checked; install one of them", name, user)
 	case status == exitInstallDamaged:

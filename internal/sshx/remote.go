@@ -68,31 +68,32 @@ const bootScript = `m=$1; shift; v=; r=; want=; k=; fresh=; fp=; fh=; pl=; bu=; 
 	`while [ $# -gt 0 ]; do e=$1; shift; if [ "$e" = -- ]; then break; fi; ` +
 	`case $e in version=*) r=${e#version=};; sum=*) pl="$pl|$e|";; known=*) k="$k|${e#known=}|";; fresh=*) fresh=${e#fresh=};; fast=*) fp=${e#fast=};; fastsum=*) fh=${e#fastsum=};; ` +
 	`become=*) bu=${e#become=};; bmode=*) bm=${e#bmode=};; bprompt=*) bp=${e#bprompt=};; bready=*) br=${e#bready=};; *=*) pl="$pl|$e|";; esac; done; ` +
-	// rx F STAT ARGS: run rexd F, through sudo when become= says so.
-	`rx() { p=$1; ps=$2; shift 2; echo "rexd-exec $p $ps"; if [ -n "$bu" ]; then exec sudo "$bm" -H -p "$bp" -u "$bu" -- /bin/sh -c "$br" "$p" --stdio "$@"; fi; exec "$p" --stdio "$@"; }; ` +
+	// rx F STAT SUM V ARGS: run rexd F, through sudo when become= says so:
+	// then root runs rootScript, which never executes F itself but its
+	// own copy of it (SUM: the build's SHA-256, V: its version directory).
+	`rx() { p=$1; ps=$2; rw=$3; rv=$4; shift 4; echo "rexd-exec $p $ps"; if [ -n "$bu" ]; then exec sudo "$bm" -H -p "$bp" -u "$bu" -- /bin/sh -c "$br" "$p" "$rw" "$rv" --stdio "$@"; fi; exec "$p" --stdio "$@"; }; ` +
 	// The fast path of a cold start: the rexd of fast= runs when it is a
 	// regular file of ours, not a symbolic link, in directories of ours with
 	// mode 0700 (not links either), whose stat is still the one this rex
 	// recorded when it verified it (the same inode, unchanged since: any
-	// write, chmod or rename changes its ctime). One stat, where the checks
-	// below take uname, id, three ls and a stat; anything else goes on below.
-	`fok() { set -- $(stat -c %f:%d:%i:%s:%Y:%Z "$pd" "$vd" "$f" 2>/dev/null || stat -f %p:%d:%i:%z:%m:%c "$pd" "$vd" "$f" 2>/dev/null); ` +
-	`if [ $# -eq 3 ]; then :; else return 1; fi; for x in "$1" "$2"; do case $x in 41c0:*|40700:*) ;; *) return 1;; esac; done; s=${3#*:}; [ "$s" = "$fs" ]; }; ` +
+	// write, chmod or rename changes its ctime), and every parent directory
+	// up to / (as named, no link) passes par's test. One stat, where the
+	// checks below take uname, id, ls and a stat; anything else goes on below.
+	`fok() { n=0; q=$pd; set --; while [ -n "$q" ]; do q=${q%/*}; set -- "${q:-/}" "$@"; n=$((n+1)); done; ` +
+	`set -- $(stat -c %u:%f:%d:%i:%s:%Y:%Z "$@" "$pd" "$vd" "$f" 2>/dev/null || stat -f %u:%p:%d:%i:%z:%m:%c "$@" "$pd" "$vd" "$f" 2>/dev/null); ` +
+	`if [ $# -eq $((n+3)) ]; then :; else return 1; fi; eval "o=\${$((n+1))%%:*}"; ` +
+	`while [ $n -gt 0 ]; do case ${1%%:*} in 0|"$o") ;; *) return 1;; esac; x=${1#*:}; x=${x%%:*}; case ${#x} in 4) x=$((0x$x));; *) x=$((0$x));; esac; ` +
+	`if [ $((x & 16384)) -eq 0 ]; then return 1; fi; if [ $((x & 18)) -ne 0 ] && [ $((x & 512)) -eq 0 ]; then return 1; fi; shift; n=$((n-1)); done; ` +
+	`for x in "$1" "$2"; do case $x in "$o":41c0:*|"$o":40700:*) ;; *) return 1;; esac; done; s=${3#*:}; s=${s#*:}; [ "$s" = "$fs" ]; }; ` +
 	`if [ "$m" = run ] && [ -n "$fp" ]; then f=${fp%=*}; fs=${fp##*=}; vd=${f%/*}; pd=${vd%/*}; ` +
-	`if [ -L "$pd" ] || [ -L "$vd" ] || [ -L "$f" ]; then :; elif [ -O "$pd" ] && [ -O "$vd" ] && [ -O "$f" ] && [ -f "$f" ] && [ -x "$f" ] && fok; then if [ -n "$fh" ]; then rx "$f" "$s" --build-hash "$fh" "$@"; fi; rx "$f" "$s" "$@"; fi; fi; ` +
+	`if [ -L "$pd" ] || [ -L "$vd" ] || [ -L "$f" ]; then :; elif [ -O "$pd" ] && [ -O "$vd" ] && [ -O "$f" ] && [ -f "$f" ] && [ -x "$f" ] && fok; then if [ -n "$fh" ]; then rx "$f" "$s" "$fh" "${vd##*/}" --build-hash "$fh" "$@"; fi; rx "$f" "$s" "$fh" "${vd##*/}" "$@"; fi; fi; ` +
 	`u=$(uname -sm 2>/dev/null); me=$(id -u); ` +
 	`case $pl in *"|sum=$u="*) want=${pl#*"|sum=$u="}; want=${want%%|*};; esac; case $pl in *"|$u="*) v=${pl#*"|$u="}; v=${v%%|*};; esac; ` +
 	`c1=; case ${XDG_CACHE_HOME-} in /*) c1=$XDG_CACHE_HOME/rexd;; esac; ` +
 	`c2=; case ${HOME-} in /*) c2=$HOME/.cache/rexd;; esac; ` +
 	`if [ "$c1" = "$c2" ]; then c1=; fi; ` +
 	`t=${TMPDIR-}; case $t in /*) ;; *) t=/tmp;; esac; c3=$t/rexd-$me; ` +
-	// safe D: 0 when D is a directory of ours with mode 0700 (tightened if
-	// need be); 4 a symlink, 2 not ours, 3 a mode that cannot be fixed, 1
-	// no directory.
-	`safe() { p=$1; if [ -L "$p" ]; then return 4; fi; if [ -d "$p" ]; then :; else return 1; fi; ` +
-	`set -- $(ls -ldn "$p" 2>/dev/null); if [ "$3" = "$me" ]; then :; else return 2; fi; ` +
-	`case $1 in drwx------*) return 0;; esac; chmod 700 "$p" 2>/dev/null || return 3; ` +
-	`set -- $(ls -ldn "$p" 2>/dev/null); case $1 in drwx------*) return 0;; esac; return 3; }; ` +
+	safeScript + parScript +
 	`stamp() { stat -c %d:%i:%s:%Y:%Z "$1" 2>/dev/null || stat -f %d:%i:%z:%m:%c "$1" 2>/dev/null; }; ` +
 	`sum() { x=$(sha256sum < "$1" 2>/dev/null) || x=$(shasum -a 256 < "$1" 2>/dev/null) || return 1; echo "${x%% *}"; }; ` +
 	// ok F: F is a regular file of ours that is the build (hashed, fresh or
@@ -105,15 +106,15 @@ const bootScript = `m=$1; shift; v=; r=; want=; k=; fresh=; fp=; fh=; pl=; bu=; 
 	`if [ -n "$want" ] && [ "$h" = "$want" ]; then echo "rexd-verified $f $s"; return 0; fi; echo "rexd-bad damaged $f"; return 1; }; ` +
 	`if [ "$m" = run ]; then ` +
 	`if [ -n "$v" ]; then for d in "$c1" "$c2" "$c3"; do ` +
-	`if [ -n "$d" ] && safe "$d" && safe "$d/$v" && ok "$d/$v/rexd"; then rx "$d/$v/rexd" "$s" "$@"; fi; done; fi; ` +
+	`if [ -n "$d" ] && par "$d" >/dev/null && safe "$d" && safe "$d/$v" && ok "$d/$v/rexd"; then rx "$d/$v/rexd" "$s" "$want" "$v" "$@"; fi; done; fi; ` +
 	`m=probe; fi; ` +
 	`if [ "$m" = probe ]; then echo "rexd-uname $u"; if [ -z "$v" ]; then exit 4; fi; ` +
 	`if command -v gzip >/dev/null 2>&1; then echo "rexd-gzip yes"; fi; ` +
 	`for d in "$c1" "$c2" "$c3"; do if [ -z "$d" ]; then continue; fi; ` +
-	`if [ "$d" = "$c3" ]; then :; else mkdir -p "${d%/*}" 2>/dev/null; fi; mkdir -m 700 "$d" 2>/dev/null; ` +
-	`safe "$d"; case $? in 0) ;; 1) echo "rexd-bad create $d"; continue;; 2) echo "rexd-bad notowned $d"; continue;; 4) echo "rexd-bad symlink $d"; continue;; *) echo "rexd-bad mode $d"; continue;; esac; ` +
-	`nv=; mkdir -m 700 "$d/$v" 2>/dev/null && nv=1; ` +
-	`safe "$d/$v"; case $? in 0) ;; 1) echo "rexd-bad create $d"; continue;; 2) echo "rexd-bad notowned $d/$v"; continue;; 4) echo "rexd-bad symlink $d/$v"; continue;; *) echo "rexd-bad mode $d/$v"; continue;; esac; ` +
+	`if [ "$d" = "$c3" ]; then :; else mkdir -p "${d%/*}" 2>/dev/null; fi; par "$d" || continue; e=$(mkdir -m 700 "$d" 2>&1); ` +
+	`safe "$d"; case $? in 0) ;; 1) echo "rexd-bad create $d"; why; continue;; 2) echo "rexd-bad notowned $d"; continue;; 4) echo "rexd-bad symlink $d"; continue;; *) echo "rexd-bad mode $d"; continue;; esac; ` +
+	`nv=; e=$(mkdir -m 700 "$d/$v" 2>&1) && nv=1; ` +
+	`safe "$d/$v"; case $? in 0) ;; 1) echo "rexd-bad create $d"; why; continue;; 2) echo "rexd-bad notowned $d/$v"; continue;; 4) echo "rexd-bad symlink $d/$v"; continue;; *) echo "rexd-bad mode $d/$v"; continue;; esac; ` +
 	`f=$d/$v/.probe.$$; ` +
 	`if [ -w "$d/$v" ] && : > "$f" 2>/dev/null && chmod 700 "$f" 2>/dev/null; then :; else rm -f "$f" 2>/dev/null; rmdir "$d/$v" 2>/dev/null; echo "rexd-bad readonly $d"; continue; fi; ` +
 	`if "$f" 2>/dev/null; then rm -f "$f"; if [ -z "$nv" ]; then find "$d/$v" -name ".rexd.tmp.*" -mmin +60 -exec rm -f {} + 2>/dev/null; fi; echo "rexd-dir $d"; exit 3; fi; ` +
@@ -125,6 +126,65 @@ const bootScript = `m=$1; shift; v=; r=; want=; k=; fresh=; fp=; fh=; pl=; bu=; 
 	`if [ "$m" = clean ] && [ -n "$r" ]; then for d in "$c1" "$c2" "$c3"; do if [ -z "$d" ]; then continue; fi; ` +
 	`for x in "$d/$r-"*; do if [ -d "$x" ]; then rm -rf "$x" && echo "rexd-removed $x"; fi; done; done; exit 0; fi; ` +
 	`exit 2`
+
+// safeScript defines safe D (for bootScript and rootScript, which set me
+// to their uid): 0 when D is a directory of ours with mode 0700 (tightened
+// if need be); 4 a symlink, 2 not ours, 3 a mode that cannot be fixed, 1
+// no directory.
+const safeScript = `safe() { p=$1; if [ -L "$p" ]; then return 4; fi; if [ -d "$p" ]; then :; else return 1; fi; ` +
+	`set -- $(ls -ldn "$p" 2>/dev/null); if [ "$3" = "$me" ]; then :; else return 2; fi; ` +
+	`case $1 in drwx------*) return 0;; esac; chmod 700 "$p" 2>/dev/null || return 3; ` +
+	`set -- $(ls -ldn "$p" 2>/dev/null); case $1 in drwx------*) return 0;; esac; return 3; }; `
+
+// parScript defines par D, which does for the parents of the cache
+// directory D what OpenSSH's StrictModes does for a home directory: each
+// one, from D's parent (resolved, as pwd -P does) up to /, must belong to
+// root or to us ($me) and be writable by no one else unless it is sticky
+// (like /tmp); else whoever can write it could rename D away between the
+// checks and the exec. It prints "rexd-bad parentowner P" or "rexd-bad
+// parentmode P" for the first that is not. A parent that is not there
+// (or not a directory) passes: mkdir then says why D cannot be made. It also defines why, which
+// prints the reason mkdir gave in $e ("rexd-badwhy REASON") for the
+// "rexd-bad" line before it.
+const parScript = `par() { q=${1%/*}; q=$(cd -P "${q:-/}" 2>/dev/null && pwd -P) || return 0; ` +
+	`while :; do set -- $(ls -ldn "$q" 2>/dev/null); if [ "$3" = 0 ] || [ "$3" = "$me" ]; then :; else echo "rexd-bad parentowner $q"; return 1; fi; ` +
+	`case $1 in d????????[tT]*) ;; d????w*|d???????w*) echo "rexd-bad parentmode $q"; return 1;; esac; ` +
+	`if [ "$q" = / ]; then return 0; fi; q=${q%/*}; q=${q:-/}; done; }; ` +
+	`why() { if [ -n "$e" ]; then echo "rexd-badwhy ${e##*: }"; fi; }; `
+
+// rootScript is what sudo runs as root for bootScript's rx (in place of
+// sudo.ReadyScript), as "sh -c rootScript SRC SUM V --stdio ARGS...": SRC
+// is the login user's verified rexd, which root never executes, since its
+// owner could swap it between that check and this exec. Root runs its own
+// copy instead: V/rexd in the first of $HOME/.cache/rexd (root's home:
+// sudo -H) and /tmp/rexd-0 that is, like its parents, safe for root (a
+// directory of root, mode 0700, no symlink; parents as par wants). When
+// that copy is missing, root copies SRC to a temporary file there, checks
+// its SHA-256 against SUM (the hash rex sent, never one rexd reports),
+// and renames it into place. It prints sudo.Ready first (sudo has let it
+// run), then "rexd-root PATH" before it execs PATH. Exit 12: SRC is not
+// the build ("rexd-bad damaged SRC"; rex replaces it); 13: no directory
+// is safe for root ("rexd-rootfail", after "rexd-bad WHY DIR" lines).
+// Like bootScript it holds no single quote, no "!" and no newline.
+const rootScript = `src=$0; want=$1; v=$2; shift 2; me=$(id -u); umask 077; echo ` + sudo.Ready + `; ` + safeScript + parScript +
+	`c=; case ${HOME-} in /*) c=$HOME/.cache/rexd;; esac; for d in "$c" "/tmp/rexd-$me"; do if [ -z "$d" ]; then continue; fi; ` +
+	`mkdir -p "${d%/*}" 2>/dev/null; par "$d" || continue; e=$(mkdir -m 700 "$d" 2>&1); ` +
+	`safe "$d"; case $? in 0) ;; 1) echo "rexd-bad create $d"; why; continue;; 2) echo "rexd-bad notowned $d"; continue;; 4) echo "rexd-bad symlink $d"; continue;; *) echo "rexd-bad mode $d"; continue;; esac; ` +
+	`e=$(mkdir -m 700 "$d/$v" 2>&1); ` +
+	`safe "$d/$v"; case $? in 0) ;; 1) echo "rexd-bad create $d/$v"; why; continue;; 2) echo "rexd-bad notowned $d/$v"; continue;; 4) echo "rexd-bad symlink $d/$v"; continue;; *) echo "rexd-bad mode $d/$v"; continue;; esac; ` +
+	`f=$d/$v/rexd; if [ -L "$f" ]; then echo "rexd-bad symlink $f"; continue; fi; ` +
+	`if [ -f "$f" ] && [ -O "$f" ] && [ -x "$f" ]; then echo "rexd-root $f"; exec "$f" "$@"; fi; ` +
+	`if [ -n "$want" ] && [ -f "$src" ]; then :; else echo "rexd-bad damaged $src"; exit 12; fi; ` +
+	`t=$d/$v/.rexd.tmp.$$; e=$(cat < "$src" 2>&1 > "$t") || { rm -f "$t"; echo "rexd-bad readonly $d"; why; continue; }; ` +
+	`x=$(sha256sum < "$t" 2>/dev/null) || x=$(shasum -a 256 < "$t" 2>/dev/null) || { rm -f "$t"; echo "rexd-bad nosum $d"; continue; }; x=${x%% *}; ` +
+	`if [ "$x" = "$want" ]; then chmod 700 "$t" && mv -f "$t" "$f" && { echo "rexd-root $f"; exec "$f" "$@"; }; rm -f "$t"; echo "rexd-bad readonly $d"; continue; fi; ` +
+	`rm -f "$t"; echo "rexd-bad damaged $src"; exit 12; done; echo rexd-rootfail; exit 13`
+
+// Exit statuses of rootScript.
+const (
+	exitRootDamaged = 12
+	exitRootNoDir   = 13
+)
 
 // Exit statuses of bootScript.
 const (
@@ -166,7 +226,7 @@ func bootCommand(mode string, builds []build, rexdArgs []string, as *become, ext
 	}
 	script = append(script, extra...)
 	if as != nil && as.root() {
-		script = append(script, "become="+as.user, "bmode="+sudo.Mode(as.password != nil), "bprompt="+sudo.Prompt, "bready="+sudo.ReadyScript)
+		script = append(script, "become="+as.user, "bmode="+sudo.Mode(as.password != nil), "bprompt="+sudo.Prompt, "bready="+rootScript)
 	}
 	script = append(script, "version="+version.Version, "--")
 	script = append(script, rexdArgs...)
@@ -223,6 +283,21 @@ type header struct {
 	gzip     bool     // rexd-gzip: the target can unpack a compressed upload
 	// installed is the stat of the rexd installScript has just installed.
 	installed string
+	// badWhy[i] is why bad[i] failed, as the remote command said it
+	// (rexd-badwhy after it), or "".
+	badWhy []string
+	// root is the root-owned copy rootScript ran (rexd-root); rootFail
+	// says it found no directory safe for one (rexd-rootfail).
+	root     string
+	rootFail bool
+}
+
+// ran is the rexd that runs: root's own copy through sudo, else exec.
+func (h header) ran() string {
+	if h.root != "" {
+		return h.root
+	}
+	return h.exec
 }
 
 // maxHeaderLines bounds what is kept of the script's report.
@@ -249,6 +324,15 @@ func parseHeader(lines []string) header {
 			h.dir = val
 		case "rexd-bad":
 			h.bad = append(h.bad, val)
+			h.badWhy = append(h.badWhy, "")
+		case "rexd-badwhy":
+			if n := len(h.badWhy); n > 0 {
+				h.badWhy[n-1] = val
+			}
+		case "rexd-root":
+			h.root = val
+		case "rexd-rootfail":
+			h.rootFail = true
 		case "rexd-cached":
 			h.cached = val
 		case "rexd-version":
@@ -277,16 +361,39 @@ func cutLast(val string) (path, stamp string) {
 	return val[:i], val[i+1:]
 }
 
-// describeBad turns "WHY DIR" reports into words.
-func describeBad(bad []string) string {
+// describeBad turns the "WHY DIR" reports of h into words.
+func describeBad(h header) string {
 	var out []string
-	for _, b := range bad {
+	for i, b := range h.bad {
 		why, dir, _ := strings.Cut(b, " ")
+		reason := ""
+		if i < len(h.badWhy) {
+			reason = h.badWhy[i]
+		}
 		switch why {
 		case "create":
-			out = append(out, dir+" cannot be created")
+			switch {
+			case noSpace(reason):
+				out = append(out, dir+" cannot be created: no space left on its file system")
+			case reason != "":
+				out = append(out, dir+" cannot be created ("+reason+")")
+			default:
+				out = append(out, dir+" cannot be created")
+			}
+		case "parentowner":
+			out = append(out, dir+", a parent of the cache directory, belongs to another user than root or this account")
+		case "parentmode":
+			out = append(out, dir+", a parent of the cache directory, is writable by other users and not sticky")
+		case "damaged":
+			out = append(out, dir+" is not the build rex carries")
+		case "nosum":
+			out = append(out, dir+" has neither sha256sum nor shasum to check a copy")
 		case "readonly":
-			out = append(out, dir+" is not writable")
+			if reason != "" {
+				out = append(out, dir+" is not writable ("+reason+")")
+			} else {
+				out = append(out, dir+" is not writable")
+			}
 		case "noexec":
 			out = append(out, dir+" does not allow executing programs (noexec)")
 		case "notowned":
@@ -300,6 +407,25 @@ func describeBad(bad []string) string {
 		}
 	}
 	return strings.Join(out, ", ")
+}
+
+// noSpace says whether a reason mkdir gave is a full disk (ENOSPC), or
+// a quota used up (EDQUOT), as strerror spells them.
+func noSpace(reason string) bool {
+	r := strings.ToLower(reason)
+	return strings.Contains(r, "no space left") || strings.Contains(r, "quota exceeded")
+}
+
+// spaceDirs are the directories of h.bad that could not be created for
+// want of space.
+func spaceDirs(h header) []string {
+	var out []string
+	for i, b := range h.bad {
+		if why, dir, _ := strings.Cut(b, " "); why == "create" && i < len(h.badWhy) && noSpace(h.badWhy[i]) {
+			out = append(out, dir)
+		}
+	}
+	return out
 }
 
 // headerReader passes a remote session's stdout to the REXD client after

@@ -83,11 +83,11 @@ func TestParseHeader(t *testing.T) {
 		"rexd-uname Linux x86_64", "rexd-bad create /x/rexd", "rexd-bad noexec /y rexd",
 		"garbage", "rexd-dir /home/u/.cache/rexd", "rexd-sum abc\r", "rexd-found /a/rexd", "rexd-found /b/rexd",
 	})
-	want := header{uname: "Linux x86_64", bad: []string{"create /x/rexd", "noexec /y rexd"}, dir: "/home/u/.cache/rexd", sum: "abc", found: []string{"/a/rexd", "/b/rexd"}}
+	want := header{uname: "Linux x86_64", bad: []string{"create /x/rexd", "noexec /y rexd"}, badWhy: []string{"", ""}, dir: "/home/u/.cache/rexd", sum: "abc", found: []string{"/a/rexd", "/b/rexd"}}
 	if !reflect.DeepEqual(h, want) {
 		t.Errorf("parseHeader = %+v, want %+v", h, want)
 	}
-	if got := describeBad(want.bad); got != "/x/rexd cannot be created, /y rexd does not allow executing programs (noexec)" {
+	if got := describeBad(want); got != "/x/rexd cannot be created, /y rexd does not allow executing programs (noexec)" {
 		t.Errorf("describeBad = %q", got)
 	}
 }
@@ -96,9 +96,11 @@ func FuzzParseHeader(f *testing.F) {
 	f.Add("rexd-uname Linux x86_64\nrexd-dir /tmp/x\nrexd-bad noexec /y")
 	f.Add("rexd-exec /a b/rexd\n{\"jsonrpc\":\"2.0\"}")
 	f.Add("\x00rexd-\n\n")
+	f.Add("rexd-badwhy first\nrexd-bad create /c\nrexd-badwhy No space left on device\nrexd-root /r/rexd\nrexd-rootfail")
 	f.Fuzz(func(t *testing.T, s string) {
 		h := parseHeader(strings.Split(s, "\n"))
-		_ = describeBad(h.bad)
+		_ = describeBad(h)
+		_ = spaceDirs(h)
 		platformOf(h.uname)
 		if len(h.bad) > maxHeaderLines || len(h.found) > maxHeaderLines {
 			t.Fatalf("kept %d lines", len(h.bad)+len(h.found))
