@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,10 +64,13 @@ func (a *auditLog) write(e auditEntry) {
 func (a *auditLog) close() error { return a.f.Close() }
 
 // isSecret reports whether a param's value must never reach the audit log.
+// Keys are compared as encoding/json matches them to fields, ignoring case
+// (with Unicode folding: "Stdin" and "ſtdin" are stdin to the handler).
 func isSecret(key string) bool {
-	switch key {
-	case "content", "data", "stdin", "entries", "resume_token":
-		return true
+	for _, k := range []string{"content", "data", "stdin", "entries", "resume_token"} {
+		if strings.EqualFold(key, k) {
+			return true
+		}
 	}
 	return false
 }
@@ -89,7 +93,7 @@ func redactParams(raw json.RawMessage) map[string]any {
 			} else {
 				m[k] = "<redacted>"
 			}
-		case k == "env":
+		case strings.EqualFold(k, "env"):
 			if env, ok := v.(map[string]any); ok {
 				for ek := range env {
 					env[ek] = "<redacted>"

@@ -1,0 +1,52 @@
+package rexd_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rexconsole/rex/internal/protocol"
+)
+
+// TestAuditRedactsParamsWhateverTheirKeyCase: params are decoded with
+// encoding/json, which matches keys case-insensitively (and with Unicode
+// folding: "ſ" is "s"), so "Stdin", "CONTENT" or "Env" are the payload and
+// the environment; the audit log must hide them as it hides "stdin".
+func TestAuditRedactsParamsWhateverTheirKeyCase(t *testing.T) {
+	h := start(t)
+	sid := h.open()
+	raw := func(id int, method, params string) {
+		h.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params))
+		if m := h.response(fmt.Sprint(id)); m.Error != nil {
+			t.Fatalf("%s: %v", method, m.Error)
+		}
+	}
+	raw(1, protocol.MethodExecStart, fmt.Sprintf(`{"session_id":%q,"argv":["cat"],"Stdin":"SECRET-STDIN-1","Env":{"K":"SECRET-ENV-2"}}`, sid))
+	raw(2, protocol.MethodExecStart, fmt.Sprintf(`{"session_id":%q,"argv":["cat"],"ſtdin":"SECRET-STDIN-3"}`, sid))
+	raw(3, protocol.MethodFSWrite, fmt.Sprintf(`{"session_id":%q,"path":"f","CONTENT":"SECRET-FILE-4"}`, sid))
+	if b, _ := os.ReadFile(filepath.Join(h.root, "f")); string(b) != "SECRET-FILE-4" {
+		t.Fatalf("fs.write with CONTENT wrote %q: the key was not taken as content", b)
+	}
+	// The stdin given as "Stdin" and "ſtdin" reached the programs.
+	for i, want := range []string{"SECRET-STDIN-1", "SECRET-STDIN-3"} {
+		pid := fmt.Sprintf("p_%d", i+1)
+		h.exitOf(pid, 30*time.Second)
+		if out, _ := h.output(pid); out != want {
+			t.Fatalf("%s printed %q, want %q: the key was not taken as stdin", pid, out, want)
+		}
+	}
+	h.stdin.Close()
+	<-h.exited
+	log, err := os.ReadFile(h.audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"SECRET-STDIN-1", "SECRET-ENV-2", "SECRET-STDIN-3", "SECRET-FILE-4"} {
+		if strings.Contains(string(log), s) {
+			t.Errorf("the audit log holds %s:\n%s", s, log)
+		}
+	}
+}
