@@ -50,3 +50,20 @@ func TestAuditRedactsParamsWhateverTheirKeyCase(t *testing.T) {
 		}
 	}
 }
+
+// TestProcessLimitFreedByTheExitEvent: once a client has the exit event
+// of a process, the process no longer counts against
+// max_processes_per_session, so a client running one command at a time
+// under a limit of one is never refused.
+func TestProcessLimitFreedByTheExitEvent(t *testing.T) {
+	h := start(t, "--limit", "max_processes_per_session=1")
+	sid := h.open()
+	for i := 0; i < 50; i++ {
+		h.run(sid, protocol.ExecStartParams{Argv: []string{"true"}})
+	}
+	var pty protocol.PTYOpenResult
+	for i := 0; i < 10; i++ {
+		h.ok(protocol.MethodPTYOpen, protocol.PTYOpenParams{SessionID: sid, Argv: []string{"true"}}, &pty)
+		h.exitOf(pty.ProcessID, 30*time.Second)
+	}
+}

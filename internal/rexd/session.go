@@ -87,15 +87,17 @@ func (s *session) liveCount() int {
 	return s.liveLocked()
 }
 
+// A process counts until processEnding, which comes before its exit event:
+// a client told a process ended may start the next at once.
 func (s *session) liveLocked() int {
 	n := 0
 	for _, p := range s.procs {
-		if !p.ended() {
+		if !p.finished {
 			n++
 		}
 	}
 	for _, t := range s.ptys {
-		if !t.proc.ended() {
+		if !t.proc.finished {
 			n++
 		}
 	}
