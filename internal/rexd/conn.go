@@ -175,13 +175,48 @@ type inLine struct {
 	raw  []byte
 }
 
+// relayAnswerWait bounds how long the rexd holding a session may take to
+// answer the session.resume relayed to it.
+const relayAnswerWait = 10 * time.Second
+
 // startRelay makes this connection a relay to the rexd that holds the
-// session it resumes: first the line that asked for it, then everything.
-func (c *conn) startRelay(sock *net.UnixConn, first []byte) {
+// session it resumes: first the line that asked for it (msg), then, once
+// that rexd has granted the resume, everything. A refusal is passed on and
+// the connection stays here, under this rexd's policy: the other rexd's
+// may be wider, and a wrong token must not buy a connection to it.
+// relayed reports whether the relay began; when it did not, perr is the
+// answer to give, or nil when the other rexd's refusal was passed on.
+func (c *conn) startRelay(sock *net.UnixConn, msg *protocol.Message, first []byte) (relayed bool, perr *protocol.Error) {
+	dec := protocol.NewDecoder(sock, c.srv.cfg.MaxLine+1024)
+	sock.SetDeadline(time.Now().Add(relayAnswerWait))
+	_, err := sock.Write(append(first, '\n'))
+	var answer []byte
+	if err == nil {
+		answer, err = dec.ReadLine()
+	}
+	var m *protocol.Message
+	if err == nil {
+		m, _ = protocol.ParseMessage(answer)
+	}
+	if m == nil || !m.IsResponse() { // nothing else comes before it on a new connection
+		sock.Close()
+		return false, resumeRefused("", protocol.ResumeGone, protocol.CodeInvalidParams,
+			"the rexd that holds the session did not answer the resume; try again")
+	}
+	if m.Error != nil {
+		sock.Close()
+		c.auditRefused(msg, m.Error)
+		c.enc.WriteLine(append(bytes.Clone(answer), '\n'))
+		return false, nil
+	}
+	sock.SetDeadline(time.Time{})
+	if c.enc.WriteLine(append(bytes.Clone(answer), '\n')) != nil {
+		sock.Close()
+		return true, nil // the client is gone; the reader notices too
+	}
 	c.relay = sock
 	go func() {
 		defer close(c.relayEnd)
-		dec := protocol.NewDecoder(sock, c.srv.cfg.MaxLine+1024)
 		var data []byte
 		for {
 			line, err := dec.ReadLine()
@@ -210,9 +245,7 @@ func (c *conn) startRelay(sock *net.UnixConn, first []byte) {
 			}
 		}
 	}()
-	if _, err := sock.Write(append(first, '\n')); err != nil {
-		sock.Close()
-	}
+	return true, nil
 }
 
 func (c *conn) reply(m *protocol.Message) {
@@ -275,8 +308,10 @@ func (c *conn) handleLine(line, raw []byte) {
 	if msg.Method == protocol.MethodSessionResume && !c.holdsResumed(msg.Params) {
 		sock, perr := c.relayResume(msg)
 		if perr == nil {
-			c.startRelay(sock, line)
-			return
+			var relayed bool
+			if relayed, perr = c.startRelay(sock, msg, line); relayed || perr == nil {
+				return
+			}
 		}
 		c.finish(c.begin(msg), nil, perr)
 		return

@@ -1,6 +1,7 @@
 package rexd_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -65,5 +66,39 @@ func TestProcessLimitFreedByTheExitEvent(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		h.ok(protocol.MethodPTYOpen, protocol.PTYOpenParams{SessionID: sid, Argv: []string{"true"}}, &pty)
 		h.exitOf(pty.ProcessID, 30*time.Second)
+	}
+}
+
+// TestFailedResumeDoesNotRelayTheConnection: a session.resume that names
+// a session another rexd of the user holds makes this rexd relay the
+// connection to that one. When the resume is refused (a wrong token), the
+// connection must not go on being served by the other rexd, under its
+// policy: a client of a rexd with allow_shell = false could otherwise run
+// a shell on any rexd of the user that holds a resumable session, knowing
+// only the session's id (a file name in the session directory).
+func TestFailedResumeDoesNotRelayTheConnection(t *testing.T) {
+	cache := t.TempDir()
+	holder := startEnv(t, []string{"XDG_CACHE_HOME=" + cache})
+	var open protocol.SessionOpenResult
+	holder.ok(protocol.MethodSessionOpen, protocol.SessionOpenParams{ClientName: "operator", ResumeGraceMS: 60_000}, &open)
+	if open.ResumeToken == "" {
+		t.Fatalf("session not resumable: %+v", open)
+	}
+	conf := filepath.Join(t.TempDir(), "restricted.toml")
+	if err := os.WriteFile(conf, []byte("[security]\nallow_shell = false\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := startEnv(t, []string{"XDG_CACHE_HOME=" + cache}, "--config", conf)
+	h.fails(protocol.MethodSessionResume, protocol.SessionResumeParams{SessionID: open.SessionID, ResumeToken: "wrong"}, protocol.CodeUnauthorized)
+	// Whatever answers now must be this rexd, under its own policy.
+	m := h.call(protocol.MethodSessionOpen, protocol.SessionOpenParams{ClientName: "agent"})
+	if m.Error != nil {
+		return // the connection was refused further service: fine
+	}
+	var sess protocol.SessionOpenResult
+	json.Unmarshal(m.Result, &sess)
+	m = h.call(protocol.MethodExecStart, protocol.ExecStartParams{SessionID: sess.SessionID, Shell: true, Command: "echo shell ran"})
+	if m.Error == nil {
+		t.Fatalf("a shell ran on a rexd with allow_shell = false, through the rexd the refused resume relayed to")
 	}
 }
