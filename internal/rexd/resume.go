@@ -492,6 +492,11 @@ type eventLog struct {
 	nextSq uint64        // session_seq of the next event
 	held   map[string]int64
 	limit  int64
+	// kept is the bytes of every event line kept; a client that does not
+	// acknowledge cannot make it grow past sessionBound: output waits, and
+	// new processes are refused (ended processes' output and exit events
+	// would otherwise pile up without end).
+	kept   int64
 	closed bool
 	out    *sender
 }
@@ -501,6 +506,13 @@ type loggedEvent struct {
 	proc string
 	n    int64
 }
+
+// sessionBuffers is how many processes' worth of unacknowledged events
+// (resume_buffer_bytes each) a resumable session keeps in all.
+const sessionBuffers = 4
+
+// sessionBound is the most a session's log keeps unacknowledged.
+func (l *eventLog) sessionBound() int64 { return sessionBuffers * l.limit }
 
 // sender writes the log's events to one connection from cursor on.
 type sender struct {
@@ -526,7 +538,9 @@ func (l *eventLog) append(proc string, n int64, build func(seq uint64) []byte) {
 	}
 	seq := l.nextSq
 	l.nextSq++
-	l.events = append(l.events, loggedEvent{line: build(seq), proc: proc, n: n})
+	line := build(seq)
+	l.events = append(l.events, loggedEvent{line: line, proc: proc, n: n})
+	l.kept += int64(len(line))
 	if n > 0 {
 		l.held[proc] += n
 	}
@@ -538,9 +552,17 @@ func (l *eventLog) append(proc string, n int64, build func(seq uint64) []byte) {
 func (l *eventLog) waitRoom(proc string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for !l.closed && l.held[proc] >= l.limit {
+	for !l.closed && (l.held[proc] >= l.limit || l.kept >= l.sessionBound()) {
 		l.cond.Wait()
 	}
+}
+
+// full says whether the log keeps as much as the session may: the client
+// has not acknowledged what it was sent.
+func (l *eventLog) full() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.kept >= l.sessionBound()
 }
 
 // ack forgets the events up to seq, which the client has; never past what
@@ -560,6 +582,7 @@ func (l *eventLog) dropLocked(seq uint64) {
 	}
 	k := int(min(seq-l.first+1, uint64(len(l.events))))
 	for _, e := range l.events[:k] {
+		l.kept -= int64(len(e.line))
 		if e.n > 0 {
 			if l.held[e.proc] -= e.n; l.held[e.proc] <= 0 {
 				delete(l.held, e.proc)

@@ -114,6 +114,12 @@ func (s *session) reserveLocked() *protocol.Error {
 			protocol.ResourceLimitData{Limit: "max_processes_per_session", Value: max},
 			"too many processes in this session: the limit is %d; wait for one to end or kill it", max)
 	}
+	if s.resume != nil && s.resume.log.full() {
+		b := s.resume.log.sessionBound()
+		return protocol.Errorf(protocol.CodeResourceLimit,
+			protocol.ResourceLimitData{Limit: "resume_buffer_bytes", Value: b},
+			"this resumable session keeps %d bytes of events its client has not acknowledged, its most; acknowledge them (session.ack) before starting more", b)
+	}
 	return s.srv.usage.reserve(0, 1, 0, s.limits.MaxProcessesPerUser)
 }
 
