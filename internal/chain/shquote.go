@@ -64,7 +64,9 @@ type lexFrame struct {
 	curPH   string // a placeholder in cur whose value is not a number
 	words   int
 	cmd     string // the first word
+	prev    string // the previous word of the command
 	intDecl bool   // declare/typeset/local with -i, or ksh's integer
+	nameref bool   // declare/typeset/local with -n: the value names a variable
 	cond    bool   // inside [[ ]]
 	condOp  string // the previous word in [[ ]] is this arithmetic operator (or -v)
 	prevPH  string // the previous word in [[ ]] held this placeholder
@@ -168,6 +170,12 @@ func (l *shellLexer) arithWhy() string {
 			return "inside the array subscript " + name + "[...]"
 		case op != 0 && op != '[' && (l.intVars[name] || isDecl(f.cmd) && f.words > 0 && f.intDecl):
 			return "in a value assigned to " + name + ", an integer variable (declare -i)"
+		case op != 0 && op != '[' && isDecl(f.cmd) && f.words > 0 && f.nameref:
+			return "in the variable name a nameref (declare -n) " + name + " is given"
+		case (f.cmd == "unset" || f.cmd == "read") && f.words > 0:
+			return "as an argument of " + f.cmd + ", which reads it as a variable name with an array subscript"
+		case (f.cmd == "[" || f.cmd == "test" || f.cmd == "printf") && f.prev == "-v":
+			return "after " + f.cmd + " -v, which reads it as a variable name with an array subscript"
 		}
 	}
 	return ""
@@ -209,15 +217,18 @@ func (l *shellLexer) endWord(f *lexFrame) {
 		f.words++
 		return
 	}
-	switch {
-	case f.words == 0 && cmdPrefix[w]:
+	if f.words == 0 && cmdPrefix[w] {
 		return // a command follows
+	}
+	f.prev = w
+	switch {
 	case f.words == 0:
 		f.cmd = w
 		f.cond = w == "[["
 		f.intDecl = w == "integer"
-	case isDecl(f.cmd) && (w[0] == '-' || w[0] == '+') && strings.Contains(w, "i"):
-		f.intDecl = true
+	case isDecl(f.cmd) && (w[0] == '-' || w[0] == '+'):
+		f.intDecl = f.intDecl || strings.Contains(w, "i")
+		f.nameref = f.nameref || strings.Contains(w, "n")
 	case isDecl(f.cmd) && f.intDecl:
 		name, _ := assignName(w + "=")
 		if name != "" {
@@ -233,7 +244,7 @@ func (l *shellLexer) endWord(f *lexFrame) {
 // endCommand ends the simple command being read.
 func (l *shellLexer) endCommand(f *lexFrame) {
 	l.endWord(f)
-	f.words, f.cmd, f.intDecl, f.cond, f.condOp, f.prevPH = 0, "", false, false, "", ""
+	f.words, f.cmd, f.prev, f.intDecl, f.nameref, f.cond, f.condOp, f.prevPH = 0, "", "", false, false, false, "", ""
 }
 
 // feed reads literal text.

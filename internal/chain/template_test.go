@@ -336,6 +336,17 @@ func TestArithmeticVerdicts(t *testing.T) {
 		{"bash", "echo ${x:{v}}", true},
 		{"bash", "echo ${x:-{v}}", false},
 		{"bash", "echo ${a[1]:-{v}}", false},
+		{"bash", "unset {v}", true},
+		{"bash", "read -r {v}", true},
+		{"bash", "printf -v {v} %s x", true},
+		{"bash", "printf %s {v}", false},
+		{"bash", "[ -v {v} ]", true},
+		{"bash", "test -v {v}", true},
+		{"bash", "declare -n r={v}", true},
+		{"bash", "echo ${!{v}}", true},
+		{"bash", "echo ${@:{v}}", true},
+		{"bash", "x=$(echo {v}); [[ $x -gt 1 ]]", false},
+		{"bash", "echo $( [[ {v} -gt 1 ]] )", true},
 		{"bash", "[ {v} -gt 5 ]", false},
 		{"bash", "test {v} -gt 5", false},
 		{"bash", "echo {v} -gt 5", false},
@@ -352,6 +363,10 @@ func TestArithmeticVerdicts(t *testing.T) {
 			want := tt.refused && !numeric
 			if (err != nil) != want {
 				t.Errorf("%s %q (number %v): %q %v, want refused %v", tt.shell, tt.tmpl, numeric, out, err, want)
+			}
+			// A number goes into arithmetic bare: quotes are a syntax error there.
+			if tt.refused && numeric && (strings.Contains(tt.tmpl, "((") || strings.Contains(tt.tmpl, "${")) && strings.Contains(out, "'7'") {
+				t.Errorf("%s %q: the number is quoted: %s", tt.shell, tt.tmpl, out)
 			}
 			if err != nil && !strings.Contains(err.Error(), "tool t/x, args[1]: {v} sits ") {
 				t.Errorf("%s %q: %v", tt.shell, tt.tmpl, err)
