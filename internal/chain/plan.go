@@ -882,6 +882,21 @@ func (p *planner) execution(params map[string]any) error {
 		return fmt.Errorf("tool %s: %w", p.c.ID, err)
 	}
 
+	// Parameters the schema declares numbers hold checked numbers: they
+	// may go where a shell evaluates arithmetic.
+	numeric := map[string]bool{}
+	props, _ := p.c.Elements[0].Meta.ConfigSchema["properties"].(map[string]any)
+	for _, k := range pnames {
+		prop, _ := props[k].(map[string]any)
+		switch params[k].(type) {
+		case int64, int, uint64, float64:
+			_, isConfig := merged[k]
+			if t := schemaType(prop); (t == "integer" || t == "number") && !isConfig && !isPrimitiveKey(k) && !isContextKey(k) {
+				numeric[k] = true
+			}
+		}
+	}
+	var shell string // the shell that reads a modeShell template
 	renderKey := func(s string, mode renderMode, refusal string, allowStdin bool, origin int, what string) (string, []string, error) {
 		vv := resolved
 		if dir := p.elementDir(origin); dir != "" {
@@ -891,7 +906,8 @@ func (p *planner) execution(params map[string]any) error {
 			}
 			vv["runtime_dir"] = dir
 		}
-		o := renderOpts{lookup: p.lookup, vals: vv, mode: mode, refusal: refusal, tainted: tainted, what: what, secret: p.secret}
+		o := renderOpts{lookup: p.lookup, vals: vv, mode: mode, refusal: refusal, tainted: tainted, what: what, secret: p.secret,
+			numeric: numeric, shell: shell, tool: p.c.ID}
 		if allowStdin {
 			o.paramsJSON = &paramsJSON
 		}
@@ -929,6 +945,7 @@ func (p *planner) execution(params map[string]any) error {
 		}
 		switch role {
 		case roleShell:
+			shell = sc.prog
 			out, _, err = renderKey(s, modeShell, "", false, origin, what)
 			return out, err
 		case roleData:
@@ -1040,6 +1057,7 @@ func (p *planner) execution(params map[string]any) error {
 			if strings.Contains(s, "{params_json}") {
 				return fmt.Errorf("%s: {params_json} would run as commands, because %s reads its commands from stdin here; give %s a script (or -c) so stdin is data", what, sc.prog, sc.prog)
 			}
+			shell = sc.prog
 			out, _, err = renderKey(s, modeShell, "", false, iv.origin, what)
 		case stdinProgram:
 			if strings.Contains(s, "{params_json}") {

@@ -191,6 +191,7 @@ func FuzzShellTemplate(f *testing.F) {
 	for _, s := range []string{
 		"printf '%s' {msg}", "cat <<EOF\n{msg}\nEOF", "echo \"$(x {msg})\"", "a # {msg}\n{msg}",
 		"$(( {msg} ))", "`{msg}`", "$'{msg}'", "cat <<-'E' <<F\n\tE\n{msg}\nF\n{msg}", "x=$({msg}) # c",
+		"if [[ {msg} -gt 5 ]]; then :; fi", "echo ${a[{msg}]} ${x:-{msg}}", "declare -i n={msg}", "(( {msg} ))", "[[ -v a[{msg}] ]]",
 	} {
 		f.Add(s, "v'; touch PWNED")
 	}

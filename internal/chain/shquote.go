@@ -1,6 +1,9 @@
 package chain
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // shellQuote quotes s for a POSIX shell as one word: inside single quotes
 // nothing is special, and a single quote itself is closed, escaped and
@@ -23,7 +26,19 @@ type shellLexer struct {
 	body      []hereDoc // the ones being read, first first
 	line      strings.Builder
 	heredocOn bool
+
+	// arith: the shell evaluates words as arithmetic in [[ -gt ]], let,
+	// declare -i and array subscripts (bash, zsh, ksh and any shell rex
+	// cannot tell apart from them); there a value like a[$(cmd)] runs cmd
+	// whatever its quotes. dash has none of these.
+	arith   bool
+	intVars map[string]bool // names declared integer (declare -i x): x=VALUE is arithmetic
+	err     string          // a verdict found after the placeholder (the left operand of -gt)
 }
+
+// arithShell says whether the shell named prog may evaluate a quoted word
+// as arithmetic. Only dash is known not to: sh is bash on many systems.
+func arithShell(prog string) bool { return prog != "dash" }
 
 type lexCtx int
 
@@ -36,11 +51,53 @@ const (
 	cxBack
 	cxArith
 	cxComment
+	cxBrace // ${...}
 )
 
 type lexFrame struct {
 	ctx   lexCtx
-	depth int // unmatched "(" inside $( ) or $(( ))
+	depth int // unmatched "(" inside $( ) or $(( )); "[" inside ${name[ ]}
+
+	// The simple command being read (top level and $( )): its words so
+	// far, the word being read (a placeholder is \x00) and what they make.
+	cur     []byte
+	curPH   string // a placeholder in cur whose value is not a number
+	words   int
+	cmd     string // the first word
+	prev    string // the previous word of the command
+	intDecl bool   // declare/typeset/local with -i, or ksh's integer
+	nameref bool   // declare/typeset/local with -n: the value names a variable
+	cond    bool   // inside [[ ]]
+	condOp  string // the previous word in [[ ]] is this arithmetic operator (or -v)
+	prevPH  string // the previous word in [[ ]] held this placeholder
+
+	// ${...}: bytes of the name, then the operator that follows it.
+	nameLen int
+	op      string
+}
+
+// arithOps are the operators of [[ ]] that evaluate both operands as
+// arithmetic; -v evaluates the subscript of the name it tests.
+var arithOps = map[string]bool{"-eq": true, "-ne": true, "-lt": true, "-le": true, "-gt": true, "-ge": true}
+
+// cmdPrefix are the words after which a command starts.
+var cmdPrefix = map[string]bool{"if": true, "then": true, "elif": true, "else": true, "while": true, "until": true, "do": true, "!": true, "{": true, "time": true}
+
+func isDecl(cmd string) bool {
+	return cmd == "declare" || cmd == "typeset" || cmd == "local" || cmd == "integer" || cmd == "readonly" || cmd == "export"
+}
+
+// assignName returns NAME when w starts NAME= or NAME+= (or NAME[).
+func assignName(w string) (string, byte) {
+	for i := 0; i < len(w); i++ {
+		if !isNameByte(w[i], i == 0) {
+			if i > 0 && (w[i] == '=' || w[i] == '[' || strings.HasPrefix(w[i:], "+=")) {
+				return w[:i], w[i]
+			}
+			return "", 0
+		}
+	}
+	return "", 0
 }
 
 type hereDoc struct {
@@ -50,7 +107,7 @@ type hereDoc struct {
 
 func (l *shellLexer) top() *lexFrame {
 	if len(l.stack) == 0 {
-		return &lexFrame{ctx: cxTop}
+		l.stack = append(l.stack, lexFrame{ctx: cxTop})
 	}
 	return &l.stack[len(l.stack)-1]
 }
@@ -73,16 +130,122 @@ func (l *shellLexer) noWord() string {
 		return "inside quotes in a shell command, where no quoting is safe; remove the quotes around it, rex quotes substituted values itself"
 	case cxBack:
 		return "inside backquotes in a shell command, where a backquote in the value would end the substitution; use $(...) instead"
-	case cxArith:
-		return `inside an arithmetic expansion of a shell command, where the shell evaluates the text; pass the number as an argument ("$1") instead`
 	case cxComment:
 		return "in a comment of a shell command, where a newline in the value would end the comment and run the rest"
 	}
 	return ""
 }
 
-// word records that a quoted value was written.
-func (l *shellLexer) word() { l.midWord = true }
+// arithWhy says where a value substituted here is evaluated as arithmetic,
+// or "". Quoting does not help there: bash reads a[$(cmd)] in the value
+// as an array subscript and runs cmd.
+func (l *shellLexer) arithWhy() string {
+	if l.heredocOn {
+		return ""
+	}
+	f := l.top()
+	if f.ctx == cxArith {
+		return "inside arithmetic ($(( )) or (( )))"
+	}
+	if !l.arith {
+		return ""
+	}
+	switch f.ctx {
+	case cxBrace:
+		if f.op == "" {
+			return "in the name or subscript of a ${...} expansion"
+		}
+		if f.op[0] == ':' && (len(f.op) == 1 || strings.IndexByte("-=+?", f.op[1]) < 0) {
+			return "in the offset or length of a ${name:offset:length} expansion"
+		}
+	case cxTop, cxSubst:
+		w := string(f.cur)
+		name, op := assignName(w)
+		switch {
+		case f.cond && f.condOp != "":
+			return "as an operand of " + f.condOp + " inside [[ ]]"
+		case f.cmd == "let" && f.words > 0:
+			return "as an argument of let"
+		case op == '[' && !strings.Contains(w[len(name):], "]"):
+			return "inside the array subscript " + name + "[...]"
+		case op != 0 && op != '[' && (l.intVars[name] || isDecl(f.cmd) && f.words > 0 && f.intDecl):
+			return "in a value assigned to " + name + ", an integer variable (declare -i)"
+		case op != 0 && op != '[' && isDecl(f.cmd) && f.words > 0 && f.nameref:
+			return "in the variable name a nameref (declare -n) " + name + " is given"
+		case (f.cmd == "unset" || f.cmd == "read") && f.words > 0:
+			return "as an argument of " + f.cmd + ", which reads it as a variable name with an array subscript"
+		case (f.cmd == "[" || f.cmd == "test" || f.cmd == "printf") && f.prev == "-v":
+			return "after " + f.cmd + " -v, which reads it as a variable name with an array subscript"
+		}
+	}
+	return ""
+}
+
+// word records that a quoted value was written; risky is a value that is
+// not a number, named name.
+func (l *shellLexer) word(name string, risky bool) {
+	l.midWord = true
+	if f := l.top(); f.ctx == cxTop || f.ctx == cxSubst {
+		f.cur = append(f.cur, 0)
+		if risky && f.curPH == "" {
+			f.curPH = name
+		}
+	}
+}
+
+// endWord ends the word being read in a command context.
+func (l *shellLexer) endWord(f *lexFrame) {
+	w, ph := string(f.cur), f.curPH
+	f.cur, f.curPH = f.cur[:0], ""
+	if w == "" {
+		return
+	}
+	if f.cond {
+		op, prev := f.condOp, f.prevPH
+		f.condOp, f.prevPH = "", ph
+		switch {
+		case w == "]]":
+			f.cond = false
+		case arithOps[w] || w == "-v":
+			f.condOp = w
+			if prev != "" && w != "-v" && l.arith && l.err == "" {
+				l.err = fmt.Sprintf("%s sits as an operand of %s inside [[ ]]", prev, w)
+			}
+		case op != "":
+			f.prevPH = "" // the right operand is read; what follows is a new term
+		}
+		f.words++
+		return
+	}
+	if f.words == 0 && cmdPrefix[w] {
+		return // a command follows
+	}
+	f.prev = w
+	switch {
+	case f.words == 0:
+		f.cmd = w
+		f.cond = w == "[["
+		f.intDecl = w == "integer"
+	case isDecl(f.cmd) && (w[0] == '-' || w[0] == '+'):
+		f.intDecl = f.intDecl || strings.Contains(w, "i")
+		f.nameref = f.nameref || strings.Contains(w, "n")
+	case isDecl(f.cmd) && f.intDecl:
+		name, _ := assignName(w + "=")
+		if name != "" {
+			if l.intVars == nil {
+				l.intVars = map[string]bool{}
+			}
+			l.intVars[name] = true
+		}
+	}
+	f.words++
+}
+
+// endCommand ends the simple command being read.
+func (l *shellLexer) endCommand(f *lexFrame) {
+	l.endWord(f)
+	f.words, f.cmd, f.prev, f.intDecl, f.nameref, f.cond, f.condOp, f.prevPH = 0, "", "", false, false, false, "", ""
+}
 
 // feed reads literal text.
 func (l *shellLexer) feed(s string) {
@@ -156,6 +319,39 @@ func (l *shellLexer) step(s string, i int) int {
 			f.depth--
 		}
 		return 1
+	case cxBrace:
+		switch {
+		case c == '\\':
+			return esc
+		case c == '}' && f.depth == 0:
+			l.pop()
+		case c == '[' && f.op == "":
+			f.depth++
+		case c == ']' && f.op == "" && f.depth > 0:
+			f.depth--
+		case f.op == "" && f.depth == 0 && (isNameByte(c, false) || f.nameLen == 0 && strings.IndexByte("!#@*?-$", c) >= 0):
+			f.nameLen++
+		case f.op == "" && f.depth == 0 || len(f.op) == 1:
+			f.op += string(c)
+		}
+		switch {
+		case c == '\'':
+			l.push(cxSingle)
+		case c == '"':
+			l.push(cxDouble)
+		case has("$(("):
+			l.push(cxArith)
+			return 3
+		case has("$("):
+			l.push(cxSubst)
+			return 2
+		case has("${"):
+			l.push(cxBrace)
+			return 2
+		case c == '`':
+			l.push(cxBack)
+		}
+		return 1
 	case cxDouble:
 		switch {
 		case c == '\\':
@@ -176,23 +372,45 @@ func (l *shellLexer) step(s string, i int) int {
 	// Top level or inside $( ).
 	wordGoesOn := l.midWord
 	l.midWord = true
+	sep := strings.IndexByte(" \t\n;&|()<>", c) >= 0
+	if sep {
+		l.endWord(f)
+		if !f.cond && strings.IndexByte("\n;&|()", c) >= 0 {
+			l.endCommand(f)
+		}
+	}
+	if has("((") && f.words == 0 && !wordGoesOn {
+		l.push(cxArith) // the (( )) command
+		return 2
+	}
 	switch {
 	case c == '\\':
+		f.cur = append(f.cur, s[i:i+esc]...)
 		return esc
 	case c == '\'':
+		f.cur = append(f.cur, 1) // quoted text: the word is no name or operator
 		l.push(cxSingle)
 	case c == '"':
+		f.cur = append(f.cur, 1)
 		l.push(cxDouble)
 	case has("$'"):
+		f.cur = append(f.cur, 1)
 		l.push(cxAnsi)
 		return 2
 	case has("$(("):
+		f.cur = append(f.cur, 1)
 		l.push(cxArith)
 		return 3
 	case has("$("):
+		f.cur = append(f.cur, 1)
 		l.push(cxSubst)
 		return 2
+	case has("${"):
+		f.cur = append(f.cur, 1)
+		l.push(cxBrace)
+		return 2
 	case c == '`':
+		f.cur = append(f.cur, 1)
 		l.push(cxBack)
 	case c == '#' && !wordGoesOn:
 		l.push(cxComment)
@@ -217,8 +435,10 @@ func (l *shellLexer) step(s string, i int) int {
 			l.body, l.pending = l.pending, nil
 			l.heredocOn = true
 		}
-	case c == ' ' || c == '\t' || c == ';' || c == '&' || c == '|' || c == '(' || c == ')' || c == '<' || c == '>':
+	case sep:
 		l.midWord = false
+	default:
+		f.cur = append(f.cur, c)
 	}
 	return 1
 }

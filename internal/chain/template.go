@@ -179,6 +179,13 @@ type renderOpts struct {
 	// secret names the variables that are secrets: a template may not
 	// refer to them.
 	secret map[string]bool
+	// numeric names the parameters the schema declares integer or number
+	// (their values were checked as numbers): they may go where the shell
+	// evaluates arithmetic.
+	numeric map[string]bool
+	// shell is the program that reads a modeShell template; tool is the
+	// tool being planned, for errors.
+	shell, tool string
 	// refusal explains, for modeNoParams, why a parameter may not go
 	// here; it follows "{name} carries a parameter into ...".
 	refusal string
@@ -196,7 +203,7 @@ func render(tmpl string, o renderOpts) (string, []string, error) {
 func renderTaint(tmpl string, o renderOpts) (string, []string, []string, error) {
 	var b strings.Builder
 	var unresolved, used []string
-	var lx shellLexer
+	lx := shellLexer{arith: arithShell(o.shell)}
 	emit := func(v, name string, param bool) error {
 		if param {
 			used = append(used, name)
@@ -213,8 +220,19 @@ func renderTaint(tmpl string, o renderOpts) (string, []string, []string, error) 
 			if end := b.String(); strings.HasSuffix(end, "$") && !strings.HasSuffix(end, "\\$") {
 				return fmt.Errorf("%s: %s follows a $, where the shell would read the quoted value as $'...' with escapes; put a space or quotes between them", o.what, name)
 			}
+			numeric := o.numeric[strings.Trim(name, "{}")]
+			if why := lx.arithWhy(); why != "" {
+				if !numeric {
+					return arithError(o, name, why)
+				}
+				// A number checked as one needs no quotes, and arithmetic
+				// takes none: (( '5' > 1 )) is a syntax error.
+				b.WriteString(v)
+				lx.word(name, false)
+				return nil
+			}
 			b.WriteString(shellQuote(v))
-			lx.word()
+			lx.word(name, !numeric)
 			return nil
 		}
 		b.WriteString(v)
@@ -269,5 +287,20 @@ func renderTaint(tmpl string, o renderOpts) (string, []string, []string, error) 
 		b.WriteByte(c)
 		i++
 	}
+	if lx.err != "" {
+		return "", nil, nil, arithError(o, "", lx.err)
+	}
 	return b.String(), unresolved, used, nil
+}
+
+// arithError refuses a placeholder where the shell evaluates arithmetic.
+func arithError(o renderOpts, name, why string) error {
+	if name != "" {
+		why = name + " sits " + why
+	}
+	where := o.what
+	if !strings.Contains(where, o.tool) {
+		where = "tool " + o.tool + ", " + where
+	}
+	return fmt.Errorf("%s: %s, where %s evaluates the value as arithmetic and runs any command in it (a[$(cmd)]) whatever its quotes; only a parameter declared type: integer or number in the tool's schema may go there, as its values are checked as numbers", where, why, o.shell)
 }

@@ -304,3 +304,113 @@ func TestConfigResolve(t *testing.T) {
 	_, err = newEngine(t, Options{ProjectRoot: bad}).Chain("c/bad", nil)
 	errorContains(t, err, "climbs out")
 }
+
+// TestArithmeticVerdicts: where bash evaluates a word as arithmetic, a
+// quoted value still runs a[$(cmd)]; the lexer finds those places.
+func TestArithmeticVerdicts(t *testing.T) {
+	for _, tt := range []struct {
+		shell, tmpl string
+		refused     bool
+	}{
+		{"bash", "[[ {v} -gt 5 ]]", true},
+		{"bash", "if [[ {v} -gt 5 ]]; then :; fi", true},
+		{"bash", "while ! let {v}; do :; done", true},
+		{"bash", "[[ 5 -le {v} ]]", true},
+		{"bash", "[[ x{v} -eq 5 ]]", true},
+		{"bash", "[[ -v {v} ]]", true},
+		{"bash", "[[ {v} == 5 ]]", false},
+		{"bash", "[[ {v} == 5 && $x -gt 1 ]]", false},
+		{"bash", "[[ $x -gt 1 && {v} == y ]]", false},
+		{"bash", "(( {v} > 5 ))", true},
+		{"bash", "echo $(( {v} + 1 ))", true},
+		{"bash", "let x={v}", true},
+		{"bash", "let x=1; echo {v}", false},
+		{"bash", "declare -i n={v}", true},
+		{"bash", "local -ri n={v}", true},
+		{"bash", "typeset -i n; n={v}", true},
+		{"bash", "declare n={v}", false},
+		{"bash", "declare -i n=1; m={v}", false},
+		{"bash", "echo ${a[{v}]}", true},
+		{"bash", "a[{v}]=x", true},
+		{"bash", "unset a[{v}]", true},
+		{"bash", "echo ${x:{v}}", true},
+		{"bash", "echo ${x:-{v}}", false},
+		{"bash", "echo ${a[1]:-{v}}", false},
+		{"bash", "unset {v}", true},
+		{"bash", "read -r {v}", true},
+		{"bash", "printf -v {v} %s x", true},
+		{"bash", "printf %s {v}", false},
+		{"bash", "[ -v {v} ]", true},
+		{"bash", "test -v {v}", true},
+		{"bash", "declare -n r={v}", true},
+		{"bash", "echo ${!{v}}", true},
+		{"bash", "echo ${@:{v}}", true},
+		{"bash", "x=$(echo {v}); [[ $x -gt 1 ]]", false},
+		{"bash", "echo $( [[ {v} -gt 1 ]] )", true},
+		{"bash", "[ {v} -gt 5 ]", false},
+		{"bash", "test {v} -gt 5", false},
+		{"bash", "echo {v} -gt 5", false},
+		{"zsh", "[[ {v} -gt 5 ]]", true},
+		{"sh", "[[ {v} -gt 5 ]]", true}, // sh may be bash
+		{"dash", "[[ {v} -gt 5 ]]", false},
+		{"dash", "[ {v} -gt 5 ]", false},
+		{"dash", "echo $(( {v} + 1 ))", true},
+	} {
+		for _, numeric := range []bool{false, true} {
+			o := renderOpts{lookup: func(string) (string, bool) { return "", false }, vals: map[string]string{"v": "7"}, mode: modeShell, shell: tt.shell, tool: "t/x", what: "args[1]",
+				numeric: map[string]bool{"v": numeric}, tainted: map[string]bool{"v": true}}
+			out, _, err := render(tt.tmpl, o)
+			want := tt.refused && !numeric
+			if (err != nil) != want {
+				t.Errorf("%s %q (number %v): %q %v, want refused %v", tt.shell, tt.tmpl, numeric, out, err, want)
+			}
+			// A number goes into arithmetic bare: quotes are a syntax error there.
+			if tt.refused && numeric && (strings.Contains(tt.tmpl, "((") || strings.Contains(tt.tmpl, "${")) && strings.Contains(out, "'7'") {
+				t.Errorf("%s %q: the number is quoted: %s", tt.shell, tt.tmpl, out)
+			}
+			if err != nil && !strings.Contains(err.Error(), "tool t/x, args[1]: {v} sits ") {
+				t.Errorf("%s %q: %v", tt.shell, tt.tmpl, err)
+			}
+		}
+	}
+}
+
+// TestArithmeticInjection: a chain tool whose bash command line compares a
+// string parameter with -gt ran the command in the value (main did); it is
+// now refused before anything runs, and the same tool with the parameter
+// declared an integer runs.
+func TestArithmeticInjection(t *testing.T) {
+	rt := func(typ string) string {
+		return "executor_id: rex/core/primitives/execute\nconfig:\n  command: /bin/bash\n" +
+			"  args: [\"-c\", \"if [[ {n} -gt 5 ]]; then echo big; else echo small; fi\"]\n" +
+			"config_schema:\n  type: object\n  properties:\n    n:\n      type: " + typ + "\n"
+	}
+	proj := project(t, map[string]string{
+		".ai/tools/a/str.yaml": rt("string"),
+		".ai/tools/a/int.yaml": rt("integer"),
+	})
+	e := newEngine(t, Options{ProjectRoot: proj})
+	tgt := localTarget(t, nil)
+	marker := filepath.Join(proj, "INJECTED")
+	pl, err := e.Plan(t.Context(), PlanRequest{ID: "a/str", Params: map[string]string{"n": "a[$(touch " + marker + ")]"}, Target: tgt})
+	if err == nil {
+		var out bytes.Buffer
+		Run(t.Context(), pl, tgt, &out, &out)
+		if _, serr := os.Stat(marker); serr == nil {
+			t.Fatalf("the value's command ran through [[ -gt ]]: %s", pl.Argv)
+		}
+		t.Fatalf("a/str was planned: %s", pl.Argv)
+	}
+	errorContains(t, err, "tool a/str", "{n} sits as an operand of -gt inside [[ ]]", "bash evaluates the value as arithmetic", "type: integer or number")
+	pl, err = e.Plan(t.Context(), PlanRequest{ID: "a/int", Params: map[string]string{"n": "7"}, Target: tgt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if code, err := Run(t.Context(), pl, tgt, &out, &out); err != nil || code != 0 || out.String() != "big\n" {
+		t.Errorf("a/int: %d %v %q", code, err, out.String())
+	}
+	if _, err := e.Plan(t.Context(), PlanRequest{ID: "a/int", Params: map[string]string{"n": "a[$(id)]"}, Target: tgt}); err == nil {
+		t.Error("a/int took a value that is not an integer")
+	}
+}

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/rexconsole/rex/devices"
 	"github.com/rexconsole/rex/internal/commands"
+	"github.com/rexconsole/rex/internal/toolset"
 )
 
 // The resources' addresses.
@@ -27,7 +29,53 @@ const (
 	filePrefix   = "rex://target/"
 )
 
+// A resource does what a tool does, so it is served only with that tool:
+// --allow that leaves the tool out leaves the resource out too, or a
+// client denied read would read files through rex://target/H/file/P.
+// --read-only hides neither (read and targets change nothing).
+var resourceTools = []struct{ prefix, tool, what string }{
+	{DevicesURI, Targets, "the device registry comes"},
+	{filePrefix, toolset.Read, "file resources come"},
+}
+
+// resourceRefusal says why uri is not served here, or "".
+func (s *Server) resourceRefusal(uri string) string {
+	for _, r := range resourceTools {
+		if strings.HasPrefix(uri, r.prefix) && !slices.Contains(s.names, r.tool) {
+			return fmt.Sprintf("%s is not served: rex mcp runs with --allow %s and %s with the %s tool; add %s to --allow",
+				uri, strings.Join(s.opts.Allow, ","), r.what, r.tool, r.tool)
+		}
+	}
+	return ""
+}
+
+// refuseResources answers a read of a resource left out by --allow with
+// an error that names the flag, where the SDK would only say it is not
+// found.
+func (s *Server) refuseResources(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "resources/read" {
+			if p, ok := req.GetParams().(*mcp.ReadResourceParams); ok {
+				if why := s.resourceRefusal(p.URI); why != "" {
+					return nil, resourceError(errors.New(why))
+				}
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
 func (s *Server) addResources() {
+	s.srv.AddReceivingMiddleware(s.refuseResources)
+	if s.resourceRefusal(DevicesURI) == "" {
+		s.addDevices()
+	}
+	if s.resourceRefusal(filePrefix) == "" {
+		s.addFiles()
+	}
+}
+
+func (s *Server) addDevices() {
 	s.srv.AddResource(&mcp.Resource{
 		URI:         DevicesURI,
 		Name:        "devices",
@@ -35,6 +83,9 @@ func (s *Server) addResources() {
 		Description: "The device registry (devices.json): every device with its address, groups and description, and every group with its members, as rex device list --json prints them.",
 		MIMEType:    "application/json",
 	}, s.readDevices)
+}
+
+func (s *Server) addFiles() {
 	s.srv.AddResourceTemplate(&mcp.ResourceTemplate{
 		URITemplate: FileTemplate,
 		Name:        "file",

@@ -751,3 +751,63 @@ func TestChainToolTheSDKRefusesIsLeftOut(t *testing.T) {
 		t.Errorf("tools %s; notices %q", names, notices.String())
 	}
 }
+
+// TestResourcesFollowAllow: a resource is served only with the tool that
+// does the same thing (files with read, the registry with targets); one
+// left out is neither listed nor read, and reading it says which flag
+// serves it.
+func TestResourcesFollowAllow(t *testing.T) {
+	f := fleettest.New(t, fleettest.Options{})
+	f.WriteFile(t, "local", "secret.txt", "not for you\n")
+	for _, tt := range []struct {
+		name              string
+		mod               func(*mcpserver.Options)
+		devices, files    bool
+		devicesErr, fileE string
+	}{
+		{"all", func(o *mcpserver.Options) {}, true, true, "", ""},
+		{"read-only", func(o *mcpserver.Options) { o.ReadOnly = true }, true, true, "", ""},
+		{"allow targets", func(o *mcpserver.Options) { o.Allow = []string{"targets"} }, true, false, "",
+			"rex://target/local/file/secret.txt is not served: rex mcp runs with --allow targets and file resources come with the read tool; add read to --allow"},
+		{"allow read", func(o *mcpserver.Options) { o.Allow = []string{"read"} }, false, true,
+			"rex://devices is not served: rex mcp runs with --allow read and the device registry comes with the targets tool; add targets to --allow", ""},
+		{"allow bash", func(o *mcpserver.Options) { o.Allow = []string{"bash"} }, false, false,
+			"rex://devices is not served: rex mcp runs with --allow bash and the device registry comes with the targets tool; add targets to --allow",
+			"rex://target/local/file/secret.txt is not served: rex mcp runs with --allow bash and file resources come with the read tool; add read to --allow"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := opts(f)
+			tt.mod(&o)
+			c := connect(t, o, "")
+			ctx := fleettest.Context(t)
+			var uris, tmpls []string
+			if list, err := c.cs.ListResources(ctx, nil); err == nil {
+				for _, r := range list.Resources {
+					uris = append(uris, r.URI)
+				}
+			}
+			if list, err := c.cs.ListResourceTemplates(ctx, nil); err == nil {
+				for _, r := range list.ResourceTemplates {
+					tmpls = append(tmpls, r.URITemplate)
+				}
+			}
+			if got := slices.Contains(uris, "rex://devices"); got != tt.devices || len(uris) > 1 {
+				t.Errorf("resources %v, want rex://devices listed: %v", uris, tt.devices)
+			}
+			if got := slices.Contains(tmpls, mcpserver.FileTemplate); got != tt.files || len(tmpls) > 1 {
+				t.Errorf("resource templates %v, want the file template listed: %v", tmpls, tt.files)
+			}
+			for uri, want := range map[string]string{"rex://devices": tt.devicesErr, "rex://target/local/file/secret.txt": tt.fileE} {
+				r, err := c.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+				switch {
+				case want == "" && err != nil:
+					t.Errorf("%s: %v", uri, err)
+				case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+					t.Errorf("%s: %v, want %q", uri, err, want)
+				case want != "" && r != nil:
+					t.Errorf("%s was read: %+v", uri, r.Contents)
+				}
+			}
+		})
+	}
+}
