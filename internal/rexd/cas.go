@@ -680,6 +680,10 @@ func auditMaterialize(res protocol.CASMaterializeResult) casAudited {
 	return casAudited{res, sum}
 }
 
+// casMaterializePrepared is the testHook's name for the moment
+// cas.materialize has prepared its update and not yet answered.
+const casMaterializePrepared = "cas.materialize (prepared)"
+
 func (c *conn) casMaterialize(ctx context.Context, req *request) (any, *protocol.Error) {
 	var p protocol.CASMaterializeParams
 	st, perr := c.casBegin(req, &p, &p.SessionID)
@@ -710,6 +714,9 @@ func (c *conn) casMaterialize(ctx context.Context, req *request) (any, *protocol
 		}
 	}
 	u, err := st.PrepareUpdate(ctx, rp.root.dir, relOrDot(rp.rel), tree, opts)
+	if c.srv.testHook != nil {
+		c.srv.testHook(ctx, casMaterializePrepared)
+	}
 	if err != nil {
 		if isEscape(err) {
 			return nil, s.roots.forbidden(rp.abs, "a symbolic link leads outside the allowed roots")
@@ -744,6 +751,17 @@ func (c *conn) casMaterialize(ctx context.Context, req *request) (any, *protocol
 	}
 	cs.txns[id] = &casTxn{u: u, path: rp.abs}
 	cs.mu.Unlock()
+	// A client that cancelled gave up on the answer, and with it on the
+	// only way to learn the txn id: nothing could abort the txn, whose
+	// temporary files would stay as long as the session. Checked after
+	// the txn is registered, so that a session closing meanwhile aborts
+	// it too (dropTxn tells which of the two does).
+	if ctx.Err() != nil {
+		if t := cs.dropTxn(id); t != nil {
+			t.abort()
+		}
+		return nil, c.cancelled(req)
+	}
 	res.Txn, res.NeededTotal = id, len(need)
 	res.Needed = digestStrings(need[:min(len(need), cas.MaxHasDigests)])
 	return auditMaterialize(res), nil
