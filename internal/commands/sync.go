@@ -306,8 +306,9 @@ func (app *App) openStore() (*cas.Store, error) {
 }
 
 // problemsError refuses a tree some of whose files could not be read, so
-// nothing is ever dropped silently.
-func problemsError(dir string, problems []cas.IngestProblem) error {
+// nothing is ever dropped silently; nothing says what was left alone
+// (what a push did not send, or a pull did not write).
+func problemsError(dir string, problems []cas.IngestProblem, nothing string) error {
 	var list []string
 	for i, p := range problems {
 		if i == 5 {
@@ -316,13 +317,20 @@ func problemsError(dir string, problems []cas.IngestProblem) error {
 		}
 		list = append(list, p.Error())
 	}
-	return fmt.Errorf("%d file(s) in %s cannot be synced (%s); fix or move them, nothing was sent",
-		len(problems), dir, strings.Join(list, "; "))
+	return fmt.Errorf("%d file(s) in %s cannot be synced (%s); fix or move them, %s",
+		len(problems), dir, strings.Join(list, "; "), nothing)
 }
 
+// Why a sync stopped before it changed anything, as problemsError ends.
+const (
+	nothingSent    = "nothing was sent"
+	nothingWritten = "nothing was written here"
+)
+
 // ingestLocal takes a local directory into the store (opts.Blobs is
-// always BlobsText).
-func ingestLocal(ctx context.Context, st *cas.Store, dir string, opts cas.IngestOptions) (cas.Digest, error) {
+// always BlobsText); nothing is how its refusal ends (nothingSent,
+// nothingWritten).
+func ingestLocal(ctx context.Context, st *cas.Store, dir string, opts cas.IngestOptions, nothing string) (cas.Digest, error) {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return cas.Digest{}, fmt.Errorf("read %s: %w", dir, err)
@@ -338,7 +346,7 @@ func ingestLocal(ctx context.Context, st *cas.Store, dir string, opts cas.Ingest
 		return cas.Digest{}, fmt.Errorf("read %s: %w", dir, err)
 	}
 	if len(problems) > 0 {
-		return cas.Digest{}, problemsError(dir, problems)
+		return cas.Digest{}, problemsError(dir, problems, nothing)
 	}
 	return root, nil
 }
@@ -611,7 +619,7 @@ func readSources(ctx context.Context, st *cas.Store, sources []string, opts Push
 				}
 			}
 			src.local = abs
-			if src.tree, err = ingestLocal(ctx, st, sources[0], cas.IngestOptions{KeepLeftovers: opts.DryRun}); err != nil {
+			if src.tree, err = ingestLocal(ctx, st, sources[0], cas.IngestOptions{KeepLeftovers: opts.DryRun}, nothingSent); err != nil {
 				return src, err
 			}
 			return src, applyChmod(ctx, st, &src, opts.Chmod)
@@ -652,7 +660,7 @@ func readSources(ctx context.Context, st *cas.Store, sources []string, opts Push
 		}
 		switch {
 		case fi.IsDir():
-			d, err := ingestLocal(ctx, st, p, cas.IngestOptions{KeepLeftovers: opts.DryRun})
+			d, err := ingestLocal(ctx, st, p, cas.IngestOptions{KeepLeftovers: opts.DryRun}, nothingSent)
 			if err != nil {
 				return src, err
 			}
@@ -1510,7 +1518,7 @@ func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 	switch fi, err := os.Lstat(abs); {
 	case err == nil && fi.IsDir():
 		// A dry run leaves even a killed pull's temporary files here.
-		if ours, err = ingestLocal(ctx, st, abs, cas.IngestOptions{KeepLeftovers: opts.DryRun}); err != nil {
+		if ours, err = ingestLocal(ctx, st, abs, cas.IngestOptions{KeepLeftovers: opts.DryRun}, nothingWritten); err != nil {
 			return res, err
 		}
 	case err == nil:

@@ -574,3 +574,44 @@ func TestPullIntoRemovedLocalMakesAFreshCopy(t *testing.T) {
 		}
 	}
 }
+
+// A local file that cannot be synced (here a FIFO) stops a push and a
+// pull before either changes anything, and the refusal says which:
+// a pull used to say "nothing was sent", which it never does.
+func TestUnsyncableLocalFileSaysWhatWasLeftAlone(t *testing.T) {
+	remoteRoot, localRoot := t.TempDir(), t.TempDir()
+	s := testRexd(t, remoteRoot)
+	st, err := cas.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	remote, local := filepath.Join(remoteRoot, "site"), filepath.Join(localRoot, "site")
+	os.MkdirAll(remote, 0o755)
+	os.MkdirAll(local, 0o755)
+	os.WriteFile(filepath.Join(remote, "a.conf"), []byte("remote\n"), 0o644)
+	if err := syscall.Mkfifo(filepath.Join(local, "pipe"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, want, not string
+		run             func() error
+	}{
+		{"push", "nothing was sent", "written", func() error {
+			_, err := readSources(ctx, st, []string{local}, PushOptions{})
+			return err
+		}},
+		{"pull", "nothing was written here", "sent", func() error {
+			_, err := PullTree(ctx, st, s, "h1", remote, local)
+			return err
+		}},
+	} {
+		err := c.run()
+		if err == nil || !strings.Contains(err.Error(), "pipe") || !strings.HasSuffix(err.Error(), c.want) || strings.Contains(err.Error(), c.not) {
+			t.Errorf("%s: %v; want the FIFO named and %q", c.name, err, c.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(local, "a.conf")); err == nil {
+		t.Error("the refused pull wrote a.conf here")
+	}
+}
