@@ -1,6 +1,7 @@
 package cas
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -79,6 +80,11 @@ type SyncOptions struct {
 	// (a *SpaceError) before any blob is received. 0 means the free space
 	// of the store's file system, less 5%.
 	MaxBytes int64
+	// MaxEntries bounds the entries of the trees a fetch receives: more
+	// is refused as it walks, before the trees are stored or a blob is
+	// received. 0 means MaxMaterializeEntries, what a tree may hold to be
+	// written at all.
+	MaxEntries int
 }
 
 // VerifiedSet remembers the blobs whose bytes were checked against their
@@ -692,24 +698,43 @@ func FetchWith(ctx context.Context, local *Store, remote Remote, root Digest, op
 		}
 		return st.Stats, err
 	}
+	// A remote's trees are held here until the walk ends. Each distinct
+	// tree is at least once in what its root would write, so entries
+	// beyond what a materialization may hold (or levels beyond its
+	// depth) are refused as they arrive, a batch at a time: a hostile
+	// target's many small trees never pile up in memory.
+	maxEntries := cmp.Or(opts.MaxEntries, MaxMaterializeEntries)
+	entries := 0
+	tooLarge := func() error {
+		return fmt.Errorf("fetch: %w: the tree has more than %d entries or %d levels, more than rex writes; nothing was stored",
+			ErrInvalidTree, maxEntries, MaxTreeDepth)
+	}
 	trees := map[Digest]Tree{}
 	treeData := map[Digest][]byte{}
 	seen := map[ref]bool{{root, true}: true}
 	var blobs []Digest
 	frontier := []Digest{root}
-	for len(frontier) > 0 {
-		objs, err := receiveObjects(ctx, remote, frontier, st, true, nil)
-		if err != nil {
-			return st.Stats, fmt.Errorf("fetch: %w", err)
+	for level := 0; len(frontier) > 0; level++ {
+		if level > MaxTreeDepth {
+			return st.Stats, tooLarge()
 		}
 		var children []ref
-		for _, o := range objs {
-			t, err := DecodeTree(o.Data)
+		for part := range slices.Chunk(frontier, MaxBatchEntries) {
+			objs, err := receiveObjects(ctx, remote, part, st, true, nil)
 			if err != nil {
-				return st.Stats, fmt.Errorf("fetch: tree %s: %w", o.Digest, err)
+				return st.Stats, fmt.Errorf("fetch: %w", err)
 			}
-			trees[o.Digest], treeData[o.Digest] = t, o.Data
-			children = appendChildren(children, t, seen)
+			for _, o := range objs {
+				t, err := DecodeTree(o.Data)
+				if err != nil {
+					return st.Stats, fmt.Errorf("fetch: tree %s: %w", o.Digest, err)
+				}
+				if entries += len(t.Entries); entries > maxEntries {
+					return st.Stats, tooLarge()
+				}
+				trees[o.Digest], treeData[o.Digest] = t, o.Data
+				children = appendChildren(children, t, seen)
+			}
 		}
 		frontier = frontier[:0]
 		for len(children) > 0 {
