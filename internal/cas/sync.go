@@ -85,6 +85,9 @@ type SyncOptions struct {
 	// received. 0 means MaxMaterializeEntries, what a tree may hold to be
 	// written at all.
 	MaxEntries int
+	// TreesOnly makes a fetch get the tree objects alone, for a plan
+	// (a dry run): no blob is received.
+	TreesOnly bool
 }
 
 // VerifiedSet remembers the blobs whose bytes were checked against their
@@ -757,6 +760,9 @@ func FetchWith(ctx context.Context, local *Store, remote Remote, root Digest, op
 		}
 	}
 	blobs = slices.DeleteFunc(blobs, func(d Digest) bool { _, ok := trees[d]; return ok })
+	if opts.TreesOnly {
+		blobs = nil
+	}
 	var need int64
 	for _, d := range blobs {
 		need += d.Size
@@ -770,6 +776,26 @@ func FetchWith(ctx context.Context, local *Store, remote Remote, root Digest, op
 	}
 	// Stored children-first, layer by layer; each was verified on receipt.
 	if err := local.commitLayers(treeLayers(root, trees, treeData)); err != nil {
+		return st.Stats, fmt.Errorf("fetch: %w", err)
+	}
+	return st.Stats, nil
+}
+
+// FetchBlobs gets the blobs ds (small ones: at most MaxInlineSize each,
+// as a text merge reads) from remote into local, verified. A dry run uses
+// it to get what its merge reads, into a Scratch view.
+func FetchBlobs(ctx context.Context, local *Store, remote Remote, ds []Digest) (Stats, error) {
+	st := newTracker(SyncOptions{})
+	for _, d := range ds {
+		if err := d.Validate(); err != nil {
+			return st.Stats, fmt.Errorf("fetch: %w", err)
+		}
+		if d.Size > MaxInlineSize {
+			return st.Stats, fmt.Errorf("fetch: blob %s is larger than %d bytes; fetch it whole with FetchWith", d, MaxInlineSize)
+		}
+	}
+	st.walked(ds)
+	if _, err := receiveObjects(ctx, remote, ds, st, false, local); err != nil {
 		return st.Stats, fmt.Errorf("fetch: %w", err)
 	}
 	return st.Stats, nil

@@ -1480,9 +1480,19 @@ func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 		return res, fmt.Errorf("%d file(s) in %s cannot be synced (first: %s: %s); nothing was changed here",
 			len(problems), rpath, problems[0].Path, problems[0].Error)
 	}
+	// A dry run keeps what comes from the target, and the merge it makes,
+	// in memory (a scratch view of the store): it fetches the trees, then
+	// only the text blobs its merge reads, so that it says exactly which
+	// files would conflict; the store is left as it was. LOCAL is read
+	// into the store itself, as any sync reads it: its stat cache trusts
+	// what the store holds.
+	local := st
+	if opts.DryRun {
+		st = st.Scratch()
+	}
 	report(SyncProgress{Phase: SyncAsking, Progress: cas.Progress{Walking: true}})
 	var last cas.Progress
-	_, err = cas.FetchWith(ctx, st, remote, theirs, cas.SyncOptions{MaxBytes: opts.MaxBytes, Progress: func(p cas.Progress) {
+	_, err = cas.FetchWith(ctx, st, remote, theirs, cas.SyncOptions{MaxBytes: opts.MaxBytes, TreesOnly: opts.DryRun, Progress: func(p cas.Progress) {
 		last = p
 		phase := SyncMoving
 		if p.Walking && p.Blobs+p.Trees == 0 {
@@ -1518,7 +1528,7 @@ func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 	switch fi, err := os.Lstat(abs); {
 	case err == nil && fi.IsDir():
 		// A dry run leaves even a killed pull's temporary files here.
-		if ours, err = ingestLocal(ctx, st, abs, cas.IngestOptions{KeepLeftovers: opts.DryRun}, nothingWritten); err != nil {
+		if ours, err = ingestLocal(ctx, local, abs, cas.IngestOptions{KeepLeftovers: opts.DryRun}, nothingWritten); err != nil {
 			return res, err
 		}
 	case err == nil:
@@ -1539,6 +1549,15 @@ func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 		result = ours
 	case ours == base:
 	default:
+		if opts.DryRun {
+			need, err := st.TheirsToMerge(ctx, base, ours, theirs)
+			if err != nil {
+				return res, err
+			}
+			if _, err := cas.FetchBlobs(ctx, st, remote, need); err != nil {
+				return res, fmt.Errorf("fetch %s: %w", rpath, err)
+			}
+		}
 		merge, err = st.MergeTrees(ctx, base, ours, theirs, cas.MergeOptions{OursLabel: "local", TheirsLabel: target})
 		if err != nil {
 			return res, fmt.Errorf("merge: %w", err)

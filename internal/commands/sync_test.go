@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -613,5 +614,91 @@ func TestUnsyncableLocalFileSaysWhatWasLeftAlone(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(local, "a.conf")); err == nil {
 		t.Error("the refused pull wrote a.conf here")
+	}
+}
+
+// storeObjects lists the objects a store holds.
+func storeObjects(t *testing.T, st *cas.Store) []string {
+	t.Helper()
+	var out []string
+	root := filepath.Join(st.Root(), "objects")
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			out = append(out, strings.TrimPrefix(p, root))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// A pull --dry-run changes nothing here, the local store included: it
+// fetches the target's trees and the text blobs its merge reads, keeps
+// them in memory, and still says which files would merge and which would
+// conflict. It used to fetch every blob (a large binary too) into the
+// store before it looked at the dry-run flag.
+func TestPullDryRunLeavesTheStoreAsItWas(t *testing.T) {
+	remoteRoot, localRoot := t.TempDir(), t.TempDir()
+	s := testRexd(t, remoteRoot)
+	st, err := cas.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	remote, local := filepath.Join(remoteRoot, "site"), filepath.Join(localRoot, "site")
+	os.MkdirAll(remote, 0o755)
+	write := func(dir, name, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(remote, "a.conf", "one\ntwo\nthree\nfour\n")
+	write(remote, "c.conf", "x\n")
+	if _, err := PullTree(ctx, st, s, "h1", remote, local); err != nil {
+		t.Fatal(err)
+	}
+	// The target changes a.conf and c.conf and adds a large binary;
+	// here a.conf changes elsewhere (a clean merge), c.conf alike (a
+	// conflict).
+	write(remote, "a.conf", "one\ntwo\nthree\nFOUR remote\n")
+	write(remote, "c.conf", "x remote\n")
+	write(remote, "big.bin", "\x00"+strings.Repeat("b", 3<<20))
+	write(local, "a.conf", "ONE local\ntwo\nthree\nfour\n")
+	write(local, "c.conf", "x local\n")
+	// LOCAL as it is now is read into the store by any sync (push
+	// --dry-run included): that is its cache, not the dry run's doing.
+	if _, err := ingestLocal(ctx, st, local, cas.IngestOptions{}, nothingWritten); err != nil {
+		t.Fatal(err)
+	}
+	before := storeObjects(t, st)
+
+	res, err := PullTreeWith(ctx, st, s, "h1", remote, local, PullOptions{DryRun: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := storeObjects(t, st); !slices.Equal(before, after) {
+		t.Errorf("the dry run changed the store: %d objects before, %d after", len(before), len(after))
+	}
+	if !slices.Equal(res.Merged, []string{"a.conf"}) || !slices.Equal(res.Created, []string{"big.bin"}) ||
+		len(res.Conflicts) != 1 || res.Conflicts[0].Path != "c.conf" {
+		t.Errorf("dry run: merged %v, created %v, conflicts %v; want a.conf merged, big.bin created, c.conf in conflict", res.Merged, res.Created, res.Conflicts)
+	}
+	if b, _ := os.ReadFile(filepath.Join(local, "a.conf")); string(b) != "ONE local\ntwo\nthree\nfour\n" {
+		t.Errorf("the dry run wrote a.conf: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(local, "big.bin")); err == nil {
+		t.Error("the dry run wrote big.bin")
+	}
+
+	// The pull itself then merges as the dry run said.
+	res, err = PullTree(ctx, st, s, "h1", remote, local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(local, "a.conf")); string(b) != "ONE local\ntwo\nthree\nFOUR remote\n" || len(res.Conflicts) != 1 {
+		t.Errorf("the pull after the dry run: a.conf %q, conflicts %v", b, res.Conflicts)
 	}
 }
