@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -890,16 +891,28 @@ func PushTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 	}
 	report(SyncProgress{Phase: SyncAsking, Progress: cas.Progress{Walking: true}})
 	var last cas.Progress
-	total, err := cas.PushTrees(ctx, st, remote, tree, cas.SyncOptions{Progress: func(p cas.Progress) {
+	// A dry run sends the trees the target lacks with cas.materialize,
+	// which plans with them and stores none; only a tree set larger than
+	// one call may carry goes to the target's store as a push's would.
+	var sink cas.Remote = remote
+	dry := &dryTrees{Remote: remote}
+	if opts.DryRun {
+		sink = dry
+	}
+	total, err := cas.PushTrees(ctx, st, sink, tree, cas.SyncOptions{Progress: func(p cas.Progress) {
 		last = p
 		report(SyncProgress{Phase: SyncAsking, Progress: p})
 	}})
 	if err != nil {
 		return stats(total), PushResult{}, fmt.Errorf("send: %w", err)
 	}
-	res, err := remote.Materialize(ctx, tree, remoteDir, protocol.CASMaterializeParams{
+	params := protocol.CASMaterializeParams{
 		Atomic: opts.Atomic, Delete: opts.Delete, DeleteUnder: opts.deleteUnder, DryRun: opts.DryRun, Owner: opts.Chown, MaxBytes: opts.MaxBytes, List: opts.List || opts.DryRun,
-	})
+	}
+	if params.Trees, err = dry.objects(ctx); err != nil {
+		return stats(total), PushResult{}, fmt.Errorf("send: %w", err)
+	}
+	res, err := remote.Materialize(ctx, tree, remoteDir, params)
 	if err != nil {
 		return stats(total), res, writeError(target, remoteDir, err)
 	}
@@ -925,6 +938,76 @@ func PushTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 		return stats(total), PushResult{Path: res.Path}, writeError(target, res.Path, err)
 	}
 	return stats(total), done, nil
+}
+
+// dryTrees is the target as a push --dry-run sends it trees: it answers
+// what the target lacks and keeps what would be sent.
+type dryTrees struct {
+	cas.Remote
+	objs  []cas.Object
+	bytes int64
+}
+
+func (d *dryTrees) Put(ctx context.Context, objs []cas.Object) error {
+	for _, o := range objs {
+		d.objs = append(d.objs, o)
+		d.bytes += int64(len(o.Data))
+	}
+	return nil
+}
+
+func (d *dryTrees) PutStream(ctx context.Context, dg cas.Digest, r io.Reader) error {
+	data, err := io.ReadAll(io.LimitReader(r, dg.Size+1))
+	if err != nil {
+		return err
+	}
+	return d.Put(ctx, []cas.Object{{Digest: dg, Data: data}})
+}
+
+// objects returns the trees kept, for cas.materialize's trees, when one
+// call may carry them; more are sent to the store (children first, as
+// they were kept), and nothing is returned.
+func (d *dryTrees) objects(ctx context.Context) ([]protocol.CASObject, error) {
+	if len(d.objs) == 0 {
+		return nil, nil
+	}
+	// The caps of one cas.put: its base64 (5.4 MiB at most) fits a line.
+	if len(d.objs) <= cas.MaxBatchEntries && d.bytes <= cas.MaxBatchBytes {
+		out := make([]protocol.CASObject, len(d.objs))
+		for i, o := range d.objs {
+			out[i] = protocol.CASObject{Digest: o.Digest.String(), Data: cas.EncodeBase64(o.Data)}
+		}
+		return out, nil
+	}
+	var batch []cas.Object
+	var size int64
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := d.Remote.Put(ctx, batch)
+		batch, size = nil, 0
+		return err
+	}
+	for _, o := range d.objs {
+		if len(o.Data) > cas.MaxInlineSize {
+			if err := flush(); err != nil { // its children land first
+				return nil, err
+			}
+			if err := d.Remote.PutStream(ctx, o.Digest, bytes.NewReader(o.Data)); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if len(batch) == cas.MaxBatchEntries || size+int64(len(o.Data)) > cas.MaxBatchBytes {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
+		batch = append(batch, o)
+		size += int64(len(o.Data))
+	}
+	return nil, flush()
 }
 
 // writeError says why a target did not write: a full disk in the words

@@ -242,6 +242,14 @@ func TestPullReplacesDirectoryByFile(t *testing.T) {
 // workspace, when given, as a device's roots narrow it).
 func testRexd(t *testing.T, root string, workspace ...string) *rexclient.Session {
 	t.Helper()
+	s, _ := testRexdStore(t, root, workspace...)
+	return s
+}
+
+// testRexdStore is testRexd that also returns the directory of rexd's
+// object store.
+func testRexdStore(t *testing.T, root string, workspace ...string) (*rexclient.Session, string) {
+	t.Helper()
 	cfg := rexd.DefaultConfig()
 	cfg.Roots = []string{root}
 	cfg.CASDir = filepath.Join(t.TempDir(), "cas")
@@ -261,7 +269,7 @@ func testRexd(t *testing.T, root string, workspace ...string) *rexclient.Session
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return s, cfg.CASDir
 }
 
 // A pull that cannot save the remote side of a conflict (PATH.theirs is
@@ -617,11 +625,11 @@ func TestUnsyncableLocalFileSaysWhatWasLeftAlone(t *testing.T) {
 	}
 }
 
-// storeObjects lists the objects a store holds.
-func storeObjects(t *testing.T, st *cas.Store) []string {
+// storeObjects lists the objects the store in dir holds.
+func storeObjects(t *testing.T, dir string) []string {
 	t.Helper()
 	var out []string
-	root := filepath.Join(st.Root(), "objects")
+	root := filepath.Join(dir, "objects")
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && d.Type().IsRegular() {
 			out = append(out, strings.TrimPrefix(p, root))
@@ -673,13 +681,13 @@ func TestPullDryRunLeavesTheStoreAsItWas(t *testing.T) {
 	if _, err := ingestLocal(ctx, st, local, cas.IngestOptions{}, nothingWritten); err != nil {
 		t.Fatal(err)
 	}
-	before := storeObjects(t, st)
+	before := storeObjects(t, st.Root())
 
 	res, err := PullTreeWith(ctx, st, s, "h1", remote, local, PullOptions{DryRun: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after := storeObjects(t, st); !slices.Equal(before, after) {
+	if after := storeObjects(t, st.Root()); !slices.Equal(before, after) {
 		t.Errorf("the dry run changed the store: %d objects before, %d after", len(before), len(after))
 	}
 	if !slices.Equal(res.Merged, []string{"a.conf"}) || !slices.Equal(res.Created, []string{"big.bin"}) ||
@@ -700,5 +708,64 @@ func TestPullDryRunLeavesTheStoreAsItWas(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(local, "a.conf")); string(b) != "ONE local\ntwo\nthree\nFOUR remote\n" || len(res.Conflicts) != 1 {
 		t.Errorf("the pull after the dry run: a.conf %q, conflicts %v", b, res.Conflicts)
+	}
+}
+
+// A push --dry-run changes nothing on the target, its object store
+// included: the trees the target lacks travel with cas.materialize, which
+// plans with them in memory. It used to store them there first. A tree
+// set larger than one call may carry still goes to the store, and the
+// plan is the same.
+func TestPushDryRunLeavesTheTargetStoreAsItWas(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		dirs   int // new directories in the source, one tree each
+		stored bool
+	}{
+		{"trees in the call", 3, false},
+		{"more trees than one call carries", cas.MaxBatchEntries + 1, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			remoteRoot, src := t.TempDir(), t.TempDir()
+			s, casDir := testRexdStore(t, remoteRoot)
+			st, err := cas.Open(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			remote := filepath.Join(remoteRoot, "site")
+			os.WriteFile(filepath.Join(src, "a.conf"), []byte("a\n"), 0o644)
+			push := func(dry bool) PushResult {
+				t.Helper()
+				tree, err := ingestLocal(ctx, st, src, cas.IngestOptions{}, nothingSent)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, res, err := PushTree(ctx, st, s, "h1", tree, remote, PushOptions{DryRun: dry})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+			push(false)
+			os.WriteFile(filepath.Join(src, "a.conf"), []byte("a changed\n"), 0o644)
+			for i := range c.dirs {
+				d := filepath.Join(src, fmt.Sprintf("d%04d", i))
+				os.Mkdir(d, 0o755)
+				os.WriteFile(filepath.Join(d, "f"), []byte(fmt.Sprintf("%d\n", i)), 0o644)
+			}
+			before := storeObjects(t, casDir)
+			res := push(true)
+			after := storeObjects(t, casDir)
+			if same := slices.Equal(before, after); same == c.stored {
+				t.Errorf("the target's store had %d objects before the dry run, %d after; want them stored: %v", len(before), len(after), c.stored)
+			}
+			if res.Added != 2*c.dirs || res.Updated != 1 || !slices.Contains(res.UpdatedPaths, "a.conf") {
+				t.Errorf("dry run: added %d, updated %d %v; want %d added and a.conf updated", res.Added, res.Updated, res.UpdatedPaths, 2*c.dirs)
+			}
+			if b, _ := os.ReadFile(filepath.Join(remote, "a.conf")); string(b) != "a\n" {
+				t.Errorf("the dry run wrote a.conf: %q", b)
+			}
+		})
 	}
 }

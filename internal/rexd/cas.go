@@ -270,6 +270,13 @@ func casAuditParams(params any) map[string]any {
 		set("dry_run", true, p.DryRun)
 		set("owner", p.Owner, p.Owner != "")
 		set("max_bytes", p.MaxBytes, p.MaxBytes != 0)
+		if len(p.Trees) > 0 {
+			var n int64
+			for _, o := range p.Trees {
+				n += b64(o.Data)
+			}
+			out["trees"], out["trees_bytes"] = len(p.Trees), n
+		}
 	case *protocol.CASTxnParams:
 		out["txn"] = p.Txn
 	case *protocol.CASIngestParams:
@@ -705,6 +712,21 @@ func (c *conn) casMaterialize(ctx context.Context, req *request) (any, *protocol
 	for _, n := range p.DeleteUnder {
 		if err := cas.ValidateName(n); err != nil {
 			return nil, protocol.Errorf(protocol.CodeInvalidParams, nil, "cas.materialize: delete_under: %v", err)
+		}
+	}
+	if len(p.Trees) > 0 {
+		// A dry run's trees are planned with in memory, never stored:
+		// the dry run changes nothing here.
+		if !p.DryRun {
+			return nil, protocol.Errorf(protocol.CodeInvalidParams, nil, "cas.materialize: trees are taken only with dry_run; send them with cas.put")
+		}
+		objs, perr := decodeObjects(p.Trees)
+		if perr != nil {
+			return nil, perr
+		}
+		st = st.Scratch()
+		if err := st.PutBatch(ctx, objs); err != nil {
+			return nil, casError("cas.materialize", err)
 		}
 	}
 	opts := cas.UpdateOptions{Atomic: p.Atomic, Delete: p.Delete, DeleteUnder: p.DeleteUnder, DryRun: p.DryRun, MaxBytes: p.MaxBytes, List: p.List || p.DryRun}
