@@ -1200,6 +1200,33 @@ func hasMarkers(p string) bool {
 	return false
 }
 
+// openConflict is a conflict a pull left that is still there.
+type openConflict struct {
+	rel, full string // relative to the record's directory; absolute
+	note      string
+}
+
+// unresolved lists rec's conflicts still open (markers still in the file,
+// the .theirs copy still present) whose absolute path in accepts: markers
+// first, each kind in the record's order.
+func (rec conflictRecord) unresolved(in func(full string) bool) []openConflict {
+	exists := func(p string) bool { _, err := os.Lstat(p); return err == nil }
+	var open []openConflict
+	for _, kind := range []struct {
+		paths  []string
+		note   string
+		isOpen func(string) bool
+	}{{rec.Markers, "conflict markers", hasMarkers}, {rec.Theirs, "the remote side, kept by a pull", exists}} {
+		for _, p := range kind.paths {
+			full := filepath.Join(rec.Dir, filepath.FromSlash(p))
+			if in(full) && kind.isOpen(full) {
+				open = append(open, openConflict{rel: p, full: full, note: kind.note})
+			}
+		}
+	}
+	return open
+}
+
 // checkConflicts refuses a push from dir while a pull's conflicts there are
 // unresolved: files with markers, .theirs copies still present. Once all
 // are resolved the record goes.
@@ -1213,22 +1240,11 @@ func checkConflicts(st *cas.Store, dir string) error {
 		return nil // a damaged record protects nothing; the files are checked by the merge
 	}
 	var open []string
-	var left conflictRecord
-	left.Dir = dir
-	for _, p := range rec.Markers {
-		if hasMarkers(filepath.Join(dir, filepath.FromSlash(p))) {
-			open = append(open, p+" (conflict markers)")
-			left.Markers = append(left.Markers, p)
-		}
-	}
-	for _, p := range rec.Theirs {
-		if _, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(p))); err == nil {
-			open = append(open, p+" (the remote side, kept by a pull)")
-			left.Theirs = append(left.Theirs, p)
-		}
+	for _, c := range rec.unresolved(func(string) bool { return true }) {
+		open = append(open, c.rel+" ("+c.note+")")
 	}
 	if len(open) == 0 {
-		saveConflicts(st, left)
+		saveConflicts(st, conflictRecord{Dir: dir})
 		return nil
 	}
 	return fmt.Errorf("refusing to push %s: a pull left %d unresolved %s: %s; resolve them (edit out the markers, remove the .theirs files) or pass --force",
@@ -1252,7 +1268,6 @@ func checkSourceConflicts(st *cas.Store, sources []string) error {
 			return p == s || strings.HasPrefix(p, strings.TrimSuffix(s, "/")+"/")
 		})
 	}
-	exists := func(p string) bool { _, err := os.Lstat(p); return err == nil }
 	names, _ := filepath.Glob(filepath.Join(st.Root(), "conflicts", "*.json"))
 	var open []string
 	for _, n := range names {
@@ -1261,17 +1276,8 @@ func checkSourceConflicts(st *cas.Store, sources []string) error {
 		if err != nil || json.Unmarshal(b, &rec) != nil || rec.Dir == "" {
 			continue
 		}
-		for _, kind := range []struct {
-			paths  []string
-			note   string
-			isOpen func(string) bool
-		}{{rec.Markers, "conflict markers", hasMarkers}, {rec.Theirs, "the remote side, kept by a pull", exists}} {
-			for _, p := range kind.paths {
-				full := filepath.Join(rec.Dir, filepath.FromSlash(p))
-				if inSources(full) && kind.isOpen(full) {
-					open = append(open, full+" ("+kind.note+")")
-				}
-			}
+		for _, c := range rec.unresolved(inSources) {
+			open = append(open, c.full+" ("+c.note+")")
 		}
 	}
 	if len(open) == 0 {
