@@ -277,14 +277,11 @@ func testRexdStore(t *testing.T, root string, workspace ...string) (*rexclient.S
 // here: it used to write the merge first, conflict markers included, and
 // then stop without remembering them, so the next push sent the markers.
 func TestPullTheirsInTheWayWritesNothing(t *testing.T) {
-	remoteRoot, localRoot := t.TempDir(), t.TempDir()
-	s := testRexd(t, remoteRoot)
-	st, err := cas.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newSyncFixture(t)
+	s, st := f.s, f.st
+	var err error
 	ctx := context.Background()
-	remote, local := filepath.Join(remoteRoot, "site"), filepath.Join(localRoot, "site")
+	remote, local := f.remote, f.local
 	text := "one\ntwo\nthree\n"
 	os.MkdirAll(remote, 0o755)
 	os.WriteFile(filepath.Join(remote, "a.conf"), []byte(text), 0o644)
@@ -315,14 +312,10 @@ func TestPullTheirsInTheWayWritesNothing(t *testing.T) {
 // that finds nothing new used to replace the record with its own (none),
 // so a push right after sent the earlier pull's conflict markers.
 func TestPullKeepsEarlierConflicts(t *testing.T) {
-	remoteRoot, localRoot := t.TempDir(), t.TempDir()
-	s := testRexd(t, remoteRoot)
-	st, err := cas.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newSyncFixture(t)
+	s, st := f.s, f.st
 	ctx := context.Background()
-	remote, local := filepath.Join(remoteRoot, "site"), filepath.Join(localRoot, "site")
+	remote, local := f.remote, f.local
 	os.MkdirAll(remote, 0o755)
 	os.WriteFile(filepath.Join(remote, "a.conf"), []byte("one\ntwo\nthree\n"), 0o644)
 	os.WriteFile(filepath.Join(remote, "b.conf"), []byte("b\n"), 0o644)
@@ -356,24 +349,21 @@ func TestPullKeepsEarlierConflicts(t *testing.T) {
 // writes anything: the blobs of a remote tree too large were fetched into
 // the local store first, filling its disk, and only then refused.
 func TestPullMaxBytesBeforeFetching(t *testing.T) {
-	remoteRoot, localRoot := t.TempDir(), t.TempDir()
-	s := testRexd(t, remoteRoot)
-	st, err := cas.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	remote := filepath.Join(remoteRoot, "site")
+	f := newSyncFixture(t)
+	s, st := f.s, f.st
+	var err error
+	remote := f.remote
 	os.MkdirAll(remote, 0o755)
 	big := []byte(strings.Repeat("0123456789abcdef", 1<<12)) // 64 KiB
 	os.WriteFile(filepath.Join(remote, "big"), big, 0o644)
-	_, err = PullTreeWith(context.Background(), st, s, "h1", remote, filepath.Join(localRoot, "site"), PullOptions{MaxBytes: 1000}, nil)
+	_, err = PullTreeWith(context.Background(), st, s, "h1", remote, f.local, PullOptions{MaxBytes: 1000}, nil)
 	if err == nil || !strings.Contains(err.Error(), "--max-bytes") || strings.Count(err.Error(), "fetch") > 1 {
 		t.Fatalf("pull over the limit: %v", err)
 	}
 	if missing, err := st.Has(context.Background(), []cas.Digest{cas.DigestOf(big)}); err != nil || len(missing) != 1 {
 		t.Errorf("the refused pull stored its 64 KiB blob here anyway (%v)", err)
 	}
-	if _, err := os.Stat(filepath.Join(localRoot, "site")); err == nil {
+	if _, err := os.Stat(f.local); err == nil {
 		t.Error("the refused pull created the local directory")
 	}
 }
@@ -382,14 +372,10 @@ func TestPullMaxBytesBeforeFetching(t *testing.T) {
 // conflicted file itself, a directory inside the pulled one, or one that
 // holds it. Only a push of the pulled directory itself was checked.
 func TestPushRefusesConflictsByAnyPath(t *testing.T) {
-	remoteRoot, localRoot := t.TempDir(), t.TempDir()
-	s := testRexd(t, remoteRoot)
-	st, err := cas.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newSyncFixture(t)
+	s, st := f.s, f.st
 	ctx := context.Background()
-	remote, local := filepath.Join(remoteRoot, "site"), filepath.Join(localRoot, "site")
+	remote, local := f.remote, f.local
 	os.MkdirAll(filepath.Join(remote, "conf"), 0o755)
 	os.WriteFile(filepath.Join(remote, "conf", "a.conf"), []byte("one\ntwo\nthree\n"), 0o644)
 	os.WriteFile(filepath.Join(remote, "index.html"), []byte("x\n"), 0o644)
@@ -405,7 +391,7 @@ func TestPushRefusesConflictsByAnyPath(t *testing.T) {
 		{local},
 		{filepath.Join(local, "conf", "a.conf")},
 		{filepath.Join(local, "conf")},
-		{localRoot},
+		{f.localRoot},
 		{filepath.Join(local, "index.html"), filepath.Join(local, "conf")},
 	} {
 		_, err := readSources(ctx, st, src, PushOptions{})
@@ -464,19 +450,15 @@ func TestPullNeverOverwritesAnEditMadeWhileItRan(t *testing.T) {
 // them from the local directory, and every pull from the remote one, which
 // a pull only reads (found by review).
 func TestDryRunsKeepLeftovers(t *testing.T) {
-	remoteRoot, localRoot := t.TempDir(), t.TempDir()
-	s := testRexd(t, remoteRoot)
-	st, err := cas.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newSyncFixture(t)
+	s, st := f.s, f.st
 	ctx := context.Background()
 	dead := exec.Command("true")
 	if err := dead.Run(); err != nil {
 		t.Fatal(err)
 	}
 	leftover := fmt.Sprintf(".rex-tmp-%d-ab", dead.Process.Pid)
-	remote, local := filepath.Join(remoteRoot, "site"), filepath.Join(localRoot, "site")
+	remote, local := f.remote, f.local
 	for _, dir := range []string{remote, local} {
 		os.MkdirAll(dir, 0o755)
 		os.WriteFile(filepath.Join(dir, leftover), []byte("x"), 0o600)
@@ -549,14 +531,10 @@ func TestPushThenPullThroughSymlinkedRoot(t *testing.T) {
 // (the pull left LOCAL empty and said "up to date"; found by review, S7).
 // Deleting files inside LOCAL is still a local change the pull keeps.
 func TestPullIntoRemovedLocalMakesAFreshCopy(t *testing.T) {
-	remoteRoot, localRoot := t.TempDir(), t.TempDir()
-	s := testRexd(t, remoteRoot)
-	st, err := cas.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newSyncFixture(t)
+	s, st := f.s, f.st
 	ctx := context.Background()
-	remote, local := filepath.Join(remoteRoot, "site"), filepath.Join(localRoot, "site")
+	remote, local := f.remote, f.local
 	os.MkdirAll(filepath.Join(remote, "conf"), 0o755)
 	os.WriteFile(filepath.Join(remote, "conf", "a.conf"), []byte("a\n"), 0o644)
 	os.WriteFile(filepath.Join(remote, "index.html"), []byte("x\n"), 0o644)
@@ -588,14 +566,10 @@ func TestPullIntoRemovedLocalMakesAFreshCopy(t *testing.T) {
 // pull before either changes anything, and the refusal says which:
 // a pull used to say "nothing was sent", which it never does.
 func TestUnsyncableLocalFileSaysWhatWasLeftAlone(t *testing.T) {
-	remoteRoot, localRoot := t.TempDir(), t.TempDir()
-	s := testRexd(t, remoteRoot)
-	st, err := cas.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newSyncFixture(t)
+	s, st := f.s, f.st
 	ctx := context.Background()
-	remote, local := filepath.Join(remoteRoot, "site"), filepath.Join(localRoot, "site")
+	remote, local := f.remote, f.local
 	os.MkdirAll(remote, 0o755)
 	os.MkdirAll(local, 0o755)
 	os.WriteFile(filepath.Join(remote, "a.conf"), []byte("remote\n"), 0o644)
@@ -648,14 +622,10 @@ func storeObjects(t *testing.T, dir string) []string {
 // conflict. It used to fetch every blob (a large binary too) into the
 // store before it looked at the dry-run flag.
 func TestPullDryRunLeavesTheStoreAsItWas(t *testing.T) {
-	remoteRoot, localRoot := t.TempDir(), t.TempDir()
-	s := testRexd(t, remoteRoot)
-	st, err := cas.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newSyncFixture(t)
+	s, st := f.s, f.st
 	ctx := context.Background()
-	remote, local := filepath.Join(remoteRoot, "site"), filepath.Join(localRoot, "site")
+	remote, local := f.remote, f.local
 	os.MkdirAll(remote, 0o755)
 	write := func(dir, name, content string) {
 		t.Helper()
@@ -768,4 +738,26 @@ func TestPushDryRunLeavesTheTargetStoreAsItWas(t *testing.T) {
 			}
 		})
 	}
+}
+
+// syncFixture is what most sync tests start from: a target (a rexd in
+// this process serving remoteRoot), a local store, and the "site"
+// directories of both sides (neither made).
+type syncFixture struct {
+	s                     *rexclient.Session
+	st                    *cas.Store
+	remoteRoot, localRoot string
+	remote, local         string
+}
+
+func newSyncFixture(t *testing.T) syncFixture {
+	t.Helper()
+	f := syncFixture{remoteRoot: t.TempDir(), localRoot: t.TempDir()}
+	f.s = testRexd(t, f.remoteRoot)
+	var err error
+	if f.st, err = cas.Open(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	f.remote, f.local = filepath.Join(f.remoteRoot, "site"), filepath.Join(f.localRoot, "site")
+	return f
 }
