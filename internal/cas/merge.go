@@ -314,3 +314,47 @@ func (m *treeMerger) loadText(ds ...Digest) (texts [3][]byte, ok bool, err error
 	}
 	return texts, true, nil
 }
+
+// TheirsToMerge lists the blobs of theirs that MergeTrees would read for
+// a text merge (a file both sides changed, each within MaxTextMergeSize)
+// and s lacks: what a dry run must fetch to say whether the merge
+// conflicts, without fetching the rest of theirs' blobs.
+func (s *Store) TheirsToMerge(ctx context.Context, base, ours, theirs Digest) ([]Digest, error) {
+	flat := make([]map[string]Entry, 3)
+	for i, d := range []Digest{base, ours, theirs} {
+		var err error
+		if flat[i], err = s.Flatten(ctx, d); err != nil {
+			return nil, fmt.Errorf("merge: %w", err)
+		}
+	}
+	b, o := flat[0], flat[1]
+	var want []Digest
+	seen := map[Digest]bool{}
+	for p, t := range flat[2] {
+		o, ok := o[p]
+		if !ok || o.Type != EntryFile || t.Type != EntryFile || o.Digest == t.Digest {
+			continue
+		}
+		base := DigestOf(nil)
+		if b, ok := b[p]; ok && b.Type == EntryFile {
+			if b.Digest == o.Digest || b.Digest == t.Digest {
+				continue // one side's change, taken whole
+			}
+			base = b.Digest
+		}
+		if max(base.Size, o.Digest.Size, t.Digest.Size) > MaxTextMergeSize || seen[t.Digest] {
+			continue
+		}
+		seen[t.Digest] = true
+		want = append(want, t.Digest)
+	}
+	var lacking []Digest
+	for part := range slices.Chunk(want, MaxHasDigests) {
+		m, err := s.Has(ctx, part)
+		if err != nil {
+			return nil, fmt.Errorf("merge: %w", err)
+		}
+		lacking = append(lacking, m...)
+	}
+	return lacking, nil
+}

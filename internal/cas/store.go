@@ -92,6 +92,37 @@ type Store struct {
 
 	loc *locator
 	now func() time.Time // the clock of the stat caches; tests move it
+
+	// scratch, when set, holds what this view stores, in memory: see
+	// Scratch.
+	scratch *scratchObjects
+}
+
+// scratchObjects are the objects a Scratch view stored.
+type scratchObjects struct {
+	mu sync.Mutex
+	m  map[Digest][]byte
+}
+
+func (x *scratchObjects) get(d Digest) ([]byte, bool) {
+	if x == nil {
+		return nil, false
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	data, ok := x.m[d]
+	return data, ok
+}
+
+// Scratch returns a view of the store that reads what the store holds
+// and keeps what it is given in memory, never on disk: a dry run plans
+// with it (the trees a pull fetches, the merge it makes) and changes
+// nothing. Streamed objects (uploads) are refused by the view: a dry
+// run has no use for large blobs.
+func (s *Store) Scratch() *Store {
+	v := *s
+	v.scratch = &scratchObjects{m: map[Digest][]byte{}}
+	return &v
 }
 
 // Open opens (creating if needed) the store rooted at root, e.g.
@@ -163,6 +194,9 @@ func (s *Store) objectPath(d Digest) string {
 // present reports whether a file of the right size holds d. It does not read
 // the content: reads verify, and a corrupt object found then is moved aside.
 func (s *Store) present(d Digest) (bool, error) {
+	if _, ok := s.scratch.get(d); ok {
+		return true, nil
+	}
 	fi, err := os.Lstat(s.objectPath(d))
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
@@ -293,6 +327,16 @@ func (s *Store) writeObjects(objects []Object) error {
 // Within a layer, files are written, fsynced in parallel, renamed, and each
 // touched directory is fsynced once. Objects already present are skipped.
 func (s *Store) commitLayers(layers [][]Object) error {
+	if s.scratch != nil {
+		s.scratch.mu.Lock()
+		defer s.scratch.mu.Unlock()
+		for _, layer := range layers {
+			for _, o := range layer {
+				s.scratch.m[o.Digest] = o.Data
+			}
+		}
+		return nil
+	}
 	for _, layer := range layers {
 		var staged []stagedObject
 		seen := make(map[Digest]bool, len(layer))
@@ -528,6 +572,9 @@ func (s *Store) Read(d Digest) ([]byte, error) {
 	if err := d.Validate(); err != nil {
 		return nil, fmt.Errorf("read: %w", err)
 	}
+	if data, ok := s.scratch.get(d); ok {
+		return data, nil // verified when it was stored
+	}
 	f, loc, err := s.openChecked(d)
 	if err != nil {
 		return nil, err
@@ -550,6 +597,9 @@ func (s *Store) Read(d Digest) ([]byte, error) {
 // bytes checked earlier in this process (see VerifiedSet), on their way to
 // a receiver that checks them again.
 func (s *Store) readUnchecked(d Digest) ([]byte, error) {
+	if data, ok := s.scratch.get(d); ok {
+		return data, nil
+	}
 	f, _, err := s.openChecked(d)
 	if err != nil {
 		return nil, err
@@ -666,6 +716,9 @@ func (s *Store) Open(d Digest) (io.ReadCloser, error) {
 	if err := d.Validate(); err != nil {
 		return nil, fmt.Errorf("open: %w", err)
 	}
+	if data, ok := s.scratch.get(d); ok {
+		return io.NopCloser(bytes.NewReader(data)), nil
+	}
 	f, loc, err := s.openChecked(d)
 	if err != nil {
 		return nil, err
@@ -768,6 +821,9 @@ type Upload struct {
 func (s *Store) NewUpload(d Digest) (*Upload, error) {
 	if err := d.Validate(); err != nil {
 		return nil, fmt.Errorf("upload: %w", err)
+	}
+	if s.scratch != nil {
+		return nil, fmt.Errorf("upload %s: a dry run's scratch store keeps no streamed objects", d)
 	}
 	f, err := s.newTemp("upload")
 	if err != nil {

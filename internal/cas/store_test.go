@@ -381,3 +381,35 @@ func TestConcurrentPutsAcrossProcesses(t *testing.T) {
 		t.Fatalf("temporary files left behind: %v", entries)
 	}
 }
+
+// A Scratch view reads what the store holds and keeps what it is given
+// in memory: the store's files are as they were, and the store itself
+// does not see the view's objects.
+func TestScratchStoresNothingOnDisk(t *testing.T) {
+	s := newStore(t)
+	old := mustAdd(t, s, "on disk\n")
+	v := s.Scratch()
+	d, err := v.Add([]byte("in memory\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := v.PutTree(Tree{Entries: []Entry{{Name: "a", Type: EntryFile, Digest: d}, {Name: "b", Type: EntryFile, Digest: old}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flat, err := v.Flatten(t.Context(), tree)
+	if err != nil || len(flat) != 2 {
+		t.Fatalf("the view reads its tree as %v, %v", flat, err)
+	}
+	if b, err := v.Read(old); err != nil || string(b) != "on disk\n" {
+		t.Fatalf("the view reads the store's object as %q, %v", b, err)
+	}
+	for _, x := range []Digest{d, tree} {
+		if ok, _ := s.Contains(x); ok {
+			t.Errorf("the store holds %s, stored only by the view", x)
+		}
+	}
+	if _, err := v.NewUpload(DigestOf([]byte("large"))); err == nil {
+		t.Error("the view took an upload, which would land on disk")
+	}
+}

@@ -1,6 +1,7 @@
 package cas
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -79,6 +80,14 @@ type SyncOptions struct {
 	// (a *SpaceError) before any blob is received. 0 means the free space
 	// of the store's file system, less 5%.
 	MaxBytes int64
+	// MaxEntries bounds the entries of the trees a fetch receives: more
+	// is refused as it walks, before the trees are stored or a blob is
+	// received. 0 means MaxMaterializeEntries, what a tree may hold to be
+	// written at all.
+	MaxEntries int
+	// TreesOnly makes a fetch get the tree objects alone, for a plan
+	// (a dry run): no blob is received.
+	TreesOnly bool
 }
 
 // VerifiedSet remembers the blobs whose bytes were checked against their
@@ -692,24 +701,43 @@ func FetchWith(ctx context.Context, local *Store, remote Remote, root Digest, op
 		}
 		return st.Stats, err
 	}
+	// A remote's trees are held here until the walk ends. Each distinct
+	// tree is at least once in what its root would write, so entries
+	// beyond what a materialization may hold (or levels beyond its
+	// depth) are refused as they arrive, a batch at a time: a hostile
+	// target's many small trees never pile up in memory.
+	maxEntries := cmp.Or(opts.MaxEntries, MaxMaterializeEntries)
+	entries := 0
+	tooLarge := func() error {
+		return fmt.Errorf("fetch: %w: the tree has more than %d entries or %d levels, more than rex writes; nothing was stored",
+			ErrInvalidTree, maxEntries, MaxTreeDepth)
+	}
 	trees := map[Digest]Tree{}
 	treeData := map[Digest][]byte{}
 	seen := map[ref]bool{{root, true}: true}
 	var blobs []Digest
 	frontier := []Digest{root}
-	for len(frontier) > 0 {
-		objs, err := receiveObjects(ctx, remote, frontier, st, true, nil)
-		if err != nil {
-			return st.Stats, fmt.Errorf("fetch: %w", err)
+	for level := 0; len(frontier) > 0; level++ {
+		if level > MaxTreeDepth {
+			return st.Stats, tooLarge()
 		}
 		var children []ref
-		for _, o := range objs {
-			t, err := DecodeTree(o.Data)
+		for part := range slices.Chunk(frontier, MaxBatchEntries) {
+			objs, err := receiveObjects(ctx, remote, part, st, true, nil)
 			if err != nil {
-				return st.Stats, fmt.Errorf("fetch: tree %s: %w", o.Digest, err)
+				return st.Stats, fmt.Errorf("fetch: %w", err)
 			}
-			trees[o.Digest], treeData[o.Digest] = t, o.Data
-			children = appendChildren(children, t, seen)
+			for _, o := range objs {
+				t, err := DecodeTree(o.Data)
+				if err != nil {
+					return st.Stats, fmt.Errorf("fetch: tree %s: %w", o.Digest, err)
+				}
+				if entries += len(t.Entries); entries > maxEntries {
+					return st.Stats, tooLarge()
+				}
+				trees[o.Digest], treeData[o.Digest] = t, o.Data
+				children = appendChildren(children, t, seen)
+			}
 		}
 		frontier = frontier[:0]
 		for len(children) > 0 {
@@ -732,6 +760,9 @@ func FetchWith(ctx context.Context, local *Store, remote Remote, root Digest, op
 		}
 	}
 	blobs = slices.DeleteFunc(blobs, func(d Digest) bool { _, ok := trees[d]; return ok })
+	if opts.TreesOnly {
+		blobs = nil
+	}
 	var need int64
 	for _, d := range blobs {
 		need += d.Size
@@ -745,6 +776,26 @@ func FetchWith(ctx context.Context, local *Store, remote Remote, root Digest, op
 	}
 	// Stored children-first, layer by layer; each was verified on receipt.
 	if err := local.commitLayers(treeLayers(root, trees, treeData)); err != nil {
+		return st.Stats, fmt.Errorf("fetch: %w", err)
+	}
+	return st.Stats, nil
+}
+
+// FetchBlobs gets the blobs ds (small ones: at most MaxInlineSize each,
+// as a text merge reads) from remote into local, verified. A dry run uses
+// it to get what its merge reads, into a Scratch view.
+func FetchBlobs(ctx context.Context, local *Store, remote Remote, ds []Digest) (Stats, error) {
+	st := newTracker(SyncOptions{})
+	for _, d := range ds {
+		if err := d.Validate(); err != nil {
+			return st.Stats, fmt.Errorf("fetch: %w", err)
+		}
+		if d.Size > MaxInlineSize {
+			return st.Stats, fmt.Errorf("fetch: blob %s is larger than %d bytes; fetch it whole with FetchWith", d, MaxInlineSize)
+		}
+	}
+	st.walked(ds)
+	if _, err := receiveObjects(ctx, remote, ds, st, false, local); err != nil {
 		return st.Stats, fmt.Errorf("fetch: %w", err)
 	}
 	return st.Stats, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -24,6 +25,7 @@ type countingRemote struct {
 	putBytes   int64
 	streams    int
 	getCalls   int
+	gotDigests map[Digest]bool // what Get was asked for
 	// tamper, when set, changes what Get returns.
 	tamper func([]Object) []Object
 }
@@ -69,6 +71,12 @@ func (c *countingRemote) PutStream(ctx context.Context, d Digest, r io.Reader) e
 
 func (c *countingRemote) Get(ctx context.Context, ds []Digest) ([]Object, error) {
 	c.getCalls++
+	if c.gotDigests == nil {
+		c.gotDigests = map[Digest]bool{}
+	}
+	for _, d := range ds {
+		c.gotDigests[d] = true
+	}
 	objs, err := c.LocalRemote.Get(ctx, ds)
 	if err == nil && c.tamper != nil {
 		objs = c.tamper(objs)
@@ -340,5 +348,105 @@ func TestRepairResendsWhatTheRemoteLostUnderAPresentTree(t *testing.T) {
 	remote.reset()
 	if st, err := Repair(ctx, local, remote, root); err != nil || st.Blobs+st.Trees != 0 {
 		t.Fatalf("second Repair = %+v, %v", st, err)
+	}
+}
+
+// A hostile target's trees are refused as the fetch walks them, before
+// they pile up in memory: a chain deeper than any tree rex writes, or
+// more entries in distinct trees than a materialization may hold. The
+// walk stops at the level (or batch) that crosses the limit, asks for no
+// deeper tree and no blob, and stores nothing. A tree at the limits is
+// fetched.
+func TestFetchRefusesHostileTreesAsItWalks(t *testing.T) {
+	// objs collects a crafted store's objects, stored a batch at a time
+	// (one sync per batch, not per object).
+	type objs []Object
+	add := func(o *objs, data []byte) Digest {
+		d := DigestOf(data)
+		*o = append(*o, Object{Digest: d, Data: data})
+		return d
+	}
+	tree := func(t *testing.T, o *objs, tr Tree) Digest {
+		data, err := tr.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return add(o, data)
+	}
+	store := func(t *testing.T, far *Store, o objs) {
+		for part := range slices.Chunk(o, MaxBatchEntries) {
+			if err := far.PutBatch(t.Context(), part); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	chain := func(t *testing.T, far *Store, levels int) Digest {
+		var o objs
+		d := tree(t, &o, Tree{Entries: []Entry{{Name: "f", Type: EntryFile, Digest: add(&o, []byte("leaf\n"))}}})
+		for range levels {
+			d = tree(t, &o, Tree{Entries: []Entry{{Name: "d", Type: EntryDir, Digest: d}}})
+		}
+		store(t, far, o)
+		return d
+	}
+	// wide is 40 distinct trees of 10 distinct trees of one distinct
+	// file each: 40 + 400 + 400 entries.
+	var deepest []Digest
+	wide := func(t *testing.T, far *Store) Digest {
+		var o objs
+		deepest = nil
+		var top Tree
+		for i := range 40 {
+			var mid Tree
+			for j := range 10 {
+				leaf := tree(t, &o, Tree{Entries: []Entry{{Name: "f", Type: EntryFile, Digest: add(&o, fmt.Appendf(nil, "%d.%d\n", i, j))}}})
+				deepest = append(deepest, leaf)
+				mid.Entries = append(mid.Entries, Entry{Name: fmt.Sprintf("m%02d", j), Type: EntryDir, Digest: leaf})
+			}
+			top.Entries = append(top.Entries, Entry{Name: fmt.Sprintf("t%02d", i), Type: EntryDir, Digest: tree(t, &o, mid)})
+		}
+		d := tree(t, &o, top)
+		store(t, far, o)
+		return d
+	}
+	tests := []struct {
+		name       string
+		build      func(*testing.T, *Store) Digest
+		maxEntries int
+		refused    bool
+	}{
+		{"chain at the depth limit", func(t *testing.T, s *Store) Digest { return chain(t, s, MaxTreeDepth) }, 0, false},
+		{"chain one level deeper", func(t *testing.T, s *Store) Digest { return chain(t, s, MaxTreeDepth+1) }, 0, true},
+		{"wide at the entry limit", wide, 840, false},
+		{"wide over the entry limit", wide, 100, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			far := newStore(t)
+			root := tt.build(t, far)
+			remote := &countingRemote{LocalRemote: LocalRemote{Store: far}, t: t}
+			local := newStore(t)
+			st, err := FetchWith(t.Context(), local, remote, root, SyncOptions{MaxEntries: tt.maxEntries})
+			if !tt.refused {
+				if err != nil {
+					t.Fatalf("FetchWith = %v, want the tree", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalidTree) || !strings.Contains(err.Error(), "nothing was stored") {
+				t.Fatalf("FetchWith = %v, want a refusal of the tree", err)
+			}
+			if ok, _ := local.Contains(root); ok {
+				t.Error("the refused root tree was stored")
+			}
+			if st.Blobs != 0 {
+				t.Errorf("%d blobs were received for a refused tree", st.Blobs)
+			}
+			for _, d := range deepest {
+				if remote.gotDigests[d] && tt.maxEntries != 0 {
+					t.Fatalf("the walk asked for a tree below the level that crossed the limit (%d trees received)", st.Trees)
+				}
+			}
+		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -306,8 +307,9 @@ func (app *App) openStore() (*cas.Store, error) {
 }
 
 // problemsError refuses a tree some of whose files could not be read, so
-// nothing is ever dropped silently.
-func problemsError(dir string, problems []cas.IngestProblem) error {
+// nothing is ever dropped silently; nothing says what was left alone
+// (what a push did not send, or a pull did not write).
+func problemsError(dir string, problems []cas.IngestProblem, nothing string) error {
 	var list []string
 	for i, p := range problems {
 		if i == 5 {
@@ -316,13 +318,20 @@ func problemsError(dir string, problems []cas.IngestProblem) error {
 		}
 		list = append(list, p.Error())
 	}
-	return fmt.Errorf("%d file(s) in %s cannot be synced (%s); fix or move them, nothing was sent",
-		len(problems), dir, strings.Join(list, "; "))
+	return fmt.Errorf("%d file(s) in %s cannot be synced (%s); fix or move them, %s",
+		len(problems), dir, strings.Join(list, "; "), nothing)
 }
 
+// Why a sync stopped before it changed anything, as problemsError ends.
+const (
+	nothingSent    = "nothing was sent"
+	nothingWritten = "nothing was written here"
+)
+
 // ingestLocal takes a local directory into the store (opts.Blobs is
-// always BlobsText).
-func ingestLocal(ctx context.Context, st *cas.Store, dir string, opts cas.IngestOptions) (cas.Digest, error) {
+// always BlobsText); nothing is how its refusal ends (nothingSent,
+// nothingWritten).
+func ingestLocal(ctx context.Context, st *cas.Store, dir string, opts cas.IngestOptions, nothing string) (cas.Digest, error) {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return cas.Digest{}, fmt.Errorf("read %s: %w", dir, err)
@@ -338,7 +347,7 @@ func ingestLocal(ctx context.Context, st *cas.Store, dir string, opts cas.Ingest
 		return cas.Digest{}, fmt.Errorf("read %s: %w", dir, err)
 	}
 	if len(problems) > 0 {
-		return cas.Digest{}, problemsError(dir, problems)
+		return cas.Digest{}, problemsError(dir, problems, nothing)
 	}
 	return root, nil
 }
@@ -611,7 +620,7 @@ func readSources(ctx context.Context, st *cas.Store, sources []string, opts Push
 				}
 			}
 			src.local = abs
-			if src.tree, err = ingestLocal(ctx, st, sources[0], cas.IngestOptions{KeepLeftovers: opts.DryRun}); err != nil {
+			if src.tree, err = ingestLocal(ctx, st, sources[0], cas.IngestOptions{KeepLeftovers: opts.DryRun}, nothingSent); err != nil {
 				return src, err
 			}
 			return src, applyChmod(ctx, st, &src, opts.Chmod)
@@ -652,7 +661,7 @@ func readSources(ctx context.Context, st *cas.Store, sources []string, opts Push
 		}
 		switch {
 		case fi.IsDir():
-			d, err := ingestLocal(ctx, st, p, cas.IngestOptions{KeepLeftovers: opts.DryRun})
+			d, err := ingestLocal(ctx, st, p, cas.IngestOptions{KeepLeftovers: opts.DryRun}, nothingSent)
 			if err != nil {
 				return src, err
 			}
@@ -882,16 +891,28 @@ func PushTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 	}
 	report(SyncProgress{Phase: SyncAsking, Progress: cas.Progress{Walking: true}})
 	var last cas.Progress
-	total, err := cas.PushTrees(ctx, st, remote, tree, cas.SyncOptions{Progress: func(p cas.Progress) {
+	// A dry run sends the trees the target lacks with cas.materialize,
+	// which plans with them and stores none; only a tree set larger than
+	// one call may carry goes to the target's store as a push's would.
+	var sink cas.Remote = remote
+	dry := &dryTrees{Remote: remote}
+	if opts.DryRun {
+		sink = dry
+	}
+	total, err := cas.PushTrees(ctx, st, sink, tree, cas.SyncOptions{Progress: func(p cas.Progress) {
 		last = p
 		report(SyncProgress{Phase: SyncAsking, Progress: p})
 	}})
 	if err != nil {
 		return stats(total), PushResult{}, fmt.Errorf("send: %w", err)
 	}
-	res, err := remote.Materialize(ctx, tree, remoteDir, protocol.CASMaterializeParams{
+	params := protocol.CASMaterializeParams{
 		Atomic: opts.Atomic, Delete: opts.Delete, DeleteUnder: opts.deleteUnder, DryRun: opts.DryRun, Owner: opts.Chown, MaxBytes: opts.MaxBytes, List: opts.List || opts.DryRun,
-	})
+	}
+	if params.Trees, err = dry.objects(ctx); err != nil {
+		return stats(total), PushResult{}, fmt.Errorf("send: %w", err)
+	}
+	res, err := remote.Materialize(ctx, tree, remoteDir, params)
 	if err != nil {
 		return stats(total), res, writeError(target, remoteDir, err)
 	}
@@ -917,6 +938,76 @@ func PushTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 		return stats(total), PushResult{Path: res.Path}, writeError(target, res.Path, err)
 	}
 	return stats(total), done, nil
+}
+
+// dryTrees is the target as a push --dry-run sends it trees: it answers
+// what the target lacks and keeps what would be sent.
+type dryTrees struct {
+	cas.Remote
+	objs  []cas.Object
+	bytes int64
+}
+
+func (d *dryTrees) Put(ctx context.Context, objs []cas.Object) error {
+	for _, o := range objs {
+		d.objs = append(d.objs, o)
+		d.bytes += int64(len(o.Data))
+	}
+	return nil
+}
+
+func (d *dryTrees) PutStream(ctx context.Context, dg cas.Digest, r io.Reader) error {
+	data, err := io.ReadAll(io.LimitReader(r, dg.Size+1))
+	if err != nil {
+		return err
+	}
+	return d.Put(ctx, []cas.Object{{Digest: dg, Data: data}})
+}
+
+// objects returns the trees kept, for cas.materialize's trees, when one
+// call may carry them; more are sent to the store (children first, as
+// they were kept), and nothing is returned.
+func (d *dryTrees) objects(ctx context.Context) ([]protocol.CASObject, error) {
+	if len(d.objs) == 0 {
+		return nil, nil
+	}
+	// The caps of one cas.put: its base64 (5.4 MiB at most) fits a line.
+	if len(d.objs) <= cas.MaxBatchEntries && d.bytes <= cas.MaxBatchBytes {
+		out := make([]protocol.CASObject, len(d.objs))
+		for i, o := range d.objs {
+			out[i] = protocol.CASObject{Digest: o.Digest.String(), Data: cas.EncodeBase64(o.Data)}
+		}
+		return out, nil
+	}
+	var batch []cas.Object
+	var size int64
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := d.Remote.Put(ctx, batch)
+		batch, size = nil, 0
+		return err
+	}
+	for _, o := range d.objs {
+		if len(o.Data) > cas.MaxInlineSize {
+			if err := flush(); err != nil { // its children land first
+				return nil, err
+			}
+			if err := d.Remote.PutStream(ctx, o.Digest, bytes.NewReader(o.Data)); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if len(batch) == cas.MaxBatchEntries || size+int64(len(o.Data)) > cas.MaxBatchBytes {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
+		batch = append(batch, o)
+		size += int64(len(o.Data))
+	}
+	return nil, flush()
 }
 
 // writeError says why a target did not write: a full disk in the words
@@ -1109,6 +1200,33 @@ func hasMarkers(p string) bool {
 	return false
 }
 
+// openConflict is a conflict a pull left that is still there.
+type openConflict struct {
+	rel, full string // relative to the record's directory; absolute
+	note      string
+}
+
+// unresolved lists rec's conflicts still open (markers still in the file,
+// the .theirs copy still present) whose absolute path in accepts: markers
+// first, each kind in the record's order.
+func (rec conflictRecord) unresolved(in func(full string) bool) []openConflict {
+	exists := func(p string) bool { _, err := os.Lstat(p); return err == nil }
+	var open []openConflict
+	for _, kind := range []struct {
+		paths  []string
+		note   string
+		isOpen func(string) bool
+	}{{rec.Markers, "conflict markers", hasMarkers}, {rec.Theirs, "the remote side, kept by a pull", exists}} {
+		for _, p := range kind.paths {
+			full := filepath.Join(rec.Dir, filepath.FromSlash(p))
+			if in(full) && kind.isOpen(full) {
+				open = append(open, openConflict{rel: p, full: full, note: kind.note})
+			}
+		}
+	}
+	return open
+}
+
 // checkConflicts refuses a push from dir while a pull's conflicts there are
 // unresolved: files with markers, .theirs copies still present. Once all
 // are resolved the record goes.
@@ -1122,22 +1240,11 @@ func checkConflicts(st *cas.Store, dir string) error {
 		return nil // a damaged record protects nothing; the files are checked by the merge
 	}
 	var open []string
-	var left conflictRecord
-	left.Dir = dir
-	for _, p := range rec.Markers {
-		if hasMarkers(filepath.Join(dir, filepath.FromSlash(p))) {
-			open = append(open, p+" (conflict markers)")
-			left.Markers = append(left.Markers, p)
-		}
-	}
-	for _, p := range rec.Theirs {
-		if _, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(p))); err == nil {
-			open = append(open, p+" (the remote side, kept by a pull)")
-			left.Theirs = append(left.Theirs, p)
-		}
+	for _, c := range rec.unresolved(func(string) bool { return true }) {
+		open = append(open, c.rel+" ("+c.note+")")
 	}
 	if len(open) == 0 {
-		saveConflicts(st, left)
+		saveConflicts(st, conflictRecord{Dir: dir})
 		return nil
 	}
 	return fmt.Errorf("refusing to push %s: a pull left %d unresolved %s: %s; resolve them (edit out the markers, remove the .theirs files) or pass --force",
@@ -1161,7 +1268,6 @@ func checkSourceConflicts(st *cas.Store, sources []string) error {
 			return p == s || strings.HasPrefix(p, strings.TrimSuffix(s, "/")+"/")
 		})
 	}
-	exists := func(p string) bool { _, err := os.Lstat(p); return err == nil }
 	names, _ := filepath.Glob(filepath.Join(st.Root(), "conflicts", "*.json"))
 	var open []string
 	for _, n := range names {
@@ -1170,17 +1276,8 @@ func checkSourceConflicts(st *cas.Store, sources []string) error {
 		if err != nil || json.Unmarshal(b, &rec) != nil || rec.Dir == "" {
 			continue
 		}
-		for _, kind := range []struct {
-			paths  []string
-			note   string
-			isOpen func(string) bool
-		}{{rec.Markers, "conflict markers", hasMarkers}, {rec.Theirs, "the remote side, kept by a pull", exists}} {
-			for _, p := range kind.paths {
-				full := filepath.Join(rec.Dir, filepath.FromSlash(p))
-				if inSources(full) && kind.isOpen(full) {
-					open = append(open, full+" ("+kind.note+")")
-				}
-			}
+		for _, c := range rec.unresolved(inSources) {
+			open = append(open, c.full+" ("+c.note+")")
 		}
 	}
 	if len(open) == 0 {
@@ -1472,9 +1569,19 @@ func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 		return res, fmt.Errorf("%d file(s) in %s cannot be synced (first: %s: %s); nothing was changed here",
 			len(problems), rpath, problems[0].Path, problems[0].Error)
 	}
+	// A dry run keeps what comes from the target, and the merge it makes,
+	// in memory (a scratch view of the store): it fetches the trees, then
+	// only the text blobs its merge reads, so that it says exactly which
+	// files would conflict; the store is left as it was. LOCAL is read
+	// into the store itself, as any sync reads it: its stat cache trusts
+	// what the store holds.
+	local := st
+	if opts.DryRun {
+		st = st.Scratch()
+	}
 	report(SyncProgress{Phase: SyncAsking, Progress: cas.Progress{Walking: true}})
 	var last cas.Progress
-	_, err = cas.FetchWith(ctx, st, remote, theirs, cas.SyncOptions{MaxBytes: opts.MaxBytes, Progress: func(p cas.Progress) {
+	_, err = cas.FetchWith(ctx, st, remote, theirs, cas.SyncOptions{MaxBytes: opts.MaxBytes, TreesOnly: opts.DryRun, Progress: func(p cas.Progress) {
 		last = p
 		phase := SyncMoving
 		if p.Walking && p.Blobs+p.Trees == 0 {
@@ -1510,7 +1617,7 @@ func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 	switch fi, err := os.Lstat(abs); {
 	case err == nil && fi.IsDir():
 		// A dry run leaves even a killed pull's temporary files here.
-		if ours, err = ingestLocal(ctx, st, abs, cas.IngestOptions{KeepLeftovers: opts.DryRun}); err != nil {
+		if ours, err = ingestLocal(ctx, local, abs, cas.IngestOptions{KeepLeftovers: opts.DryRun}, nothingWritten); err != nil {
 			return res, err
 		}
 	case err == nil:
@@ -1531,6 +1638,15 @@ func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 		result = ours
 	case ours == base:
 	default:
+		if opts.DryRun {
+			need, err := st.TheirsToMerge(ctx, base, ours, theirs)
+			if err != nil {
+				return res, err
+			}
+			if _, err := cas.FetchBlobs(ctx, st, remote, need); err != nil {
+				return res, fmt.Errorf("fetch %s: %w", rpath, err)
+			}
+		}
 		merge, err = st.MergeTrees(ctx, base, ours, theirs, cas.MergeOptions{OursLabel: "local", TheirsLabel: target})
 		if err != nil {
 			return res, fmt.Errorf("merge: %w", err)

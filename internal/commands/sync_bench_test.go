@@ -56,7 +56,7 @@ func BenchmarkPushFirst(b *testing.B) {
 		os.WriteFile(p, data, 0o644)
 	}
 	st, _ := cas.Open(b.TempDir())
-	tree, err := ingestLocal(b.Context(), st, src, cas.IngestOptions{})
+	tree, err := ingestLocal(b.Context(), st, src, cas.IngestOptions{}, nothingSent)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -241,6 +242,14 @@ func TestPullReplacesDirectoryByFile(t *testing.T) {
 // workspace, when given, as a device's roots narrow it).
 func testRexd(t *testing.T, root string, workspace ...string) *rexclient.Session {
 	t.Helper()
+	s, _ := testRexdStore(t, root, workspace...)
+	return s
+}
+
+// testRexdStore is testRexd that also returns the directory of rexd's
+// object store.
+func testRexdStore(t *testing.T, root string, workspace ...string) (*rexclient.Session, string) {
+	t.Helper()
 	cfg := rexd.DefaultConfig()
 	cfg.Roots = []string{root}
 	cfg.CASDir = filepath.Join(t.TempDir(), "cas")
@@ -260,7 +269,7 @@ func testRexd(t *testing.T, root string, workspace ...string) *rexclient.Session
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return s, cfg.CASDir
 }
 
 // A pull that cannot save the remote side of a conflict (PATH.theirs is
@@ -268,14 +277,11 @@ func testRexd(t *testing.T, root string, workspace ...string) *rexclient.Session
 // here: it used to write the merge first, conflict markers included, and
 // then stop without remembering them, so the next push sent the markers.
 func TestPullTheirsInTheWayWritesNothing(t *testing.T) {
-	remoteRoot, localRoot := t.TempDir(), t.TempDir()
-	s := testRexd(t, remoteRoot)
-	st, err := cas.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newSyncFixture(t)
+	s, st := f.s, f.st
+	var err error
 	ctx := context.Background()
-	remote, local := filepath.Join(remoteRoot, "site"), filepath.Join(localRoot, "site")
+	remote, local := f.remote, f.local
 	text := "one\ntwo\nthree\n"
 	os.MkdirAll(remote, 0o755)
 	os.WriteFile(filepath.Join(remote, "a.conf"), []byte(text), 0o644)
@@ -306,14 +312,10 @@ func TestPullTheirsInTheWayWritesNothing(t *testing.T) {
 // that finds nothing new used to replace the record with its own (none),
 // so a push right after sent the earlier pull's conflict markers.
 func TestPullKeepsEarlierConflicts(t *testing.T) {
-	remoteRoot, localRoot := t.TempDir(), t.TempDir()
-	s := testRexd(t, remoteRoot)
-	st, err := cas.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newSyncFixture(t)
+	s, st := f.s, f.st
 	ctx := context.Background()
-	remote, local := filepath.Join(remoteRoot, "site"), filepath.Join(localRoot, "site")
+	remote, local := f.remote, f.local
 	os.MkdirAll(remote, 0o755)
 	os.WriteFile(filepath.Join(remote, "a.conf"), []byte("one\ntwo\nthree\n"), 0o644)
 	os.WriteFile(filepath.Join(remote, "b.conf"), []byte("b\n"), 0o644)
@@ -347,24 +349,21 @@ func TestPullKeepsEarlierConflicts(t *testing.T) {
 // writes anything: the blobs of a remote tree too large were fetched into
 // the local store first, filling its disk, and only then refused.
 func TestPullMaxBytesBeforeFetching(t *testing.T) {
-	remoteRoot, localRoot := t.TempDir(), t.TempDir()
-	s := testRexd(t, remoteRoot)
-	st, err := cas.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	remote := filepath.Join(remoteRoot, "site")
+	f := newSyncFixture(t)
+	s, st := f.s, f.st
+	var err error
+	remote := f.remote
 	os.MkdirAll(remote, 0o755)
 	big := []byte(strings.Repeat("0123456789abcdef", 1<<12)) // 64 KiB
 	os.WriteFile(filepath.Join(remote, "big"), big, 0o644)
-	_, err = PullTreeWith(context.Background(), st, s, "h1", remote, filepath.Join(localRoot, "site"), PullOptions{MaxBytes: 1000}, nil)
+	_, err = PullTreeWith(context.Background(), st, s, "h1", remote, f.local, PullOptions{MaxBytes: 1000}, nil)
 	if err == nil || !strings.Contains(err.Error(), "--max-bytes") || strings.Count(err.Error(), "fetch") > 1 {
 		t.Fatalf("pull over the limit: %v", err)
 	}
 	if missing, err := st.Has(context.Background(), []cas.Digest{cas.DigestOf(big)}); err != nil || len(missing) != 1 {
 		t.Errorf("the refused pull stored its 64 KiB blob here anyway (%v)", err)
 	}
-	if _, err := os.Stat(filepath.Join(localRoot, "site")); err == nil {
+	if _, err := os.Stat(f.local); err == nil {
 		t.Error("the refused pull created the local directory")
 	}
 }
@@ -373,14 +372,10 @@ func TestPullMaxBytesBeforeFetching(t *testing.T) {
 // conflicted file itself, a directory inside the pulled one, or one that
 // holds it. Only a push of the pulled directory itself was checked.
 func TestPushRefusesConflictsByAnyPath(t *testing.T) {
-	remoteRoot, localRoot := t.TempDir(), t.TempDir()
-	s := testRexd(t, remoteRoot)
-	st, err := cas.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newSyncFixture(t)
+	s, st := f.s, f.st
 	ctx := context.Background()
-	remote, local := filepath.Join(remoteRoot, "site"), filepath.Join(localRoot, "site")
+	remote, local := f.remote, f.local
 	os.MkdirAll(filepath.Join(remote, "conf"), 0o755)
 	os.WriteFile(filepath.Join(remote, "conf", "a.conf"), []byte("one\ntwo\nthree\n"), 0o644)
 	os.WriteFile(filepath.Join(remote, "index.html"), []byte("x\n"), 0o644)
@@ -396,7 +391,7 @@ func TestPushRefusesConflictsByAnyPath(t *testing.T) {
 		{local},
 		{filepath.Join(local, "conf", "a.conf")},
 		{filepath.Join(local, "conf")},
-		{localRoot},
+		{f.localRoot},
 		{filepath.Join(local, "index.html"), filepath.Join(local, "conf")},
 	} {
 		_, err := readSources(ctx, st, src, PushOptions{})
@@ -455,19 +450,15 @@ func TestPullNeverOverwritesAnEditMadeWhileItRan(t *testing.T) {
 // them from the local directory, and every pull from the remote one, which
 // a pull only reads (found by review).
 func TestDryRunsKeepLeftovers(t *testing.T) {
-	remoteRoot, localRoot := t.TempDir(), t.TempDir()
-	s := testRexd(t, remoteRoot)
-	st, err := cas.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newSyncFixture(t)
+	s, st := f.s, f.st
 	ctx := context.Background()
 	dead := exec.Command("true")
 	if err := dead.Run(); err != nil {
 		t.Fatal(err)
 	}
 	leftover := fmt.Sprintf(".rex-tmp-%d-ab", dead.Process.Pid)
-	remote, local := filepath.Join(remoteRoot, "site"), filepath.Join(localRoot, "site")
+	remote, local := f.remote, f.local
 	for _, dir := range []string{remote, local} {
 		os.MkdirAll(dir, 0o755)
 		os.WriteFile(filepath.Join(dir, leftover), []byte("x"), 0o600)
@@ -540,14 +531,10 @@ func TestPushThenPullThroughSymlinkedRoot(t *testing.T) {
 // (the pull left LOCAL empty and said "up to date"; found by review, S7).
 // Deleting files inside LOCAL is still a local change the pull keeps.
 func TestPullIntoRemovedLocalMakesAFreshCopy(t *testing.T) {
-	remoteRoot, localRoot := t.TempDir(), t.TempDir()
-	s := testRexd(t, remoteRoot)
-	st, err := cas.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newSyncFixture(t)
+	s, st := f.s, f.st
 	ctx := context.Background()
-	remote, local := filepath.Join(remoteRoot, "site"), filepath.Join(localRoot, "site")
+	remote, local := f.remote, f.local
 	os.MkdirAll(filepath.Join(remote, "conf"), 0o755)
 	os.WriteFile(filepath.Join(remote, "conf", "a.conf"), []byte("a\n"), 0o644)
 	os.WriteFile(filepath.Join(remote, "index.html"), []byte("x\n"), 0o644)
@@ -573,4 +560,204 @@ func TestPullIntoRemovedLocalMakesAFreshCopy(t *testing.T) {
 			t.Errorf("%s holds %q after a pull into the removed LOCAL, want %q (result %+v)", p, got, want, res)
 		}
 	}
+}
+
+// A local file that cannot be synced (here a FIFO) stops a push and a
+// pull before either changes anything, and the refusal says which:
+// a pull used to say "nothing was sent", which it never does.
+func TestUnsyncableLocalFileSaysWhatWasLeftAlone(t *testing.T) {
+	f := newSyncFixture(t)
+	s, st := f.s, f.st
+	ctx := context.Background()
+	remote, local := f.remote, f.local
+	os.MkdirAll(remote, 0o755)
+	os.MkdirAll(local, 0o755)
+	os.WriteFile(filepath.Join(remote, "a.conf"), []byte("remote\n"), 0o644)
+	if err := syscall.Mkfifo(filepath.Join(local, "pipe"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, want, not string
+		run             func() error
+	}{
+		{"push", "nothing was sent", "written", func() error {
+			_, err := readSources(ctx, st, []string{local}, PushOptions{})
+			return err
+		}},
+		{"pull", "nothing was written here", "sent", func() error {
+			_, err := PullTree(ctx, st, s, "h1", remote, local)
+			return err
+		}},
+	} {
+		err := c.run()
+		if err == nil || !strings.Contains(err.Error(), "pipe") || !strings.HasSuffix(err.Error(), c.want) || strings.Contains(err.Error(), c.not) {
+			t.Errorf("%s: %v; want the FIFO named and %q", c.name, err, c.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(local, "a.conf")); err == nil {
+		t.Error("the refused pull wrote a.conf here")
+	}
+}
+
+// storeObjects lists the objects the store in dir holds.
+func storeObjects(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	root := filepath.Join(dir, "objects")
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			out = append(out, strings.TrimPrefix(p, root))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// A pull --dry-run changes nothing here, the local store included: it
+// fetches the target's trees and the text blobs its merge reads, keeps
+// them in memory, and still says which files would merge and which would
+// conflict. It used to fetch every blob (a large binary too) into the
+// store before it looked at the dry-run flag.
+func TestPullDryRunLeavesTheStoreAsItWas(t *testing.T) {
+	f := newSyncFixture(t)
+	s, st := f.s, f.st
+	ctx := context.Background()
+	remote, local := f.remote, f.local
+	os.MkdirAll(remote, 0o755)
+	write := func(dir, name, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(remote, "a.conf", "one\ntwo\nthree\nfour\n")
+	write(remote, "c.conf", "x\n")
+	if _, err := PullTree(ctx, st, s, "h1", remote, local); err != nil {
+		t.Fatal(err)
+	}
+	// The target changes a.conf and c.conf and adds a large binary;
+	// here a.conf changes elsewhere (a clean merge), c.conf alike (a
+	// conflict).
+	write(remote, "a.conf", "one\ntwo\nthree\nFOUR remote\n")
+	write(remote, "c.conf", "x remote\n")
+	write(remote, "big.bin", "\x00"+strings.Repeat("b", 3<<20))
+	write(local, "a.conf", "ONE local\ntwo\nthree\nfour\n")
+	write(local, "c.conf", "x local\n")
+	// LOCAL as it is now is read into the store by any sync (push
+	// --dry-run included): that is its cache, not the dry run's doing.
+	if _, err := ingestLocal(ctx, st, local, cas.IngestOptions{}, nothingWritten); err != nil {
+		t.Fatal(err)
+	}
+	before := storeObjects(t, st.Root())
+
+	res, err := PullTreeWith(ctx, st, s, "h1", remote, local, PullOptions{DryRun: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := storeObjects(t, st.Root()); !slices.Equal(before, after) {
+		t.Errorf("the dry run changed the store: %d objects before, %d after", len(before), len(after))
+	}
+	if !slices.Equal(res.Merged, []string{"a.conf"}) || !slices.Equal(res.Created, []string{"big.bin"}) ||
+		len(res.Conflicts) != 1 || res.Conflicts[0].Path != "c.conf" {
+		t.Errorf("dry run: merged %v, created %v, conflicts %v; want a.conf merged, big.bin created, c.conf in conflict", res.Merged, res.Created, res.Conflicts)
+	}
+	if b, _ := os.ReadFile(filepath.Join(local, "a.conf")); string(b) != "ONE local\ntwo\nthree\nfour\n" {
+		t.Errorf("the dry run wrote a.conf: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(local, "big.bin")); err == nil {
+		t.Error("the dry run wrote big.bin")
+	}
+
+	// The pull itself then merges as the dry run said.
+	res, err = PullTree(ctx, st, s, "h1", remote, local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(local, "a.conf")); string(b) != "ONE local\ntwo\nthree\nFOUR remote\n" || len(res.Conflicts) != 1 {
+		t.Errorf("the pull after the dry run: a.conf %q, conflicts %v", b, res.Conflicts)
+	}
+}
+
+// A push --dry-run changes nothing on the target, its object store
+// included: the trees the target lacks travel with cas.materialize, which
+// plans with them in memory. It used to store them there first. A tree
+// set larger than one call may carry still goes to the store, and the
+// plan is the same.
+func TestPushDryRunLeavesTheTargetStoreAsItWas(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		dirs   int // new directories in the source, one tree each
+		stored bool
+	}{
+		{"trees in the call", 3, false},
+		{"more trees than one call carries", cas.MaxBatchEntries + 1, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			remoteRoot, src := t.TempDir(), t.TempDir()
+			s, casDir := testRexdStore(t, remoteRoot)
+			st, err := cas.Open(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			remote := filepath.Join(remoteRoot, "site")
+			os.WriteFile(filepath.Join(src, "a.conf"), []byte("a\n"), 0o644)
+			push := func(dry bool) PushResult {
+				t.Helper()
+				tree, err := ingestLocal(ctx, st, src, cas.IngestOptions{}, nothingSent)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, res, err := PushTree(ctx, st, s, "h1", tree, remote, PushOptions{DryRun: dry})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+			push(false)
+			os.WriteFile(filepath.Join(src, "a.conf"), []byte("a changed\n"), 0o644)
+			for i := range c.dirs {
+				d := filepath.Join(src, fmt.Sprintf("d%04d", i))
+				os.Mkdir(d, 0o755)
+				os.WriteFile(filepath.Join(d, "f"), []byte(fmt.Sprintf("%d\n", i)), 0o644)
+			}
+			before := storeObjects(t, casDir)
+			res := push(true)
+			after := storeObjects(t, casDir)
+			if same := slices.Equal(before, after); same == c.stored {
+				t.Errorf("the target's store had %d objects before the dry run, %d after; want them stored: %v", len(before), len(after), c.stored)
+			}
+			if res.Added != 2*c.dirs || res.Updated != 1 || !slices.Contains(res.UpdatedPaths, "a.conf") {
+				t.Errorf("dry run: added %d, updated %d %v; want %d added and a.conf updated", res.Added, res.Updated, res.UpdatedPaths, 2*c.dirs)
+			}
+			if b, _ := os.ReadFile(filepath.Join(remote, "a.conf")); string(b) != "a\n" {
+				t.Errorf("the dry run wrote a.conf: %q", b)
+			}
+		})
+	}
+}
+
+// syncFixture is what most sync tests start from: a target (a rexd in
+// this process serving remoteRoot), a local store, and the "site"
+// directories of both sides (neither made).
+type syncFixture struct {
+	s                     *rexclient.Session
+	st                    *cas.Store
+	remoteRoot, localRoot string
+	remote, local         string
+}
+
+func newSyncFixture(t *testing.T) syncFixture {
+	t.Helper()
+	f := syncFixture{remoteRoot: t.TempDir(), localRoot: t.TempDir()}
+	f.s = testRexd(t, f.remoteRoot)
+	var err error
+	if f.st, err = cas.Open(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	f.remote, f.local = filepath.Join(f.remoteRoot, "site"), filepath.Join(f.localRoot, "site")
+	return f
 }

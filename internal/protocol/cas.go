@@ -121,6 +121,10 @@ type CASMaterializeParams struct {
 	// List asks for the added and updated paths (deleted ones are always
 	// listed).
 	List bool `json:"list,omitempty"`
+	// Trees, with DryRun only, are tree objects the store lacks (within
+	// the caps of one cas.put): the dry run plans with them and stores
+	// none, so a push --dry-run changes nothing on the target.
+	Trees []CASObject `json:"trees,omitempty"`
 }
 
 // CASMaterializeResult is the result of cas.materialize and cas.commit.

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/rexconsole/rex/internal/cas"
 	"github.com/rexconsole/rex/internal/protocol"
 	"github.com/rexconsole/rex/internal/rexclient"
 )
@@ -20,11 +21,20 @@ import (
 // valve passes rexd's output to the client, holding it back while shut:
 // it makes a reply arrive after the caller gave up, on a real rexd.
 type valve struct {
-	mu   sync.Mutex
-	cond *sync.Cond
-	shut bool
-	pr   *io.PipeReader
-	pw   *io.PipeWriter
+	mu      sync.Mutex
+	cond    *sync.Cond
+	shut    bool
+	holding bool // bytes read from rexd wait for the valve to open
+	pr      *io.PipeReader
+	pw      *io.PipeWriter
+}
+
+// isHolding reports whether rexd has written something the valve holds
+// back: an answer sent, not yet received.
+func (v *valve) isHolding() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.holding
 }
 
 func newValve(r io.Reader) *valve {
@@ -38,8 +48,10 @@ func newValve(r io.Reader) *valve {
 			if n > 0 {
 				v.mu.Lock()
 				for v.shut {
+					v.holding = true
 					v.cond.Wait()
 				}
+				v.holding = false
 				v.mu.Unlock()
 				v.pw.Write(buf[:n])
 			}
@@ -183,4 +195,61 @@ func TestCancelledCallTellsRexd(t *testing.T) {
 	if _, err := s.Stat(context.Background(), "."); err != nil {
 		t.Fatalf("the next call: %v", err)
 	}
+}
+
+// TestCancelledMaterializeAbortsTheLateTxn: a caller that gives up on
+// cas.materialize after rexd answered with a txn (the answer still on its
+// way) never learns the txn id; the late reply makes the client abort it,
+// so no temporary file stays on the target while the session lives.
+func TestCancelledMaterializeAbortsTheLateTxn(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // rexd's store
+	s, v, root := valved(t)
+	bg := context.Background()
+	local, err := cas.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob := cas.DigestOf([]byte("never sent\n"))
+	tree, err := local.PutTree(cas.Tree{Entries: []cas.Entry{{Name: "f", Type: cas.EntryFile, Digest: blob}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := s.CAS()
+	if _, err := cas.PushTrees(bg, local, remote, tree, cas.SyncOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	v.set(true)
+	ctx, cancel := context.WithCancel(bg)
+	matErr := make(chan error, 1)
+	go func() {
+		_, err := remote.Materialize(ctx, tree, "out", protocol.CASMaterializeParams{})
+		matErr <- err
+	}()
+	waitFor(t, v.isHolding) // rexd answered (with a txn); the answer is held
+	cancel()
+	if err := <-matErr; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Materialize returned %v, want context.Canceled", err)
+	}
+	if left := leftovers(t, root); len(left) == 0 {
+		t.Fatal("the update made no temporary files: the test does not test what it means to")
+	}
+	v.set(false)
+	waitFor(t, func() bool { return len(leftovers(t, root)) == 0 })
+	if _, _, err := remote.Needed(bg, "u_1"); protocol.ErrorCode(err) != protocol.CodeInvalidParams {
+		t.Errorf("cas.needed of the abandoned txn: %v; it stayed open", err)
+	}
+}
+
+// leftovers lists rex's temporary files under root.
+func leftovers(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err == nil && strings.HasPrefix(d.Name(), ".rex-") {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
 }

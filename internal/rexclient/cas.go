@@ -2,6 +2,7 @@ package rexclient
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -159,7 +160,15 @@ func (r *CASRemote) GetStream(ctx context.Context, d cas.Digest, w io.Writer) er
 func (r *CASRemote) Materialize(ctx context.Context, tree cas.Digest, path string, p protocol.CASMaterializeParams) (protocol.CASMaterializeResult, error) {
 	p.SessionID, p.Tree, p.Path = r.s.ID, tree.String(), path
 	var res protocol.CASMaterializeResult
-	err := r.s.c.Call(ctx, protocol.MethodCASMaterialize, p, &res)
+	// A caller that gives up before the reply never learns the txn a
+	// late reply names: it is aborted then, or its temporary files would
+	// stay on the target as long as the session.
+	err := r.s.c.call(ctx, protocol.MethodCASMaterialize, p, &res, nil, func(raw json.RawMessage) {
+		var late protocol.CASMaterializeResult
+		if json.Unmarshal(raw, &late) == nil && late.Txn != "" {
+			r.s.stopAbandoned(protocol.MethodCASAbort, protocol.CASTxnParams{SessionID: r.s.ID, Txn: late.Txn})
+		}
+	})
 	return res, err
 }
 

@@ -270,6 +270,13 @@ func casAuditParams(params any) map[string]any {
 		set("dry_run", true, p.DryRun)
 		set("owner", p.Owner, p.Owner != "")
 		set("max_bytes", p.MaxBytes, p.MaxBytes != 0)
+		if len(p.Trees) > 0 {
+			var n int64
+			for _, o := range p.Trees {
+				n += b64(o.Data)
+			}
+			out["trees"], out["trees_bytes"] = len(p.Trees), n
+		}
 	case *protocol.CASTxnParams:
 		out["txn"] = p.Txn
 	case *protocol.CASIngestParams:
@@ -680,6 +687,10 @@ func auditMaterialize(res protocol.CASMaterializeResult) casAudited {
 	return casAudited{res, sum}
 }
 
+// casMaterializePrepared is the testHook's name for the moment
+// cas.materialize has prepared its update and not yet answered.
+const casMaterializePrepared = "cas.materialize (prepared)"
+
 func (c *conn) casMaterialize(ctx context.Context, req *request) (any, *protocol.Error) {
 	var p protocol.CASMaterializeParams
 	st, perr := c.casBegin(req, &p, &p.SessionID)
@@ -703,6 +714,21 @@ func (c *conn) casMaterialize(ctx context.Context, req *request) (any, *protocol
 			return nil, protocol.Errorf(protocol.CodeInvalidParams, nil, "cas.materialize: delete_under: %v", err)
 		}
 	}
+	if len(p.Trees) > 0 {
+		// A dry run's trees are planned with in memory, never stored:
+		// the dry run changes nothing here.
+		if !p.DryRun {
+			return nil, protocol.Errorf(protocol.CodeInvalidParams, nil, "cas.materialize: trees are taken only with dry_run; send them with cas.put")
+		}
+		objs, perr := decodeObjects(p.Trees)
+		if perr != nil {
+			return nil, perr
+		}
+		st = st.Scratch()
+		if err := st.PutBatch(ctx, objs); err != nil {
+			return nil, casError("cas.materialize", err)
+		}
+	}
 	opts := cas.UpdateOptions{Atomic: p.Atomic, Delete: p.Delete, DeleteUnder: p.DeleteUnder, DryRun: p.DryRun, MaxBytes: p.MaxBytes, List: p.List || p.DryRun}
 	if p.Owner != "" {
 		if opts.Owner, err = lookupOwner(p.Owner); err != nil {
@@ -710,6 +736,9 @@ func (c *conn) casMaterialize(ctx context.Context, req *request) (any, *protocol
 		}
 	}
 	u, err := st.PrepareUpdate(ctx, rp.root.dir, relOrDot(rp.rel), tree, opts)
+	if c.srv.testHook != nil {
+		c.srv.testHook(ctx, casMaterializePrepared)
+	}
 	if err != nil {
 		if isEscape(err) {
 			return nil, s.roots.forbidden(rp.abs, "a symbolic link leads outside the allowed roots")
@@ -744,6 +773,17 @@ func (c *conn) casMaterialize(ctx context.Context, req *request) (any, *protocol
 	}
 	cs.txns[id] = &casTxn{u: u, path: rp.abs}
 	cs.mu.Unlock()
+	// A client that cancelled gave up on the answer, and with it on the
+	// only way to learn the txn id: nothing could abort the txn, whose
+	// temporary files would stay as long as the session. Checked after
+	// the txn is registered, so that a session closing meanwhile aborts
+	// it too (dropTxn tells which of the two does).
+	if ctx.Err() != nil {
+		if t := cs.dropTxn(id); t != nil {
+			t.abort()
+		}
+		return nil, c.cancelled(req)
+	}
 	res.Txn, res.NeededTotal = id, len(need)
 	res.Needed = digestStrings(need[:min(len(need), cas.MaxHasDigests)])
 	return auditMaterialize(res), nil

@@ -95,3 +95,47 @@ func TestCASAuditHoldsNoContents(t *testing.T) {
 		}
 	}
 }
+
+// TestCASMaterializeDryRunTrees: a dry run plans with the trees it is
+// given and stores none of them; trees without dry_run are refused; the
+// audit log counts them and never holds their bytes.
+func TestCASMaterializeDryRunTrees(t *testing.T) {
+	h := start(t)
+	sid := h.open()
+	blob := cas.DigestOf([]byte("content\n"))
+	sub, _ := cas.Tree{Entries: []cas.Entry{{Name: "f", Type: cas.EntryFile, Digest: blob}}}.Encode()
+	sd := cas.DigestOf(sub)
+	top, _ := cas.Tree{Entries: []cas.Entry{{Name: "DRY-RUN-SECRET-NAME", Type: cas.EntryDir, Digest: sd}}}.Encode()
+	td := cas.DigestOf(top)
+	trees := []protocol.CASObject{
+		{Digest: sd.String(), Data: base64.StdEncoding.EncodeToString(sub)},
+		{Digest: td.String(), Data: base64.StdEncoding.EncodeToString(top)},
+	}
+	var m protocol.CASMaterializeResult
+	h.ok(protocol.MethodCASMaterialize, protocol.CASMaterializeParams{SessionID: sid, Tree: td.String(), Path: "out", DryRun: true, Trees: trees}, &m)
+	if m.Added != 2 || m.Txn != "" || !m.Created {
+		t.Fatalf("dry run: %+v", m)
+	}
+	var has protocol.CASHasResult
+	h.ok(protocol.MethodCASHas, protocol.CASDigests{SessionID: sid, Digests: []string{sd.String(), td.String()}}, &has)
+	if len(has.Missing) != 2 {
+		t.Errorf("the dry run stored trees: missing only %v", has.Missing)
+	}
+	if _, err := os.Lstat(filepath.Join(h.root, "out")); err == nil {
+		t.Error("the dry run wrote out")
+	}
+	h.fails(protocol.MethodCASMaterialize, protocol.CASMaterializeParams{SessionID: sid, Tree: td.String(), Path: "out", Trees: trees}, protocol.CodeInvalidParams)
+
+	h.stdin.Close()
+	<-h.exited
+	log, err := os.ReadFile(h.audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(log), "DRY-RUN-SECRET") || strings.Contains(string(log), trees[1].Data) {
+		t.Errorf("the audit log holds the trees' bytes:\n%s", log)
+	}
+	if !strings.Contains(string(log), `"trees":2`) {
+		t.Errorf("the audit log does not count the trees:\n%s", log)
+	}
+}
