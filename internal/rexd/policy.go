@@ -54,10 +54,13 @@ func isShell(path string) bool {
 // allow_commands is set: it changes which program runs (PATH) or makes an
 // allowed program load or run other code (the dynamic loader's variables,
 // the shells' start-up files, exported bash functions, glibc's gconv
-// modules, IFS).
+// modules, IFS, and the module paths and start-up options of the
+// interpreters many programs in /usr/bin are scripts of).
 func refusedEnv(name string) bool {
 	switch name {
-	case "PATH", "BASH_ENV", "ENV", "IFS", "SHELLOPTS", "BASHOPTS", "PS4", "GCONV_PATH":
+	case "PATH", "BASH_ENV", "ENV", "IFS", "SHELLOPTS", "BASHOPTS", "PS4", "GCONV_PATH",
+		"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONBREAKPOINT", "PYTHONINSPECT",
+		"PERL5LIB", "PERLLIB", "PERL5OPT", "PERL5DB", "NODE_OPTIONS", "NODE_PATH", "RUBYOPT", "RUBYLIB":
 		return true
 	}
 	return strings.HasPrefix(name, "LD_") || strings.HasPrefix(name, "DYLD_") || strings.HasPrefix(name, "BASH_FUNC_")
