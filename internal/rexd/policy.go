@@ -90,10 +90,18 @@ func (s *Server) program(argv0, cwd string, env []string) (path string, notFound
 		path = filepath.Join(cwd, path)
 	}
 	if len(list) > 0 {
-		if err != nil || !s.allowed(path) {
+		var canon string
+		if err == nil {
+			canon = canonDir(path)
+		}
+		if err != nil || !s.allowed(canon) {
 			return "", nil, protocol.Errorf(protocol.CodeUnauthorized, map[string]any{"command": argv0, "path": path, "allowed": list},
 				"command %q is not in this rexd's allow list (security.allow_commands, matched by full path with rexd's own PATH)", argv0)
 		}
+		// Run the file that was checked: by the path as sent, a symlinked
+		// directory on the way, switched after the check, would lead to
+		// another.
+		path = canon
 	}
 	if !s.cfg.AllowShell && (isShell(argv0) || err == nil && isShell(path)) {
 		return "", nil, protocol.Errorf(protocol.CodeUnauthorized, map[string]string{"command": argv0, "reason": "shell_disabled"},
@@ -105,9 +113,9 @@ func (s *Server) program(argv0, cwd string, env []string) (path string, notFound
 	return path, nil, nil
 }
 
-// allowed reports whether path is one of allow_commands, by full path.
-func (s *Server) allowed(path string) bool {
-	want := canonDir(path)
+// allowed reports whether want (a path with its directories' symlinks
+// resolved, canonDir) is one of allow_commands, by full path.
+func (s *Server) allowed(want string) bool {
 	for _, a := range s.cfg.AllowCommands {
 		p := a
 		if !strings.Contains(a, "/") {
