@@ -354,8 +354,9 @@ func writeAtomic(root *os.Root, rp resolved, content []byte, perm fs.FileMode, o
 	if err != nil {
 		return rs.fsError("write", rp, err)
 	}
-	// The rename is durable only once the directory is.
-	if d, err := root.Open(filepath.Dir(rp.rel)); err == nil {
+	// The rename is durable only once the directory is. openDir: a FIFO
+	// switched in for the directory meanwhile must not hang the open.
+	if d, err := openDir(root, filepath.Dir(rp.rel)); err == nil {
 		d.Sync()
 		d.Close()
 	}
