@@ -166,6 +166,16 @@ func openDir(root *os.Root, rel string) (*os.File, error) {
 	return root.OpenFile(rel, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
 }
 
+// openSubRoot opens the directory rel of root as a Root without ever
+// blocking: Root.OpenRoot opens its last component with neither
+// O_DIRECTORY nor O_NONBLOCK, so a FIFO there would hang the open until
+// someone writes. A trailing slash makes the kernel refuse anything but a
+// directory (or a link to one, still followed within the root) before it
+// opens: no check to race with.
+func openSubRoot(root *os.Root, rel string) (*os.Root, error) {
+	return root.OpenRoot(rel + "/")
+}
+
 func encodeBase64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
 
 func (c *conn) fsWrite(ctx context.Context, req *request) (any, *protocol.Error) {
@@ -344,8 +354,9 @@ func writeAtomic(root *os.Root, rp resolved, content []byte, perm fs.FileMode, o
 	if err != nil {
 		return rs.fsError("write", rp, err)
 	}
-	// The rename is durable only once the directory is.
-	if d, err := root.Open(filepath.Dir(rp.rel)); err == nil {
+	// The rename is durable only once the directory is. openDir: a FIFO
+	// switched in for the directory meanwhile must not hang the open.
+	if d, err := openDir(root, filepath.Dir(rp.rel)); err == nil {
 		d.Sync()
 		d.Close()
 	}
@@ -460,7 +471,7 @@ func (c *conn) fsList(ctx context.Context, req *request) (any, *protocol.Error) 
 	}
 	// Walk a root opened at the directory itself, so that a symlink on the
 	// way in is resolved once, inside the roots.
-	sub, err := root.OpenRoot(rel)
+	sub, err := openSubRoot(root, rel)
 	if err != nil {
 		return nil, s.roots.fsError("list", rp, err)
 	}
@@ -569,9 +580,9 @@ func (c *conn) fsGlob(ctx context.Context, req *request) (any, *protocol.Error) 
 		return nil, perr
 	}
 	res := protocol.FSGlobResult{Matches: []string{}}
-	sub, err := rp.root.dir.OpenRoot(relOrDot(rp.rel))
-	if errors.Is(err, fs.ErrNotExist) {
-		return res, nil
+	sub, err := openSubRoot(rp.root.dir, relOrDot(rp.rel))
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return res, nil // nothing below a missing directory or a file
 	}
 	if err != nil {
 		return nil, s.roots.fsError("glob", rp, err)

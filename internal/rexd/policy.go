@@ -54,10 +54,13 @@ func isShell(path string) bool {
 // allow_commands is set: it changes which program runs (PATH) or makes an
 // allowed program load or run other code (the dynamic loader's variables,
 // the shells' start-up files, exported bash functions, glibc's gconv
-// modules, IFS).
+// modules, IFS, and the module paths and start-up options of the
+// interpreters many programs in /usr/bin are scripts of).
 func refusedEnv(name string) bool {
 	switch name {
-	case "PATH", "BASH_ENV", "ENV", "IFS", "SHELLOPTS", "BASHOPTS", "PS4", "GCONV_PATH":
+	case "PATH", "BASH_ENV", "ENV", "IFS", "SHELLOPTS", "BASHOPTS", "PS4", "GCONV_PATH",
+		"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONBREAKPOINT", "PYTHONINSPECT",
+		"PERL5LIB", "PERLLIB", "PERL5OPT", "PERL5DB", "NODE_OPTIONS", "NODE_PATH", "RUBYOPT", "RUBYLIB":
 		return true
 	}
 	return strings.HasPrefix(name, "LD_") || strings.HasPrefix(name, "DYLD_") || strings.HasPrefix(name, "BASH_FUNC_")
@@ -87,10 +90,18 @@ func (s *Server) program(argv0, cwd string, env []string) (path string, notFound
 		path = filepath.Join(cwd, path)
 	}
 	if len(list) > 0 {
-		if err != nil || !s.allowed(path) {
+		var canon string
+		if err == nil {
+			canon = canonDir(path)
+		}
+		if err != nil || !s.allowed(canon) {
 			return "", nil, protocol.Errorf(protocol.CodeUnauthorized, map[string]any{"command": argv0, "path": path, "allowed": list},
 				"command %q is not in this rexd's allow list (security.allow_commands, matched by full path with rexd's own PATH)", argv0)
 		}
+		// Run the file that was checked: by the path as sent, a symlinked
+		// directory on the way, switched after the check, would lead to
+		// another.
+		path = canon
 	}
 	if !s.cfg.AllowShell && (isShell(argv0) || err == nil && isShell(path)) {
 		return "", nil, protocol.Errorf(protocol.CodeUnauthorized, map[string]string{"command": argv0, "reason": "shell_disabled"},
@@ -102,9 +113,9 @@ func (s *Server) program(argv0, cwd string, env []string) (path string, notFound
 	return path, nil, nil
 }
 
-// allowed reports whether path is one of allow_commands, by full path.
-func (s *Server) allowed(path string) bool {
-	want := canonDir(path)
+// allowed reports whether want (a path with its directories' symlinks
+// resolved, canonDir) is one of allow_commands, by full path.
+func (s *Server) allowed(want string) bool {
 	for _, a := range s.cfg.AllowCommands {
 		p := a
 		if !strings.Contains(a, "/") {

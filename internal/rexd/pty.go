@@ -191,9 +191,13 @@ func (c *conn) ptyOpen(ctx context.Context, req *request) (any, *protocol.Error)
 	}()
 	go func() {
 		// Once the program is gone, hang up whatever else still holds the
-		// terminal (background jobs), as closing an ssh session does.
-		<-proc.done
+		// terminal (background jobs), as closing an ssh session does: at
+		// once, not after the exit event, which waits for the terminal to
+		// be let go of.
+		<-proc.reaped
 		proc.signal(syscall.SIGHUP)
+		proc.signal(syscall.SIGCONT) // a stopped job cannot act on HUP
+		<-proc.done
 		t.Close()
 	}()
 	return nil, nil

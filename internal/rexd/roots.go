@@ -191,7 +191,7 @@ func (rs rootSet) narrow(paths []string) (rootSet, *protocol.Error) {
 			out.close()
 			return nil, perr
 		}
-		d, err := rp.root.dir.OpenRoot(relOrDot(rp.rel))
+		d, err := openSubRoot(rp.root.dir, relOrDot(rp.rel))
 		if err != nil {
 			out.close()
 			return nil, rs.fsError("open workspace root", rp, err)

@@ -231,6 +231,10 @@ func (c *conn) sessionOpen(ctx context.Context, req *request) (any, *protocol.Er
 			map[string][]string{"unsupported": unsupported, "capabilities": caps},
 			"capability %q is not supported by this rexd", unsupported[0])
 	}
+	if n := len(p.WorkspaceRoots); n > maxWorkspaceRoots {
+		return nil, protocol.Errorf(protocol.CodeResourceLimit, protocol.ResourceLimitData{Limit: "workspace_roots", Value: maxWorkspaceRoots},
+			"session.open names %d workspace roots; at most %d are allowed (each holds a descriptor open for the session's life): name their common parent instead", n, maxWorkspaceRoots)
+	}
 	if e := c.srv.usage.reserve(1, 0, c.srv.cfg.Limits.MaxConcurrentSessions, 0); e != nil {
 		return nil, e
 	}
@@ -300,6 +304,11 @@ func (c *conn) sessionOpen(ctx context.Context, req *request) (any, *protocol.Er
 		Hostname:       c.srv.hostname,
 	}, nil
 }
+
+// maxWorkspaceRoots bounds the workspace roots of one session: each is a
+// descriptor held while the session lives, and descriptors are shared by
+// every session, process and file operation of this rexd.
+const maxWorkspaceRoots = 64
 
 // lowerLimits applies a session's override; it can only lower limits.
 func lowerLimits(l protocol.Limits, o *protocol.LimitsOverride) protocol.Limits {
