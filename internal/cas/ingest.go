@@ -129,7 +129,9 @@ func (s *Store) IngestWith(ctx context.Context, dir string, opts IngestOptions) 
 // allowed root): nothing outside root is read, whatever links the path
 // holds.
 func (s *Store) IngestIn(ctx context.Context, root *os.Root, name string, opts IngestOptions) (Digest, []IngestProblem, error) {
-	r, err := root.OpenRoot(name)
+	// The trailing slash makes the kernel refuse anything but a directory
+	// before opening it: a FIFO would wait for a writer.
+	r, err := root.OpenRoot(name + "/")
 	if err != nil {
 		return Digest{}, nil, fmt.Errorf("ingest %s: %w", name, err)
 	}

@@ -310,7 +310,7 @@ func (u *Update) byteLimit() (limit, free int64, err error) {
 	}
 	// The nearest directory that exists holds the file system written to.
 	for {
-		f, err := u.root.Open(dir)
+		f, err := u.root.Open(dir + "/") // a directory only: a FIFO swapped in would block
 		if err == nil {
 			n, serr := freeSpace(f)
 			f.Close()
@@ -331,7 +331,7 @@ func (u *Update) byteLimit() (limit, free int64, err error) {
 // cache does not vouch for, and sweeping rex's leftovers of killed
 // processes on the way.
 func (u *Update) scan(ctx context.Context) error {
-	r, err := u.root.OpenRoot(u.name)
+	r, err := u.root.OpenRoot(u.name + "/") // a directory only, as in byteLimit
 	if err != nil {
 		return fmt.Errorf("update %s: %w", u.res.Path, err)
 	}
