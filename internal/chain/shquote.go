@@ -34,6 +34,9 @@ type shellLexer struct {
 	arith   bool
 	intVars map[string]bool // names declared integer (declare -i x): x=VALUE is arithmetic
 	err     string          // a verdict found after the placeholder (the left operand of -gt)
+	// cmdErr names a placeholder found in the word that names the program
+	// a simple command runs: the value would choose what runs.
+	cmdErr string
 }
 
 // arithShell says whether the shell named prog may evaluate a quoted word
@@ -220,6 +223,14 @@ func (l *shellLexer) endWord(f *lexFrame) {
 	if f.words == 0 && cmdPrefix[w] {
 		return // a command follows
 	}
+	if f.words == 0 {
+		if name, op := assignName(w); name != "" && (op != '[' || strings.Contains(w, "]=") || strings.Contains(w, "]+=")) {
+			return // an assignment before the command: the command follows
+		}
+		if ph != "" && l.cmdErr == "" {
+			l.cmdErr = ph
+		}
+	}
 	f.prev = w
 	switch {
 	case f.words == 0:
@@ -239,6 +250,13 @@ func (l *shellLexer) endWord(f *lexFrame) {
 		}
 	}
 	f.words++
+}
+
+// finish ends the word and command the template ends in.
+func (l *shellLexer) finish() {
+	if f := l.top(); f.ctx == cxTop {
+		l.endCommand(f)
+	}
 }
 
 // endCommand ends the simple command being read.

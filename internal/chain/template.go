@@ -287,8 +287,14 @@ func renderTaint(tmpl string, o renderOpts) (string, []string, []string, error) 
 		b.WriteByte(c)
 		i++
 	}
+	if o.mode == modeShell {
+		lx.finish()
+	}
 	if lx.err != "" {
 		return "", nil, nil, arithError(o, "", lx.err)
+	}
+	if lx.cmdErr != "" {
+		return "", nil, nil, fmt.Errorf("%s: %s names the program the shell runs, so the value would choose what runs; make it an argument of a fixed program", o.what, lx.cmdErr)
 	}
 	return b.String(), unresolved, used, nil
 }

@@ -414,3 +414,41 @@ func TestArithmeticInjection(t *testing.T) {
 		t.Error("a/int took a value that is not an integer")
 	}
 }
+
+// TestParameterNeverNamesTheProgram: a parameter substituted into the word
+// that names the program a shell command runs would choose what runs
+// (quoting keeps it one word, and one word is a program name); it is
+// refused there, in any shell, and allowed as an argument or an
+// assignment's value.
+func TestParameterNeverNamesTheProgram(t *testing.T) {
+	for _, tt := range []struct {
+		tmpl    string
+		refused bool
+	}{
+		{"{v}", true},
+		{"{v} -x", true},
+		{"echo a; {v} b", true},
+		{"echo a | {v}", true},
+		{"if {v}; then :; fi", true},
+		{"X=1 {v} y", true},
+		{"echo $({v} y)", true},
+		{"/usr/bin/{v} x", true},
+		{"echo {v}", false},
+		{"X={v} env", false},
+		{"grep --regexp={v} f", false},
+		{"echo a | grep -e {v}", false},
+		{"echo $(printf %s {v})", false},
+	} {
+		for _, shell := range []string{"sh", "dash", "bash"} {
+			o := renderOpts{lookup: func(string) (string, bool) { return "", false }, vals: map[string]string{"v": "touch"}, mode: modeShell, shell: shell, tool: "t/x", what: "args[1]",
+				tainted: map[string]bool{"v": true}}
+			out, _, err := render(tt.tmpl, o)
+			if (err != nil) != tt.refused {
+				t.Errorf("%s %q: %q %v, want refused %v", shell, tt.tmpl, out, err, tt.refused)
+			}
+			if err != nil && !strings.Contains(err.Error(), "{v} names the program") {
+				t.Errorf("%s %q: %v", shell, tt.tmpl, err)
+			}
+		}
+	}
+}
