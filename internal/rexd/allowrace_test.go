@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,29 +33,11 @@ func TestAllowCommandsRunsWhatWasChecked(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(evil, filepath.Base(realTrue)), []byte("#!/bin/sh\ntouch "+marker+"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	link, tmp := filepath.Join(h.root, "d"), filepath.Join(h.root, "d.tmp")
+	link := filepath.Join(h.root, "d")
 	if err := os.Symlink(filepath.Dir(realTrue), link); err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		targets := []string{evil, filepath.Dir(realTrue)}
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			os.Remove(tmp)
-			if os.Symlink(targets[i%2], tmp) == nil {
-				os.Rename(tmp, link)
-			}
-		}
-	}()
-	defer func() { close(stop); wg.Wait() }()
+	flipLink(t, link, evil, filepath.Dir(realTrue))
 	argv := []string{filepath.Join(link, filepath.Base(realTrue))}
 	for i := 0; i < 300; i++ {
 		m := h.call(protocol.MethodExecStart, protocol.ExecStartParams{SessionID: sid, Argv: argv})

@@ -3,7 +3,6 @@ package rexd_test
 import (
 	"os"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 
@@ -25,29 +24,11 @@ func TestAtomicWriteNeverOpensAFIFO(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(h.root, "pipe"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d, tmp := filepath.Join(h.root, "d"), filepath.Join(h.root, "d.tmp")
+	d := filepath.Join(h.root, "d")
 	if err := os.Symlink("real", d); err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		targets := []string{"pipe", "real"}
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			os.Remove(tmp)
-			if os.Symlink(targets[i%2], tmp) == nil {
-				os.Rename(tmp, d)
-			}
-		}
-	}()
-	defer func() { close(stop); wg.Wait() }()
+	flipLink(t, d, "pipe", "real")
 	for i := 0; i < 500; i++ {
 		h.call(protocol.MethodFSWrite, protocol.FSWriteParams{SessionID: sid, Path: "d/f", Content: "x"})
 	}

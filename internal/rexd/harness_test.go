@@ -373,3 +373,29 @@ func noneAliveWithin(t *testing.T, file string, d time.Duration) {
 	}
 	t.Fatalf("processes still alive after %s: %v", d, alive)
 }
+
+// flipLink switches the symlink link between targets, as fast as it can
+// (a new link renamed over it each time), until the test ends: another
+// writer in the roots racing a request's check and use of a path.
+func flipLink(t *testing.T, link string, targets ...string) {
+	t.Helper()
+	tmp := link + ".tmp"
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			os.Remove(tmp)
+			if os.Symlink(targets[i%len(targets)], tmp) == nil {
+				os.Rename(tmp, link)
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); wg.Wait() })
+}
