@@ -29,27 +29,11 @@ type lineServer struct {
 
 func serveLines(t *testing.T, hook func(ctx context.Context, method string)) *lineServer {
 	t.Helper()
-	cfg := DefaultConfig()
 	root := t.TempDir()
 	if r, err := filepath.EvalSymlinks(root); err == nil {
 		root = r
 	}
-	cfg.Roots = []string{root}
-	cfg.AuditPath = filepath.Join(t.TempDir(), "audit.log")
-	cfg.CASDir = filepath.Join(t.TempDir(), "cas")
-	srv, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.testHook = hook
-	cr, sw := io.Pipe()
-	sr, cw := io.Pipe()
-	done := make(chan struct{})
-	go func() {
-		srv.Serve(context.Background(), sr, sw)
-		sw.Close()
-		close(done)
-	}()
+	srv, cr, cw, done := servePipes(t, root, hook)
 	ls := &lineServer{t: t, root: root, in: cw, msgs: make(chan *protocol.Message, 64)}
 	go func() {
 		defer close(ls.msgs)

@@ -27,12 +27,13 @@ type pipeCloser struct {
 
 func (p pipeCloser) Close() error { p.w.Close(); <-p.done; return nil }
 
-// serveInProcess runs a Server on pipes and returns a client of it. hook,
-// when set, runs before every handler with the handler's context.
-func serveInProcess(t *testing.T, hook func(ctx context.Context, method string)) (*rexclient.Client, *Server) {
+// servePipes runs a Server whose one root is root on pipes: what its
+// client reads and writes, and a channel closed once Serve has returned.
+// hook, when set, runs before every handler with the handler's context.
+func servePipes(t *testing.T, root string, hook func(ctx context.Context, method string)) (*Server, io.Reader, io.WriteCloser, chan struct{}) {
 	t.Helper()
 	cfg := DefaultConfig()
-	cfg.Roots = []string{t.TempDir()}
+	cfg.Roots = []string{root}
 	cfg.AuditPath = filepath.Join(t.TempDir(), "audit.log")
 	cfg.CASDir = filepath.Join(t.TempDir(), "cas")
 	srv, err := New(cfg)
@@ -48,6 +49,14 @@ func serveInProcess(t *testing.T, hook func(ctx context.Context, method string))
 		sw.Close()
 		close(done)
 	}()
+	return srv, cr, cw, done
+}
+
+// serveInProcess runs a Server on pipes and returns a client of it. hook,
+// when set, runs before every handler with the handler's context.
+func serveInProcess(t *testing.T, hook func(ctx context.Context, method string)) (*rexclient.Client, *Server) {
+	t.Helper()
+	srv, cr, cw, done := servePipes(t, t.TempDir(), hook)
 	c := rexclient.NewConn(cr, cw, pipeCloser{w: cw, done: done})
 	t.Cleanup(func() { c.Close(); srv.Close() })
 	return c, srv
