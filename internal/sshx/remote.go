@@ -372,13 +372,10 @@ func describeBad(h header) string {
 		}
 		switch why {
 		case "create":
-			switch {
-			case noSpace(reason):
+			if noSpace(reason) {
 				out = append(out, dir+" cannot be created: no space left on its file system")
-			case reason != "":
-				out = append(out, dir+" cannot be created ("+reason+")")
-			default:
-				out = append(out, dir+" cannot be created")
+			} else {
+				out = append(out, dir+" cannot be created"+because(reason))
 			}
 		case "parentowner":
 			out = append(out, dir+", a parent of the cache directory, belongs to another user than root or this account")
@@ -389,11 +386,7 @@ func describeBad(h header) string {
 		case "nosum":
 			out = append(out, dir+" has neither sha256sum nor shasum to check a copy")
 		case "readonly":
-			if reason != "" {
-				out = append(out, dir+" is not writable ("+reason+")")
-			} else {
-				out = append(out, dir+" is not writable")
-			}
+			out = append(out, dir+" is not writable"+because(reason))
 		case "noexec":
 			out = append(out, dir+" does not allow executing programs (noexec)")
 		case "notowned":
@@ -407,6 +400,14 @@ func describeBad(h header) string {
 		}
 	}
 	return strings.Join(out, ", ")
+}
+
+// because is " (reason)", or "" when the remote command gave none.
+func because(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return " (" + reason + ")"
 }
 
 // noSpace says whether a reason mkdir gave is a full disk (ENOSPC), or
