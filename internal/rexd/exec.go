@@ -399,11 +399,14 @@ func (c *conn) queueInput(req *request, proc *process, data, encoding string, eo
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidParams, nil, "data: %v", err)
 	}
-	if proc.ended() || proc.input == nil {
-		return nil, protocol.Errorf(protocol.CodeProcessNotFound, map[string]string{"process_id": proc.id, "reason": "exited"},
+	ended := func() *protocol.Error {
+		return protocol.Errorf(protocol.CodeProcessNotFound, map[string]string{"process_id": proc.id, "reason": "exited"},
 			"process %s has ended; it takes no more input", proc.id)
 	}
-	ok := proc.input.push(inputItem{data: b, eof: eof, done: func(n int, err error) {
+	if proc.ended() || proc.input == nil {
+		return nil, ended()
+	}
+	perr := proc.input.push(inputItem{data: b, eof: eof, done: func(n int, err error) {
 		if err != nil && !errors.Is(err, io.ErrClosedPipe) {
 			c.finish(req, nil, protocol.Errorf(protocol.CodeProcessNotFound, map[string]string{"process_id": proc.id},
 				"write to process %s: %v", proc.id, err))
@@ -411,7 +414,10 @@ func (c *conn) queueInput(req *request, proc *process, data, encoding string, eo
 		}
 		c.finish(req, protocol.ExecInputResult{AcceptedBytes: n}, nil)
 	}})
-	if !ok {
+	if errors.Is(perr, errProcessEnded) {
+		return nil, ended()
+	}
+	if perr != nil {
 		return nil, protocol.Errorf(protocol.CodeResourceLimit, protocol.ResourceLimitData{Limit: "input_queue_bytes", Value: inputQueueBytes},
 			"process %s is not reading its input fast enough (at most %d writes and %d bytes wait for it); wait for earlier input to be accepted", proc.id, inputQueueLen, inputQueueBytes)
 	}

@@ -448,22 +448,29 @@ func (q *inputQueue) run() {
 	}
 }
 
-var errProcessEnded = errors.New("the process has ended")
+var (
+	errProcessEnded   = errors.New("the process has ended")
+	errInputQueueFull = errors.New("the input queue is full")
+)
 
-// push queues an item; false means the queue is full (in items or
-// bytes) or stopped.
-func (q *inputQueue) push(it inputItem) bool {
+// push queues an item. It fails with errProcessEnded once the queue was
+// stopped (the process ended, its exit event may already be out) and with
+// errInputQueueFull when the items or bytes waiting reach the bounds.
+func (q *inputQueue) push(it inputItem) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.closed || q.queued > 0 && q.queued+len(it.data) > inputQueueBytes {
-		return false
+	if q.closed {
+		return errProcessEnded
+	}
+	if q.queued > 0 && q.queued+len(it.data) > inputQueueBytes {
+		return errInputQueueFull
 	}
 	select {
 	case q.ch <- it:
 		q.queued += len(it.data)
-		return true
+		return nil
 	default:
-		return false
+		return errInputQueueFull
 	}
 }
 
