@@ -22,3 +22,15 @@ func TestInputAfterStopIsProcessNotFound(t *testing.T) {
 		t.Fatalf("input after the queue stopped: got %v, want process_not_found (-32005)", e)
 	}
 }
+
+// Once a process's exit event is about to go out, every view of it says it
+// has ended: a client that saw exec.exit and then asks session.info or
+// sends input must not find it running.
+func TestProcessEndedFromItsExitEvent(t *testing.T) {
+	p := &process{id: "p_1", done: make(chan struct{})}
+	s := &session{srv: &Server{}}
+	s.processEnding(p)
+	if !p.ended() {
+		t.Fatal("a process whose exit event is being sent still reports running")
+	}
+}

@@ -62,6 +62,9 @@ type process struct {
 	holdsSlot bool
 
 	gone atomic.Bool // the group was seen empty: never signal it again
+	// exited is set before the exit event goes out (done only after it), so
+	// a client that saw the event never finds the process running.
+	exited atomic.Bool
 	// roomWait is set while the pump waits for a resumable session's log
 	// to make room: output is pending, not lost, so the exit waits.
 	roomWait atomic.Bool
@@ -74,6 +77,9 @@ type process struct {
 }
 
 func (p *process) ended() bool {
+	if p.exited.Load() {
+		return true
+	}
 	select {
 	case <-p.done:
 		return true

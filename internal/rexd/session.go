@@ -126,6 +126,7 @@ func (s *session) reserveLocked() *protocol.Error {
 // processEnding records, before its exit event goes out, that p is done:
 // the last detached process of a closed session frees the session's slot.
 func (s *session) processEnding(p *process) {
+	p.exited.Store(true)
 	s.mu.Lock()
 	p.finished = true
 	free := false
