@@ -348,6 +348,13 @@ func (p *process) waitAndReport(pumps <-chan struct{}, closers []io.Closer) {
 		method = protocol.EventPTYExit
 	}
 	p.sess.processEnding(p)
+	// Counted among the ended before its exit event goes out, so that a
+	// client told of the exit finds the session's window already moved.
+	if p.isPTY {
+		p.sess.ended(p.ptyID) // the PTY id is what its session keeps it by
+	} else {
+		p.sess.ended(p.id)
+	}
 	p.sess.notify(method, ev)
 	p.sess.srv.audit.write(auditEntry{
 		SessionID: p.sess.id, ClientName: p.sess.clientName, Event: method,
@@ -359,7 +366,6 @@ func (p *process) waitAndReport(pumps <-chan struct{}, closers []io.Closer) {
 		p.input.stop()
 	}
 	close(p.done)
-	p.sess.ended(p.id)
 }
 
 // status is the exec.wait view of the process.

@@ -8,8 +8,9 @@ import (
 	"github.com/rexconsole/rex/internal/protocol"
 )
 
-// keepFinished is how many ended processes a session remembers for a late
-// exec.wait; older ones are forgotten first.
+// keepFinished is how many ended processes and PTYs a session remembers
+// for a late exec.wait or pty call; older ones are forgotten first, so a
+// session kept open for hours, starting one after another, stays bounded.
 const keepFinished = 256
 
 // session is a client's scoped state: roots, cwd, limits and processes.
@@ -28,10 +29,12 @@ type session struct {
 	// its log keeps, replays and relays as lines.
 	rawOutput bool
 
-	mu       sync.Mutex
-	procs    map[string]*process // exec processes, live and recently ended
-	ptys     map[string]*ptyProc
-	finished []string // ids of ended processes, oldest first
+	mu    sync.Mutex
+	procs map[string]*process // exec processes, live and recently ended
+	ptys  map[string]*ptyProc // PTYs, live and recently ended
+	// finished are the ids of ended processes (process ids, "p_…") and
+	// PTYs (PTY ids, "t_…"), oldest first.
+	finished []string
 	closed   bool
 	cas      casSession // streamed cas puts and updates in progress
 
@@ -143,13 +146,16 @@ func (s *session) processEnding(p *process) {
 	s.srv.usage.release(ds, 1)
 }
 
-// ended records that a process finished and forgets the oldest ones.
+// ended records that the process or PTY id finished and forgets the
+// oldest ones: a forgotten id is answered as an unknown one. Process and
+// PTY ids never collide (newID gives them different prefixes).
 func (s *session) ended(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.finished = append(s.finished, id)
 	for len(s.finished) > keepFinished {
 		delete(s.procs, s.finished[0])
+		delete(s.ptys, s.finished[0])
 		s.finished = s.finished[1:]
 	}
 }

@@ -1,0 +1,4 @@
+package rexd
+
+// KeepFinished is keepFinished for the tests of package rexd_test.
+const KeepFinished = keepFinished
