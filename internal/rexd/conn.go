@@ -40,6 +40,11 @@ const (
 	// or waiting for a slot); past it the reader waits for one to end,
 	// which pushes back on the client.
 	maxOutstanding = 256
+	// maxOutstandingBytes bounds the bytes of those requests (their lines
+	// and raw cas.put data): 256 fs.write lines of MaxLine would otherwise
+	// be 4 GiB. One larger than what is free is admitted alone, when
+	// nothing else is held, so a single request of MaxLine still runs.
+	maxOutstandingBytes = 64 << 20
 	// handlerGrace bounds how long the end of a connection waits for
 	// running requests (one stuck in a system call cannot keep rexd up).
 	handlerGrace = 5 * time.Second
@@ -64,6 +69,7 @@ type conn struct {
 
 	handlers    sync.WaitGroup
 	outstanding chan struct{}
+	held        byteBudget // bytes of the outstanding requests
 	working     chan struct{}
 
 	// relay, once set, is the socket of the rexd holding the session this
@@ -86,6 +92,7 @@ func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 		sessions:    map[string]*session{},
 		inflight:    map[string]*request{},
 		outstanding: make(chan struct{}, maxOutstanding),
+		held:        byteBudget{max: maxOutstandingBytes},
 		working:     make(chan struct{}, maxWorking),
 		relayEnd:    make(chan struct{}),
 	}
@@ -329,9 +336,20 @@ func (c *conn) handleLine(line, raw []byte) {
 		c.finish(req, nil, c.cancelled(req))
 		return
 	}
+	size := int64(len(line) + len(raw))
+	if !c.held.tryTake(size) {
+		if c.srv.testHook != nil {
+			c.srv.testHook(c.ctx, admitWaitBytes)
+		}
+		if !c.held.take(c.ctx, size) {
+			<-c.outstanding
+			c.finish(req, nil, c.cancelled(req))
+			return
+		}
+	}
 	c.handlers.Add(1)
 	go func() {
-		defer func() { <-c.outstanding; c.handlers.Done() }()
+		defer func() { c.held.give(size); <-c.outstanding; c.handlers.Done() }()
 		if kind == work {
 			select {
 			case c.working <- struct{}{}:
@@ -343,6 +361,69 @@ func (c *conn) handleLine(line, raw []byte) {
 		}
 		c.dispatch(req)
 	}()
+}
+
+// admitWaitBytes is the testHook's name for the moment the reader starts
+// waiting for outstanding requests to end because their bytes are at
+// maxOutstandingBytes.
+const admitWaitBytes = "rexd/admit-wait-bytes"
+
+// byteBudget counts the bytes of a connection's outstanding requests. Only
+// the reader takes (so no waiter can starve another); handlers give back.
+type byteBudget struct {
+	max int64
+
+	mu    sync.Mutex
+	held  int64
+	freed chan struct{} // closed when bytes are given back; nil when none waits
+}
+
+// tryTake takes n bytes if they are free, or if nothing is held (a request
+// larger than max runs alone).
+func (b *byteBudget) tryTake(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.takeLocked(n)
+}
+
+func (b *byteBudget) takeLocked(n int64) bool {
+	if b.held > 0 && b.held+n > b.max {
+		return false
+	}
+	b.held += n
+	return true
+}
+
+// take waits until n bytes can be taken; false when ctx ended first.
+func (b *byteBudget) take(ctx context.Context, n int64) bool {
+	for {
+		b.mu.Lock()
+		if b.takeLocked(n) {
+			b.mu.Unlock()
+			return true
+		}
+		if b.freed == nil {
+			b.freed = make(chan struct{})
+		}
+		freed := b.freed
+		b.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// give returns n bytes and wakes the reader if it waits.
+func (b *byteBudget) give(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.held -= n
+	if b.freed != nil {
+		close(b.freed)
+		b.freed = nil
+	}
 }
 
 // handler answers one method. It returns a result or an error; handlers
