@@ -391,8 +391,13 @@ func (s *Server) run() error {
 		}
 		c, err := net.DialTimeout("tcp", s.Addr, 200*time.Millisecond)
 		if err == nil {
+			ours := s.presentsOwnKey(c)
 			c.Close()
-			return nil
+			if ours {
+				return nil
+			}
+			// Another process holds the port: this sshd fails to bind
+			// and exits, which the next round sees.
 		}
 		if time.Now().After(deadline) {
 			s.Stop()
@@ -401,6 +406,40 @@ func (s *Server) run() error {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// presentsOwnKey reports whether the server on c shows one of s's host
+// keys: a port that accepts may belong to another test's sshd.
+func (s *Server) presentsOwnKey(c net.Conn) bool {
+	c.SetDeadline(time.Now().Add(startTimeout))
+	ours := false
+	check := func(_ string, _ net.Addr, k ssh.PublicKey) error {
+		if cert, ok := k.(*ssh.Certificate); ok {
+			k = cert.Key
+		}
+		for _, h := range s.HostKeys {
+			if bytes.Equal(h.Marshal(), k.Marshal()) {
+				ours = true
+			}
+		}
+		return errProbed
+	}
+	ssh.NewClientConn(c, s.Addr, &ssh.ClientConfig{User: "probe", HostKeyCallback: check})
+	return ours
+}
+
+// Answers reports whether s's own sshd accepts on s.Addr (another
+// process may have taken the port since s stopped).
+func (s *Server) Answers() bool {
+	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	return s.presentsOwnKey(c)
+}
+
+// errProbed ends a readiness probe once the host key was seen.
+var errProbed = errors.New("sshtest: host key seen")
 
 // Pid is the listening sshd's process id.
 func (s *Server) Pid() int { return s.cmd.Process.Pid }

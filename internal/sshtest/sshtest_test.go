@@ -83,9 +83,8 @@ func TestStopAndAddresses(t *testing.T) {
 		}
 	}
 	r.Stop()
-	if c, err := net.DialTimeout("tcp", r.Addr, time.Second); err == nil {
-		c.Close()
-		t.Errorf("%s still accepts after Stop", r.Addr)
+	if r.Answers() {
+		t.Errorf("%s still answers with its host key after Stop", r.Addr)
 	}
 
 	if c, err := net.DialTimeout("tcp", sshtest.RefusingAddr(t), time.Second); err == nil {
