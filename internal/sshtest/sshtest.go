@@ -373,6 +373,11 @@ func (s *Server) run() error {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = "/"
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// Its own process group, so Stop can find a connection child that
+	// sshd forked too late to be among the descendants Stop saw: until
+	// such a child closes its copy of the listening socket (before its
+	// setsid), the port still accepts.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("sshtest: start sshd: %w", err)
 	}
@@ -473,6 +478,10 @@ func (s *Server) Stop() {
 		s.cmd.Process.Kill()
 		<-s.exited
 	}
+	// A child forked while sshd was being stopped is not in kids and may
+	// still hold the listening socket; it is in sshd's process group until
+	// it has closed that socket and called setsid, so the group catches it.
+	syscall.Kill(-pid, syscall.SIGKILL)
 	for range 50 { // bounded: 5 s for the connection handlers to go
 		alive := kids[:0]
 		for _, p := range kids {
@@ -481,11 +490,12 @@ func (s *Server) Stop() {
 			}
 		}
 		kids = alive
-		if len(kids) == 0 {
+		if len(kids) == 0 && len(groupMembers(pid)) == 0 {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	kids = append(kids, groupMembers(pid)...)
 	for _, p := range kids {
 		syscall.Kill(p, syscall.SIGKILL)
 	}
@@ -643,6 +653,34 @@ func descendants(pid int) []int {
 		for _, c := range children[p] {
 			out = append(out, c)
 			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+// groupMembers lists the live (not zombie) processes of process group pgid.
+func groupMembers(pgid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:])) // state ppid pgrp ...
+		if len(f) >= 3 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
+			out = append(out, p)
 		}
 	}
 	return out
