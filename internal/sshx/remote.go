@@ -524,6 +524,11 @@ type remoteExec struct {
 	started chan struct{} // closed when the exec request has its answer
 	execErr error         // why the command did not start; set before started closes
 	once    sync.Once
+	// writing is held while input is written or its EOF sent:
+	// x/crypto/ssh's channel reads its sent-EOF flag in Write with no lock
+	// against CloseWrite. A channel, so that sending EOF can give up on a
+	// write stuck on a full window (Close then closes the channel).
+	writing chan struct{}
 }
 
 // errExecRefused: the server answered the exec request with a failure.
@@ -536,7 +541,7 @@ func startExec(client *ssh.Client, cmd string, stderr io.Writer) (*remoteExec, e
 	if err != nil {
 		return nil, err
 	}
-	x := &remoteExec{ch: ch, done: make(chan struct{}), status: -1}
+	x := &remoteExec{ch: ch, done: make(chan struct{}), status: -1, writing: make(chan struct{}, 1)}
 	errDone := make(chan struct{})
 	go func() {
 		io.Copy(stderr, ch.Stderr())
@@ -594,7 +599,23 @@ func (x *remoteExec) write(p []byte) (int, error) {
 	if x.execErr != nil {
 		return 0, fmt.Errorf("start the remote command: %w", x.execErr)
 	}
+	x.writing <- struct{}{}
+	defer func() { <-x.writing }()
 	return x.ch.Write(p)
+}
+
+// closeWrite sends EOF on the command's input once no write is under way,
+// or gives up after wait (the input stays open; closing the channel ends it).
+func (x *remoteExec) closeWrite(wait time.Duration) error {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case x.writing <- struct{}{}:
+		defer func() { <-x.writing }()
+		return x.ch.CloseWrite()
+	case <-t.C:
+		return fmt.Errorf("close the remote command's input: a write to it has not ended within %s", wait)
+	}
 }
 
 // Read reads the command's standard output.
@@ -610,7 +631,7 @@ const closeGrace = 3 * time.Second
 // (so its processes are stopped cleanly), then close the channel.
 func (x *remoteExec) Close() error {
 	x.once.Do(func() {
-		x.ch.CloseWrite()
+		x.closeWrite(closeGrace)
 		select {
 		case <-x.done:
 		case <-time.After(closeGrace):
@@ -627,7 +648,7 @@ func (x *remoteExec) stdin() io.WriteCloser { return execStdin{x} }
 type execStdin struct{ x *remoteExec }
 
 func (s execStdin) Write(p []byte) (int, error) { return s.x.write(p) }
-func (s execStdin) Close() error                { return s.x.ch.CloseWrite() }
+func (s execStdin) Close() error                { return s.x.closeWrite(closeGrace) }
 
 // sessionCloser ends a command on an x/crypto session (installAs) as
 // remoteExec.Close does: close its input, give it closeGrace, then close
