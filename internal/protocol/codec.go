@@ -140,6 +140,7 @@ func ParseMessage(line []byte) (*Message, *Error) {
 type Encoder struct {
 	mu     sync.Mutex
 	w      *bufio.Writer
+	dst    io.Writer // what w writes to
 	buf    bytes.Buffer
 	enc    *json.Encoder
 	closed bool
@@ -163,7 +164,7 @@ func (e *Encoder) Close() error {
 
 // NewEncoder returns an Encoder writing to w.
 func NewEncoder(w io.Writer) *Encoder {
-	e := &Encoder{w: bufio.NewWriterSize(w, 64<<10)}
+	e := &Encoder{w: bufio.NewWriterSize(w, 64<<10), dst: w}
 	e.enc = json.NewEncoder(&e.buf)
 	e.enc.SetEscapeHTML(false)
 	return e
@@ -199,6 +200,25 @@ func (e *Encoder) WriteFrame(line []byte, data [][]byte) error {
 		}
 	}
 	return e.w.Flush()
+}
+
+// WriteFrameTo writes a raw frame whose bytes body writes: line (ending in
+// a newline) goes out first, then body writes straight to the writer the
+// Encoder was made with, unbuffered, while no other message can come
+// between (rexd splices a command's output there without copying it).
+func (e *Encoder) WriteFrameTo(line []byte, body func(w io.Writer) error) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return ErrEncoderClosed
+	}
+	if _, err := e.w.Write(line); err != nil {
+		return err
+	}
+	if err := e.w.Flush(); err != nil {
+		return err
+	}
+	return body(e.dst)
 }
 
 // Encode writes v as one line.

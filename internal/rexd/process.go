@@ -195,6 +195,15 @@ func (p *process) pump(r io.Reader, method string, counter *atomic.Int64, limitT
 	var lastRead time.Time
 	buf := make([]byte, readSize)
 	grown := false
+	// sp, once set, moves the stream's bytes without reading them (see
+	// splicer): for a command that fills its pipe, in a session that takes
+	// raw frames straight from its connection.
+	var sp *splicer
+	defer func() {
+		if sp != nil {
+			sp.close()
+		}
+	}()
 	// grow gives a command that writes faster than its output goes out a
 	// bigger pipe and buffer, once: each read and each event then carries
 	// more, which costs less per byte here, in sshd and in the client.
@@ -204,12 +213,22 @@ func (p *process) pump(r io.Reader, method string, counter *atomic.Int64, limitT
 			if growPipe(r, maxEvent) {
 				buf = append(buf, make([]byte, maxEvent-len(buf))...)
 			}
+			if coalesce && s.resume == nil && s.rawOutput {
+				sp = newSplicer(r)
+			}
 		}
 	}
 	pending := 0
 	var seq uint64
 	ev := protocol.OutputEvent{SessionID: p.sess.id, ProcessID: p.id, PTYID: p.ptyID}
 	var line []byte
+	overran := func() {
+		s.notify(protocol.EventExecError, protocol.ErrorEvent{
+			SessionID: p.sess.id, ProcessID: p.id, Code: protocol.CodeOutputLimitExceeded,
+			Message: "output exceeded the limit of " + strconv.FormatInt(limitTotal, 10) + " bytes; the process was stopped",
+		})
+		p.terminate(reasonOutput)
+	}
 	send := func(b []byte) {
 		if len(b) == 0 {
 			return
@@ -223,15 +242,61 @@ func (p *process) pump(r io.Reader, method string, counter *atomic.Int64, limitT
 			line = s.sendOutput(p, method, &ev, b[:allowed], line)
 		}
 		if overrun {
-			s.notify(protocol.EventExecError, protocol.ErrorEvent{
-				SessionID: p.sess.id, ProcessID: p.id, Code: protocol.CodeOutputLimitExceeded,
-				Message: "output exceeded the limit of " + strconv.FormatInt(limitTotal, 10) + " bytes; the process was stopped",
-			})
-			p.terminate(reasonOutput)
+			overran()
 		}
+	}
+	// sendHeld sends the n bytes sp holds as one event.
+	sendHeld := func(n int) {
+		p.sending.Add(1)
+		defer p.sending.Add(-1)
+		allowed, overrun := p.take(n)
+		if allowed > 0 {
+			seq++
+			ev.Seq = seq
+			line = s.sendSpliced(method, &ev, sp, allowed, line)
+		}
+		sp.drop() // past the cap, or what a client that left did not take
+		if overrun {
+			overran()
+		}
+	}
+	// pace batches a stream of small writes (stdio's 4 KiB) when coalesce
+	// is set: it gives the pipe a moment to fill before the next read, so
+	// that one event carries many writes instead of one each (every event
+	// costs syscalls and wakeups here, in sshd and in the client). What
+	// was read has been sent: only the bytes of a burst that is already
+	// flowing wait, at most coalesceWait.
+	pace := func(n int) {
+		if !coalesce || n == 0 {
+			return
+		}
+		now := time.Now()
+		if n < coalesceBelow && now.Sub(lastRead) < coalesceWait {
+			grow()
+			select {
+			case <-time.After(coalesceWait):
+			case <-p.reaped: // the rest is in the pipe already
+			}
+			now = time.Now()
+		}
+		lastRead = now
 	}
 	for {
 		s.waitRoom(p)
+		if sp != nil {
+			send(buf[:pending]) // a character's start, held for its end: raw frames need not wait
+			pending = 0
+			n, err := sp.fill()
+			if n > 0 {
+				counter.Add(int64(n))
+				sendHeld(n)
+			}
+			if err != nil {
+				return
+			}
+			pace(n)
+			continue
+		}
 		n, err := r.Read(buf[pending:])
 		if n == len(buf)-pending {
 			grow() // the pipe was full
@@ -254,24 +319,7 @@ func (p *process) pump(r io.Reader, method string, counter *atomic.Int64, limitT
 			send(buf[:pending])
 			return
 		}
-		if coalesce && n > 0 {
-			// A command streaming in small writes (stdio's 4 KiB): give
-			// its pipe a moment to fill before the next read, so that one
-			// event carries many writes instead of one each (every event
-			// costs syscalls and wakeups here, in sshd and in the
-			// client). What was read has been sent: only the bytes of a
-			// burst that is already flowing wait, at most coalesceWait.
-			now := time.Now()
-			if n < coalesceBelow && now.Sub(lastRead) < coalesceWait {
-				grow()
-				select {
-				case <-time.After(coalesceWait):
-				case <-p.reaped: // the rest is in the pipe already
-				}
-				now = time.Now()
-			}
-			lastRead = now
-		}
+		pace(n)
 	}
 }
 

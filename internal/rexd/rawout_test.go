@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/rexconsole/rex/internal/protocol"
@@ -19,7 +22,20 @@ const rawScript = `i=0; while [ $i -lt 3000 ]; do printf '\000\377"\\{"jsonrpc":
 // were raw frames and how many JSON lines.
 func rawOutputRun(t *testing.T, open protocol.SessionOpenParams) (out []byte, frames, lines int, opened protocol.SessionOpenResult) {
 	t.Helper()
-	cmd := exec.Command(rexdBin, "--stdio", "--root", t.TempDir(), "--audit", t.TempDir()+"/audit.log")
+	out, frames, lines, opened, errs := rawOutputRunArgv(t, open, []string{"/bin/sh", "-c", rawScript}, nil)
+	if len(errs) > 0 {
+		t.Fatalf("rexd sent %s", errs[0])
+	}
+	return out, frames, lines, opened
+}
+
+// rawOutputRunArgv is rawOutputRun for any command, rexd started with
+// rexdArgs besides; it returns the exec.error events' lines too. atExit, if
+// set, is called with rexd's pid once the exit event is in, rexd still
+// running.
+func rawOutputRunArgv(t *testing.T, open protocol.SessionOpenParams, argv []string, atExit func(pid int), rexdArgs ...string) (out []byte, frames, lines int, opened protocol.SessionOpenResult, errs []string) {
+	t.Helper()
+	cmd := exec.Command(rexdBin, append([]string{"--stdio", "--root", t.TempDir(), "--audit", t.TempDir() + "/audit.log"}, rexdArgs...)...)
 	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "XDG_CACHE_HOME="+t.TempDir())
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
@@ -52,7 +68,7 @@ func rawOutputRun(t *testing.T, open protocol.SessionOpenParams) (out []byte, fr
 		t.Fatalf("session.open: %s (%v)", line, err)
 	}
 	opened = reply.Result
-	req, _ = protocol.NewRequest(2, protocol.MethodExecStart, protocol.ExecStartParams{SessionID: opened.SessionID, Argv: []string{"/bin/sh", "-c", rawScript}})
+	req, _ = protocol.NewRequest(2, protocol.MethodExecStart, protocol.ExecStartParams{SessionID: opened.SessionID, Argv: argv})
 	if err := enc.Encode(req); err != nil {
 		t.Fatal(err)
 	}
@@ -89,10 +105,15 @@ func rawOutputRun(t *testing.T, open protocol.SessionOpenParams) (out []byte, fr
 			}
 			out = append(out, data...)
 			lines++
-		case protocol.EventExecStderr, protocol.EventExecError:
+		case protocol.EventExecStderr:
 			t.Fatalf("rexd sent %s", line)
+		case protocol.EventExecError:
+			errs = append(errs, string(line))
 		case protocol.EventExecExit:
-			return out, frames, lines, opened
+			if atExit != nil {
+				atExit(cmd.Process.Pid)
+			}
+			return out, frames, lines, opened, errs
 		}
 	}
 }
@@ -144,5 +165,83 @@ func TestRawOutputAnnounced(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("capabilities %q lack %q", res.Capabilities, protocol.CapOutputRaw)
+	}
+}
+
+// patternFile writes a file of size bytes that repeat no short period and
+// returns its name and contents.
+func patternFile(t *testing.T, size int) (string, []byte) {
+	t.Helper()
+	b := make([]byte, size)
+	for i := range b {
+		b[i] = byte(i*7 + i>>12)
+	}
+	file := t.TempDir() + "/big"
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file, b
+}
+
+// A command streaming bulk output has its bytes spliced from its pipe to
+// rexd's stdout: rexd itself reads and writes only the frames' lines
+// (/proc/PID/task/TID/io counts the bytes of read and write calls, not
+// splice's). The bytes arrive whole and in order.
+func TestBulkOutputIsSplicedNotCopied(t *testing.T) {
+	const size = 64 << 20
+	file, want := patternFile(t, size)
+	var rchar, wchar int64
+	got, frames, lines, _, errs := rawOutputRunArgv(t, protocol.SessionOpenParams{ClientName: "t", RequestedCapabilities: []string{protocol.CapOutputRaw}},
+		[]string{"cat", file}, func(pid int) {
+			// Each thread's own counts: the process's file adds those of
+			// its reaped children (cat).
+			tasks, err := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/io")
+			if err != nil || len(tasks) == 0 {
+				t.Fatalf("rexd's threads: %v", err)
+			}
+			for _, task := range tasks {
+				io, err := os.ReadFile(task)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, l := range strings.Split(string(io), "\n") {
+					k, v, _ := strings.Cut(l, ": ")
+					n, _ := strconv.ParseInt(v, 10, 64)
+					switch k {
+					case "rchar":
+						rchar += n
+					case "wchar":
+						wchar += n
+					}
+				}
+			}
+		}, "--limit", "max_output_bytes=0")
+	if len(errs) > 0 {
+		t.Fatalf("rexd sent %s", errs[0])
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("got %d bytes of output, want the file's %d", len(got), len(want))
+	}
+	if lines != 0 || frames < size/(256<<10) {
+		t.Fatalf("%d raw frames and %d JSON lines for %d bytes", frames, lines, size)
+	}
+	// What rexd reads itself is mostly its own executable, hashed at start.
+	if rchar > size/4 || wchar > size/4 {
+		t.Fatalf("rexd read %d and wrote %d bytes itself for %d of output: the output was copied through it, not spliced", rchar, wchar, size)
+	}
+}
+
+// The output cap holds for spliced output to the byte: the client gets the
+// first max_output_bytes, then the one exec.error, and the rest is dropped.
+func TestSplicedOutputKeepsTheCap(t *testing.T) {
+	const size, limit = 16 << 20, 5<<20 + 12345
+	file, want := patternFile(t, size)
+	got, _, _, _, errs := rawOutputRunArgv(t, protocol.SessionOpenParams{ClientName: "t", RequestedCapabilities: []string{protocol.CapOutputRaw}},
+		[]string{"cat", file}, nil, "--limit", "max_output_bytes="+strconv.Itoa(limit))
+	if !bytes.Equal(got, want[:limit]) {
+		t.Fatalf("got %d bytes of output, want the file's first %d", len(got), limit)
+	}
+	if len(errs) != 1 || !strings.Contains(errs[0], "output exceeded the limit of "+strconv.Itoa(limit)) {
+		t.Fatalf("exec.error events %q, want one for the output limit", errs)
 	}
 }

@@ -1,6 +1,7 @@
 package rexd
 
 import (
+	"io"
 	"sort"
 	"sync"
 	"time"
@@ -257,6 +258,16 @@ func (s *session) sendOutput(p *process, method string, ev *protocol.OutputEvent
 		ev.SessionSeq = seq
 		return protocol.AppendOutputEvent(nil, method, ev, data)
 	})
+	return line
+}
+
+// sendSpliced sends the n bytes sp holds as a raw output frame of process
+// p, spliced behind its line (the session takes raw frames and is not
+// resumable).
+func (s *session) sendSpliced(method string, ev *protocol.OutputEvent, sp *splicer, n int, line []byte) []byte {
+	line = protocol.AppendRawOutputLine(line[:0], method, ev, n)
+	// An error means the client left; the pump keeps draining.
+	s.conn.enc.WriteFrameTo(line, func(w io.Writer) error { return sp.send(w, n) })
 	return line
 }
 
