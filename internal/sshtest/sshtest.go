@@ -670,15 +670,10 @@ func groupMembers(pgid int) []int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
-		if err != nil {
+		f, ok := statFields(p) // state ppid pgrp ...
+		if !ok {
 			continue
 		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:])) // state ppid pgrp ...
 		if len(f) >= 3 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
 			out = append(out, p)
 		}
@@ -686,19 +681,10 @@ func groupMembers(pgid int) []int {
 	return out
 }
 
-// parentOf reads the parent pid from /proc/PID/stat, whose second field
-// (the command name, in parentheses) may itself hold spaces and parentheses.
+// parentOf reads the parent pid from /proc/PID/stat.
 func parentOf(pid int) (int, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 2 {
+	f, ok := statFields(pid)
+	if !ok || len(f) < 2 {
 		return 0, false
 	}
 	pp, err := strconv.Atoi(f[1])
@@ -706,13 +692,22 @@ func parentOf(pid int) (int, bool) {
 }
 
 func processAlive(pid int) bool {
+	f, ok := statFields(pid)
+	return ok && len(f) > 0 && f[0] != "Z"
+}
+
+// statFields returns the fields of /proc/PID/stat after the command's
+// name (which may hold spaces and parentheses): state, ppid, pgrp, ...
+func statFields(pid int) ([]string, bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return false
+		return nil, false
 	}
 	i := bytes.LastIndexByte(b, ')')
-	f := strings.Fields(string(b[i+1:]))
-	return len(f) > 0 && f[0] != "Z"
+	if i < 0 {
+		return nil, false
+	}
+	return strings.Fields(string(b[i+1:])), true
 }
 
 // RefusingAddr is a loopback address where nothing listens: connecting is
