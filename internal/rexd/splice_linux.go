@@ -50,11 +50,14 @@ func newSplicer(src io.Reader) *splicer {
 	}
 	size, err := unix.FcntlInt(uintptr(p[1]), unix.F_SETPIPE_SZ, maxEvent)
 	if err != nil {
-		if size, err = unix.FcntlInt(uintptr(p[1]), unix.F_GETPIPE_SZ, 0); err != nil {
-			unix.Close(p[0])
-			unix.Close(p[1])
-			return nil
-		}
+		size, err = unix.FcntlInt(uintptr(p[1]), unix.F_GETPIPE_SZ, 0)
+	}
+	if err != nil || size < readSize {
+		// A user past the kernel's pipe memory gets pipes of one page:
+		// events that small would cost more than the copies saved.
+		unix.Close(p[0])
+		unix.Close(p[1])
+		return nil
 	}
 	return &splicer{src: rc, r: p[0], w: p[1], size: min(size, maxEvent)}
 }
