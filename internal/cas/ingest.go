@@ -41,6 +41,11 @@ type IngestOptions struct {
 	// are (they are skipped all the same): for a read that must change
 	// nothing, such as a dry run or a pull's read of the remote side.
 	KeepLeftovers bool
+	// Verified, when set, gets the digest of every file this ingest read
+	// and hashed, so that sending it from this process reads it without
+	// hashing it again (the receiver checks every blob). Files the stat
+	// cache vouched for were not read, and are not added.
+	Verified *VerifiedSet
 }
 
 // BlobPolicy is which blobs an ingest copies into the store.
@@ -90,6 +95,7 @@ type ingestJob struct {
 	d      Digest
 	perm   fs.FileMode
 	staged string // temporary file holding the content, when the store lacked it
+	hashed bool   // d is the hash of the bytes read here, not the stat cache's
 	err    error
 }
 
@@ -168,6 +174,13 @@ func (s *Store) ingest(ctx context.Context, r *os.Root, dir string, cache *statC
 	}
 	if opts.Blobs != BlobsAll && cache != nil {
 		s.locator().note(cache.dir, w.jobs)
+	}
+	if opts.Verified != nil {
+		for _, j := range w.jobs {
+			if j.hashed && j.err == nil {
+				opts.Verified.m.Store(j.d, struct{}{})
+			}
+		}
 	}
 	cache.save()
 	slices.SortFunc(problems, func(a, b IngestProblem) int { return cmp.Compare(a.Path, b.Path) })
@@ -383,6 +396,7 @@ func (s *Store) ingestFiles(ctx context.Context, r *os.Root, jobs []*ingestJob, 
 		}
 		j.d, j.staged, j.err = s.ingestFile(ctx, r, j.rel, stage)
 		if j.err == nil {
+			j.hashed = true
 			cache.record(j.rel, j.info, j.d, j.seen)
 		}
 		var se *storeError

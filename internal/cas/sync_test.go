@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // countingRemote wraps a LocalRemote and records what crosses "the wire",
@@ -448,5 +450,46 @@ func TestFetchRefusesHostileTreesAsItWalks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// An ingest given a VerifiedSet adds the digest of every file it read and
+// hashed, so that a send from this process does not hash it again; files
+// the stat cache vouched for were not read, and are not added.
+func TestIngestAddsWhatItHashedToVerified(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	later(st, time.Hour) // out of the racy window: the stat cache trusts them next time
+	dir := t.TempDir()
+	var want []Digest
+	for i, content := range []string{"\x00binary\x01", "text\n", strings.Repeat("\x00\xff", 70000)} {
+		name := filepath.Join(dir, fmt.Sprintf("f%d", i))
+		if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, DigestOf([]byte(content)))
+	}
+	verified := func(v *VerifiedSet) (n int) {
+		v.m.Range(func(any, any) bool { n++; return true })
+		return n
+	}
+	v := &VerifiedSet{}
+	if _, problems, err := st.IngestWith(ctx, dir, IngestOptions{Blobs: BlobsText, Verified: v}); err != nil || len(problems) > 0 {
+		t.Fatalf("ingest: %v %v", problems, err)
+	}
+	for _, d := range want {
+		if _, ok := v.m.Load(d); !ok {
+			t.Errorf("%s was hashed by the ingest but is not in the verified set", d)
+		}
+	}
+	if n := verified(v); n != len(want) {
+		t.Errorf("%d digests in the verified set, want %d", n, len(want))
+	}
+	again := &VerifiedSet{}
+	if _, _, err := st.IngestWith(ctx, dir, IngestOptions{Blobs: BlobsText, Verified: again}); err != nil {
+		t.Fatal(err)
+	}
+	if n := verified(again); n != 0 {
+		t.Errorf("an ingest the stat cache answered added %d digests to the verified set, want none", n)
 	}
 }

@@ -58,8 +58,10 @@ type PushOptions struct {
 	// the counts (--json does).
 	List bool
 
-	// verified is shared by the targets of one push: a blob is hashed
-	// once here, whatever the number of targets it goes to.
+	// verified is shared by the reading of the sources and the targets of
+	// one push: a blob is hashed once here (when the source is read, or
+	// when the stat cache spared that, when it is first sent), whatever
+	// the number of targets it goes to.
 	verified *cas.VerifiedSet
 	// deleteUnder narrows Delete to these names in DEST: the sources of a
 	// push of several.
@@ -620,7 +622,7 @@ func readSources(ctx context.Context, st *cas.Store, sources []string, opts Push
 				}
 			}
 			src.local = abs
-			if src.tree, err = ingestLocal(ctx, st, sources[0], cas.IngestOptions{KeepLeftovers: opts.DryRun}, nothingSent); err != nil {
+			if src.tree, err = ingestLocal(ctx, st, sources[0], cas.IngestOptions{KeepLeftovers: opts.DryRun, Verified: opts.verified}, nothingSent); err != nil {
 				return src, err
 			}
 			return src, applyChmod(ctx, st, &src, opts.Chmod)
@@ -661,7 +663,7 @@ func readSources(ctx context.Context, st *cas.Store, sources []string, opts Push
 		}
 		switch {
 		case fi.IsDir():
-			d, err := ingestLocal(ctx, st, p, cas.IngestOptions{KeepLeftovers: opts.DryRun}, nothingSent)
+			d, err := ingestLocal(ctx, st, p, cas.IngestOptions{KeepLeftovers: opts.DryRun, Verified: opts.verified}, nothingSent)
 			if err != nil {
 				return src, err
 			}
@@ -1056,7 +1058,7 @@ func sendNeeded(ctx context.Context, st *cas.Store, remote *rexclient.CASRemote,
 		sent.Blobs += s.Blobs
 		sent.Bytes += s.Bytes
 		if err != nil {
-			return sent, err
+			return sent, changedWhileSent(err)
 		}
 		if res.NeededTotal <= cas.MaxHasDigests {
 			break
@@ -1069,6 +1071,24 @@ func sendNeeded(ctx context.Context, st *cas.Store, remote *rexclient.CASRemote,
 		}
 	}
 	return sent, nil
+}
+
+// changedWhileSent says what a target's refusal of a blob that does not
+// match its digest means here: the source file changed while it was being
+// read for sending (a blob hashed when the source was read is sent without
+// hashing it again; the target checks every one).
+func changedWhileSent(err error) error {
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeInvalidParams {
+		return err
+	}
+	var data struct {
+		Reason string `json:"reason"`
+	}
+	if json.Unmarshal(pe.Data, &data) != nil || data.Reason != "digest_mismatch" {
+		return err
+	}
+	return fmt.Errorf("a source file changed while it was being sent, and the target refused what no longer matches what was read; push again (%w)", err)
 }
 
 // HumanBytes writes a byte count the way rex reports sizes.
