@@ -205,7 +205,9 @@ func (e *Encoder) WriteFrame(line []byte, data [][]byte) error {
 // WriteFrameTo writes a raw frame whose bytes body writes: line (ending in
 // a newline) goes out first, then body writes straight to the writer the
 // Encoder was made with, unbuffered, while no other message can come
-// between (rexd splices a command's output there without copying it).
+// between (rexd splices a command's output there without copying it). A
+// body that fails ends the Encoder (see ErrEncoderClosed) and closes its
+// writer when it is an io.Closer.
 func (e *Encoder) WriteFrameTo(line []byte, body func(w io.Writer) error) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -218,7 +220,17 @@ func (e *Encoder) WriteFrameTo(line []byte, body func(w io.Writer) error) error 
 	if err := e.w.Flush(); err != nil {
 		return err
 	}
-	return body(e.dst)
+	if err := body(e.dst); err != nil {
+		// Part of the frame may have gone out: nothing written after it
+		// could be read in step. The Encoder refuses every later write,
+		// and the writer is closed so that the reader sees the end.
+		e.closed = true
+		if c, ok := e.dst.(io.Closer); ok {
+			c.Close()
+		}
+		return err
+	}
+	return nil
 }
 
 // Encode writes v as one line.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"testing"
 )
 
@@ -129,4 +130,38 @@ func FuzzRawOutputFrame(f *testing.F) {
 			t.Fatalf("accepted %q as %q %+v %d; written back as %q, read %q %+v %d %v", line, method, ev, n, again, m2, ev2, n2, err2)
 		}
 	})
+}
+
+// closingBuffer is a writer that records whether it was closed.
+type closingBuffer struct {
+	bytes.Buffer
+	closed bool
+}
+
+func (b *closingBuffer) Close() error { b.closed = true; return nil }
+
+// A frame whose bytes fail partway ends the Encoder: nothing written after
+// it could be read in step, so every later write is refused and the writer
+// is closed (the reader sees the end, not a frame filled with what follows).
+func TestWriteFrameToFailureEndsTheEncoder(t *testing.T) {
+	var w closingBuffer
+	e := NewEncoder(&w)
+	line := []byte(`{"jsonrpc":"2.0","method":"exec.stdout","params":{"raw_bytes":10,"session_id":"s","process_id":"p","seq":1}}` + "\n")
+	fail := errors.New("splice: out of memory")
+	if err := e.WriteFrameTo(line, func(dst io.Writer) error {
+		dst.Write([]byte("abc"))
+		return fail
+	}); !errors.Is(err, fail) {
+		t.Fatalf("WriteFrameTo: %v, want the body's error", err)
+	}
+	sent := w.Len()
+	if err := e.Encode(map[string]int{"a": 1}); !errors.Is(err, ErrEncoderClosed) {
+		t.Errorf("Encode after a failed frame: %v, want ErrEncoderClosed", err)
+	}
+	if err := e.WriteLine([]byte("{}\n")); !errors.Is(err, ErrEncoderClosed) {
+		t.Errorf("WriteLine after a failed frame: %v, want ErrEncoderClosed", err)
+	}
+	if w.Len() != sent || !w.closed {
+		t.Errorf("after the failed frame %d more bytes were written, writer closed %v", w.Len()-sent, w.closed)
+	}
 }
