@@ -255,7 +255,13 @@ func (p *process) pump(r io.Reader, method string, counter *atomic.Int64, limitT
 			ev.Seq = seq
 			line = s.sendSpliced(method, &ev, sp, allowed, line)
 		}
-		sp.drop() // past the cap, or what a client that left did not take
+		// Past the cap, or what a client that left did not take. Should
+		// rexd's own pipe fail to give it up, its bytes would land in the
+		// next frame: the stream is read and written from then on.
+		if sp.drop() != nil {
+			sp.close()
+			sp = nil
+		}
 		if overrun {
 			overran()
 		}
