@@ -498,6 +498,12 @@ func (t *turn) call(ctx context.Context, tool toolset.Tool, call fantasy.ToolCal
 	t.mu.Unlock()
 	t.send(Event{Type: EventToolStart, Tool: tool.Name, CallID: call.ID, Command: act.Command, Detail: act.Detail, Target: act.Target, Hosts: act.Hosts})
 	tc := ToolCall{ID: call.ID, Tool: tool.Name, Command: act.Command, Target: act.Target, Hosts: act.Hosts, Loop: s.opts.Host}
+	var joiner textJoiner // whole characters per host and stream
+	output := func(ev toolset.Event, stream, text string) {
+		if text != "" {
+			t.send(Event{Type: EventOutput, Tool: tool.Name, CallID: call.ID, Host: ev.Host, Stream: stream, Data: secrets.Mask(text, s.mask), JobID: ev.JobID})
+		}
+	}
 	res := s.opts.Toolset.Run(ctx, act, func(ev toolset.Event) {
 		if s.opts.OnTool != nil {
 			s.opts.OnTool(tc, ev)
@@ -508,8 +514,11 @@ func (t *turn) call(ctx context.Context, tool toolset.Tool, call fantasy.ToolCal
 			if ev.Stderr {
 				stream = "stderr"
 			}
-			t.send(Event{Type: EventOutput, Tool: tool.Name, CallID: call.ID, Host: ev.Host, Stream: stream, Data: secrets.Mask(string(ev.Data), s.mask), JobID: ev.JobID})
+			output(ev, stream, joiner.text(ev.Host+"\x00"+stream, ev.Data))
 		case toolset.EventHostDone:
+			for _, stream := range []string{"stdout", "stderr"} {
+				output(ev, stream, joiner.flush(ev.Host+"\x00"+stream))
+			}
 			t.send(Event{Type: EventHostDone, Tool: tool.Name, CallID: call.ID, Host: ev.Host, Status: ev.Status, IsError: !ev.OK, JobID: ev.JobID})
 		case toolset.EventBackground:
 			t.send(Event{Type: EventBackground, Tool: tool.Name, CallID: call.ID, JobID: ev.JobID, Hosts: ev.Hosts})
