@@ -498,12 +498,11 @@ func (t *turn) call(ctx context.Context, tool toolset.Tool, call fantasy.ToolCal
 	t.mu.Unlock()
 	t.send(Event{Type: EventToolStart, Tool: tool.Name, CallID: call.ID, Command: act.Command, Detail: act.Detail, Target: act.Target, Hosts: act.Hosts})
 	tc := ToolCall{ID: call.ID, Tool: tool.Name, Command: act.Command, Target: act.Target, Hosts: act.Hosts, Loop: s.opts.Host}
-	var joiner textJoiner // whole characters per host and stream
-	output := func(ev toolset.Event, stream, text string) {
-		if text != "" {
-			t.send(Event{Type: EventOutput, Tool: tool.Name, CallID: call.ID, Host: ev.Host, Stream: stream, Data: secrets.Mask(text, s.mask), JobID: ev.JobID})
-		}
-	}
+	// Output events are masked as streams (a key split between two chunks
+	// is masked too) and carry whole characters.
+	live := liveOutput{mask: s.mask, emit: func(host, stream, job, text string) {
+		t.send(Event{Type: EventOutput, Tool: tool.Name, CallID: call.ID, Host: host, Stream: stream, Data: text, JobID: job})
+	}}
 	res := s.opts.Toolset.Run(ctx, act, func(ev toolset.Event) {
 		if s.opts.OnTool != nil {
 			s.opts.OnTool(tc, ev)
@@ -514,11 +513,9 @@ func (t *turn) call(ctx context.Context, tool toolset.Tool, call fantasy.ToolCal
 			if ev.Stderr {
 				stream = "stderr"
 			}
-			output(ev, stream, joiner.text(ev.Host+"\x00"+stream, ev.Data))
+			live.write(ev.Host, stream, ev.JobID, ev.Data)
 		case toolset.EventHostDone:
-			for _, stream := range []string{"stdout", "stderr"} {
-				output(ev, stream, joiner.flush(ev.Host+"\x00"+stream))
-			}
+			live.end(ev.Host)
 			t.send(Event{Type: EventHostDone, Tool: tool.Name, CallID: call.ID, Host: ev.Host, Status: ev.Status, IsError: !ev.OK, JobID: ev.JobID})
 		case toolset.EventBackground:
 			t.send(Event{Type: EventBackground, Tool: tool.Name, CallID: call.ID, JobID: ev.JobID, Hosts: ev.Hosts})

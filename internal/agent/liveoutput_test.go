@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/rexconsole/rex/internal/secrets"
 )
 
 // Chunks cut anywhere, also inside a character, come out as whole
@@ -41,5 +43,40 @@ func TestTextJoiner(t *testing.T) {
 	}
 	if got := j.flush("k"); got != "\xe6\x97" {
 		t.Fatalf("flush gave %q, want the held start of a character", got)
+	}
+}
+
+// A tool's live output is masked as a stream: the key split between two
+// chunks (of two hosts, interleaved) never shows, in any event, and the
+// events of each host put together are the masked output.
+func TestLiveOutputMasksSplitSecrets(t *testing.T) {
+	const key = "sk-or-v1-0123456789abcdef"
+	in := "é " + key + " 日本 " + key + "\n"
+	want := secrets.Mask(in, []string{key})
+	got := map[string]*strings.Builder{"h1": {}, "h2": {}}
+	var events []string
+	l := liveOutput{mask: []string{key}, emit: func(host, stream, job, text string) {
+		if stream != "stdout" || job != "j1" {
+			t.Errorf("event of %s %s job %q", host, stream, job)
+		}
+		events = append(events, text)
+		got[host].WriteString(text)
+	}}
+	for i := 0; i < len(in); i += 3 {
+		for _, h := range []string{"h1", "h2"} {
+			l.write(h, "stdout", "j1", []byte(in[i:min(i+3, len(in))]))
+		}
+	}
+	l.end("h1")
+	l.end("h2")
+	for _, e := range events {
+		if strings.Contains(e, "0123") || strings.Contains(e, "cdef") {
+			t.Fatalf("an event shows part of the key: %q", e)
+		}
+	}
+	for h, b := range got {
+		if b.String() != want {
+			t.Errorf("%s: %q, want %q", h, b.String(), want)
+		}
 	}
 }
