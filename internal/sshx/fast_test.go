@@ -115,17 +115,27 @@ func TestColdStartFastPath(t *testing.T) {
 // TestFirstContactStartsTheCopyByTheFastPath: after an upload, the fresh
 // copy starts with one stat too (installScript reports its stat): uname
 // runs once in all, for the probe of the miss, not again for the start.
+// The parents of the cache directory are read with one stat, and no
+// candidate that holds no rexd is checked: ls runs for the probe's two
+// directories and the install's one (12 times here before: a process per
+// parent per check).
 func TestFirstContactStartsTheCopyByTheFastPath(t *testing.T) {
 	e := newEnv(t)
-	count := filepath.Join(t.TempDir(), "uname.count")
-	tools := toolsPath(t, map[string]string{"uname": "#!/bin/sh\necho x >> " + count + "\nexec /bin/uname \"$@\"\n"})
+	dir := t.TempDir()
+	counted := func(tool string) string {
+		return "#!/bin/sh\necho x >> " + filepath.Join(dir, tool) + "\nexec /bin/" + tool + " \"$@\"\n"
+	}
+	tools := toolsPath(t, map[string]string{"uname": counted("uname"), "ls": counted("ls")})
 	s := e.server(sshtest.Options{Env: map[string]string{"PATH": tools, "TMPDIR": t.TempDir()}})
 	c := connect(t, NewDialer(e.opts()), e.target("h1", s))
 	if !c.Info.Uploaded {
 		t.Fatalf("bootstrap %+v, want an upload", c.Info)
 	}
-	if got := readFile(t, count); got != "x\n" {
+	if got := readFile(t, filepath.Join(dir, "uname")); got != "x\n" {
 		t.Errorf("uname ran %d times, want once (the probe)", strings.Count(got, "x"))
+	}
+	if n := strings.Count(readFile(t, filepath.Join(dir, "ls")), "x"); n > 3 {
+		t.Errorf("ls ran %d times, want at most 3", n)
 	}
 	if !strings.Contains(rexdCmdline(t, c), " --build-hash "+fileSum(t, c.Info.RemotePath)+" ") {
 		t.Errorf("the fresh copy hashed itself: %q, want --build-hash given", rexdCmdline(t, c))

@@ -190,9 +190,10 @@ func TestSudoRunsRootsOwnCopy(t *testing.T) {
 // TestCacheParentsAreChecked: a cache directory is used only when every
 // parent up to / belongs to root or the account and no one else can write
 // it unless it is sticky (OpenSSH's StrictModes); one that fails says
-// which parent and why, and the next candidate is tried. A cached rexd
-// under a parent loosened later is not run from there, by the cold
-// start's fast path or otherwise.
+// which parent and why, and the next candidate is tried; the same where
+// stat is missing and ls reads each parent. A cached rexd under a parent
+// loosened later is not run from there, by the cold start's fast path or
+// otherwise.
 func TestCacheParentsAreChecked(t *testing.T) {
 	_, sum := rexdBinary(t)
 	entry := version.Version + "-" + sum[:12]
@@ -201,12 +202,17 @@ func TestCacheParentsAreChecked(t *testing.T) {
 		mode   os.FileMode // of scratch/p
 		deep   bool        // XDG_CACHE_HOME is scratch/p/q, not scratch/p
 		usable bool
+		noStat bool // the target has no stat
 	}{
-		{"parent 0777", 0o777, false, false},
-		{"grandparent 0777", 0o777, true, false},
-		{"parent group-writable", 0o775, false, false},
-		{"parent 1777 (sticky)", 0o777 | os.ModeSticky, false, true},
-		{"parent 0755", 0o755, true, true},
+		{"parent 0777", 0o777, false, false, false},
+		{"grandparent 0777", 0o777, true, false, false},
+		{"parent group-writable", 0o775, false, false, false},
+		{"parent 1777 (sticky)", 0o777 | os.ModeSticky, false, true, false},
+		{"parent 0755", 0o755, true, true, false},
+		{"no stat: grandparent 0777", 0o777, true, false, true},
+		{"no stat: parent group-writable", 0o775, false, false, true},
+		{"no stat: parent 1777 (sticky)", 0o777 | os.ModeSticky, false, true, true},
+		{"no stat: parent 0755", 0o755, true, true, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -226,10 +232,14 @@ func TestCacheParentsAreChecked(t *testing.T) {
 			// The other candidates cannot be made.
 			writeFile(t, filepath.Join(home, ".cache"), "x")
 			writeFile(t, filepath.Join(scratch, "tmp"), "x")
-			s := e.server(sshtest.Options{Home: home, Env: map[string]string{
+			env := map[string]string{
 				"XDG_CACHE_HOME": xdg,
 				"TMPDIR":         filepath.Join(scratch, "tmp"),
-			}})
+			}
+			if tc.noStat {
+				env["PATH"] = toolsPath(t, nil, "stat")
+			}
+			s := e.server(sshtest.Options{Home: home, Env: env})
 			d := NewDialer(e.opts())
 			if !tc.usable {
 				err, _ := dialErr(t, d, e.target("h1", s))

@@ -104,9 +104,11 @@ const bootScript = `m=$1; shift; v=; r=; want=; k=; fresh=; fp=; fh=; pl=; bu=; 
 	`if [ -n "$s" ]; then case $k in *"|$f=$s|"*) return 0;; esac; fi; ` +
 	`h=$(sum "$f") || { echo "rexd-bad nosum $f"; return 1; }; ` +
 	`if [ -n "$want" ] && [ "$h" = "$want" ]; then echo "rexd-verified $f $s"; return 0; fi; echo "rexd-bad damaged $f"; return 1; }; ` +
+	// A candidate that holds no rexd is not checked: on a first contact
+	// none does, and the probe below checks the one it picks.
 	`if [ "$m" = run ]; then ` +
 	`if [ -n "$v" ]; then for d in "$c1" "$c2" "$c3"; do ` +
-	`if [ -n "$d" ] && par "$d" >/dev/null && safe "$d" && safe "$d/$v" && ok "$d/$v/rexd"; then rx "$d/$v/rexd" "$s" "$want" "$v" "$@"; fi; done; fi; ` +
+	`if [ -n "$d" ] && [ -f "$d/$v/rexd" ] && par "$d" >/dev/null && safe "$d" && safe "$d/$v" && ok "$d/$v/rexd"; then rx "$d/$v/rexd" "$s" "$want" "$v" "$@"; fi; done; fi; ` +
 	`m=probe; fi; ` +
 	`if [ "$m" = probe ]; then echo "rexd-uname $u"; if [ -z "$v" ]; then exit 4; fi; ` +
 	`if command -v gzip >/dev/null 2>&1; then echo "rexd-gzip yes"; fi; ` +
@@ -146,9 +148,19 @@ const safeScript = `safe() { p=$1; if [ -L "$p" ]; then return 4; fi; if [ -d "$
 // (or not a directory) passes: mkdir then says why D cannot be made. It also defines why, which
 // prints the reason mkdir gave in $e ("rexd-badwhy REASON") for the
 // "rexd-bad" line before it.
-const parScript = `par() { q=${1%/*}; q=$(cd -P "${q:-/}" 2>/dev/null && pwd -P) || return 0; ` +
-	`while :; do set -- $(ls -ldn "$q" 2>/dev/null); if [ "$3" = 0 ] || [ "$3" = "$me" ]; then :; else echo "rexd-bad parentowner $q"; return 1; fi; ` +
-	`case $1 in d????????[tT]*) ;; d????w*|d???????w*) echo "rexd-bad parentmode $q"; return 1;; esac; ` +
+//
+// One stat names every parent's owner and mode (GNU and busybox -c, BSD
+// -f); without a stat that answers for all of them, each is read with
+// ls -ldn as before. A first contact checks a handful of directories, and
+// a process per parent per check was most of its processes on the target.
+const parScript = `pc() { if [ "$2" = 0 ] || [ "$2" = "$me" ]; then :; else echo "rexd-bad parentowner $1"; return 1; fi; ` +
+	`case $3 in d????????[tT]*) ;; d????w*|d???????w*) echo "rexd-bad parentmode $1"; return 1;; esac; }; ` +
+	`par() { q=${1%/*}; q=$(cd -P "${q:-/}" 2>/dev/null && pwd -P) || return 0; ` +
+	`set --; x=$q; while :; do set -- "$@" "$x"; if [ "$x" = / ]; then break; fi; x=${x%/*}; x=${x:-/}; done; ` +
+	`l=$(stat -c %u:%A "$@" 2>/dev/null) || l=$(stat -f %u:%Sp "$@" 2>/dev/null) || l=; ` +
+	`n=0; for y in $l; do case $y in *:d*) n=$((n+1));; *) n=-1; break;; esac; done; ` +
+	`if [ $n -eq $# ]; then for y in $l; do pc "$1" "${y%%:*}" "${y#*:}" || return 1; shift; done; return 0; fi; ` +
+	`while :; do set -- $(ls -ldn "$q" 2>/dev/null); pc "$q" "$3" "$1" || return 1; ` +
 	`if [ "$q" = / ]; then return 0; fi; q=${q%/*}; q=${q:-/}; done; }; ` +
 	`why() { if [ -n "$e" ]; then echo "rexd-badwhy ${e##*: }"; fi; }; `
 
