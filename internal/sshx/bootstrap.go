@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -182,29 +183,44 @@ func (d *Dialer) bootstrap(ctx context.Context, client *ssh.Client, name string,
 	}
 	b := pickBuild(builds, h.uname)
 	d.state(name, StateBootstrapping, nil)
-	var (
-		n             int64
-		method, stamp string
-	)
-	if other {
-		n, method, err = d.installAs(ctx, client, name, h.dir, b, &lo)
-	} else {
-		n, method, stamp, err = d.install(ctx, client, name, h.dir, b, h.gzip)
+	l = nil
+	if lo.as == nil && h.gzip {
+		sl, n, err := d.installStart(ctx, client, name, h.dir, b, &lo)
+		if err != nil {
+			return fail(err)
+		}
+		if sl.header.exec != "" {
+			l = sl
+			info.Uploaded, info.BytesUploaded, info.Method = true, n, "stdin+gzip"
+		}
+		// Else it ended before starting rexd: install and start apart,
+		// which tries the plain build too and says what went wrong.
 	}
-	if err != nil {
-		return fail(err)
-	}
-	info.Uploaded, info.BytesUploaded, info.Method = true, n, method
+	if l == nil {
+		var (
+			n             int64
+			method, stamp string
+		)
+		if other {
+			n, method, err = d.installAs(ctx, client, name, h.dir, b, &lo)
+		} else {
+			n, method, stamp, err = d.install(ctx, client, name, h.dir, b, h.gzip)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		info.Uploaded, info.BytesUploaded, info.Method = true, n, method
 
-	// The copy was hashed on its way in: run it without hashing again.
-	fresh := path.Join(h.dir, b.entry, "rexd")
-	extra := []string{"fresh=" + fresh}
-	if stamp != "" {
-		extra = append(extra, "fast="+fresh+"="+stamp, "fastsum="+b.SHA256)
-	}
-	l, err = d.launch(ctx, client, name, "run", builds, &lo, extra...)
-	if err != nil {
-		return fail(err)
+		// The copy was hashed on its way in: run it without hashing again.
+		fresh := path.Join(h.dir, b.entry, "rexd")
+		extra := []string{"fresh=" + fresh}
+		if stamp != "" {
+			extra = append(extra, "fast="+fresh+"="+stamp, "fastsum="+b.SHA256)
+		}
+		l, err = d.launch(ctx, client, name, "run", builds, &lo, extra...)
+		if err != nil {
+			return fail(err)
+		}
 	}
 	d.remember(account, l.header)
 	if err := rootDirError(name, l); err != nil {
@@ -460,6 +476,15 @@ func (d *Dialer) launch(ctx context.Context, client *ssh.Client, name, mode stri
 }
 
 func (d *Dialer) launchOnce(ctx context.Context, client *ssh.Client, name, mode string, builds []build, lo *launchOpts, extra ...string) (*launch, error) {
+	args := append(slices.Clip(d.opts.RexdArgs), lo.args...)
+	return d.launchCommand(ctx, client, name, bootCommand(mode, builds, args, lo.as, extra...), builds, lo, nil)
+}
+
+// launchCommand runs cmd, a script that ends by starting rexd, and opens
+// a session with it. before, when not nil, has the script's input and
+// header lines first (not through sudo); when it fails, rexd did not
+// start and the launch says how the script ended.
+func (d *Dialer) launchCommand(ctx context.Context, client *ssh.Client, name, cmd string, builds []build, lo *launchOpts, before func(hr *headerReader, stdin io.Writer) error) (*launch, error) {
 	tail := &tailBuffer{max: 4096}
 	stderr := io.Writer(tail)
 	if d.opts.Stderr != nil {
@@ -470,8 +495,7 @@ func (d *Dialer) launchOnce(ctx context.Context, client *ssh.Client, name, mode 
 		watch = sudo.NewWatcher()
 		stderr = io.MultiWriter(stderr, watch)
 	}
-	args := append(slices.Clip(d.opts.RexdArgs), lo.args...)
-	x, err := startExec(client, bootCommand(mode, builds, args, lo.as, extra...), stderr)
+	x, err := startExec(client, cmd, stderr)
 	if err != nil {
 		return nil, newError(name, ErrBootstrap, err, fmt.Sprintf("bootstrap rexd on %s: start the remote shell: %v", name, err))
 	}
@@ -508,6 +532,25 @@ func (d *Dialer) launchOnce(ctx context.Context, client *ssh.Client, name, mode 
 		default:
 			closer.Close()
 			return nil, becomeError(name, lo.as.user, err)
+		}
+	}
+	if before != nil {
+		stop := context.AfterFunc(ctx, func() { closer.Close() })
+		err := before(hr, stdin)
+		stop()
+		if err != nil {
+			select { // the script has ended, or is about to
+			case <-closer.done:
+			case <-time.After(closeGrace):
+			}
+			closer.Close()
+			if x.refused() {
+				return nil, execRefusedError(name)
+			}
+			if ctx.Err() != nil {
+				return nil, newError(name, ErrBootstrap, ctx.Err(), fmt.Sprintf("bootstrap rexd on %s: %v", name, ctx.Err()))
+			}
+			return &launch{status: closer.exitStatus(), stderr: tail.String(), header: hr.header(), err: err}, nil
 		}
 	}
 	if lo.resume != nil {
@@ -644,6 +687,40 @@ func (d *Dialer) install(ctx context.Context, client *ssh.Client, name, dir stri
 	}
 	n, method, err = d.installCopy(ctx, client, name, dir, b)
 	return n, method, "", err
+}
+
+// installStart installs b (gzipped) in dir/<entry>/rexd and starts it in
+// one exec: installScript reads the build's bytes, then, once it has said
+// rexd-installed, the session goes to the rexd it runs. A launch whose
+// header has no rexd-exec ended before that (no head, no gzip, a failed
+// unpacking or write, a damaged copy): the caller installs apart then.
+func (d *Dialer) installStart(ctx context.Context, client *ssh.Client, name, dir string, b build, lo *launchOpts) (*launch, int64, error) {
+	gz, err := b.Gzipped()
+	if gz == nil || err != nil {
+		return &launch{status: -1}, 0, nil
+	}
+	args := []string{"exec", "/bin/sh", "-c", installScript, "rexd-install", path.Join(dir, b.entry), b.SHA256, "gz", strconv.Itoa(len(gz))}
+	args = append(append(args, d.opts.RexdArgs...), lo.args...)
+	send := func(hr *headerReader, stdin io.Writer) error {
+		// Copying is a transfer, not waiting for an answer.
+		defer pauseBudget(ctx)()
+		written := make(chan error, 1)
+		go func() {
+			_, err := stdin.Write(gz)
+			written <- err
+		}()
+		for {
+			line, err := hr.headerLine()
+			if strings.HasPrefix(line, "rexd-installed ") {
+				return <-written
+			}
+			if err != nil {
+				return fmt.Errorf("the install ended before rexd started: %w", err)
+			}
+		}
+	}
+	l, err := d.launchCommand(ctx, client, name, command(args...), []build{b}, lo, send)
+	return l, int64(len(gz)), err
 }
 
 // installStdin runs installScript once with data, the build (gzipped when

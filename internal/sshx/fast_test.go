@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rexconsole/rex/internal/payload"
 	"github.com/rexconsole/rex/internal/sshtest"
 )
 
@@ -118,30 +119,54 @@ func TestColdStartFastPath(t *testing.T) {
 // The parents of the cache directory are read with one stat, and no
 // candidate that holds no rexd is checked: ls runs for the probe's two
 // directories and the install's one (12 times here before: a process per
-// parent per check).
+// parent per check). The install starts the copy itself, in the same
+// exec (head cuts the build from the input that rexd reads next); a
+// target without head installs and starts apart.
 func TestFirstContactStartsTheCopyByTheFastPath(t *testing.T) {
-	e := newEnv(t)
-	dir := t.TempDir()
-	counted := func(tool string) string {
-		return "#!/bin/sh\necho x >> " + filepath.Join(dir, tool) + "\nexec /bin/" + tool + " \"$@\"\n"
-	}
-	tools := toolsPath(t, map[string]string{"uname": counted("uname"), "ls": counted("ls")})
-	s := e.server(sshtest.Options{Env: map[string]string{"PATH": tools, "TMPDIR": t.TempDir()}})
-	c := connect(t, NewDialer(e.opts()), e.target("h1", s))
-	if !c.Info.Uploaded {
-		t.Fatalf("bootstrap %+v, want an upload", c.Info)
-	}
-	if got := readFile(t, filepath.Join(dir, "uname")); got != "x\n" {
-		t.Errorf("uname ran %d times, want once (the probe)", strings.Count(got, "x"))
-	}
-	if n := strings.Count(readFile(t, filepath.Join(dir, "ls")), "x"); n > 3 {
-		t.Errorf("ls ran %d times, want at most 3", n)
-	}
-	if !strings.Contains(rexdCmdline(t, c), " --build-hash "+fileSum(t, c.Info.RemotePath)+" ") {
-		t.Errorf("the fresh copy hashed itself: %q, want --build-hash given", rexdCmdline(t, c))
-	}
-	if out, code := runOn(t, c, "echo", "up"); code != 0 || out != "up\n" {
-		t.Errorf("rexd does not run: %q, exit %d", out, code)
+	for _, noHead := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one exec", true: "no head"}[noHead], func(t *testing.T) {
+			e := newEnv(t)
+			dir := t.TempDir()
+			counted := func(tool string) string {
+				return "#!/bin/sh\necho x >> " + filepath.Join(dir, tool) + "\nexec /usr/bin/" + tool + " \"$@\"\n"
+			}
+			fakes := map[string]string{"uname": counted("uname"), "ls": counted("ls"), "stat": counted("stat"), "head": counted("head")}
+			var without []string
+			if noHead {
+				delete(fakes, "head")
+				without = append(without, "head")
+			}
+			tools := toolsPath(t, fakes, without...)
+			s := e.server(sshtest.Options{Env: map[string]string{"PATH": tools, "TMPDIR": t.TempDir()}})
+			o := e.opts()
+			gzDir, _ := gzipBuildDir(t)
+			o.Payload = payload.Dir(gzDir) // as rex embeds its builds
+			c := connect(t, NewDialer(o), e.target("h1", s))
+			if !c.Info.Uploaded || c.Info.Method != "stdin+gzip" {
+				t.Fatalf("bootstrap %+v, want a compressed upload", c.Info)
+			}
+			count := func(tool string) int { return strings.Count(readFile(t, filepath.Join(dir, tool)), "x") }
+			if n := count("uname"); n != 1 {
+				t.Errorf("uname ran %d times, want once (the probe)", n)
+			}
+			if n := count("ls"); n > 3 {
+				t.Errorf("ls ran %d times, want at most 3", n)
+			}
+			// The parents' stat, the installed copy's; a start apart
+			// takes the fast path's too.
+			if n, want := count("stat"), map[bool]int{false: 2, true: 3}[noHead]; n != want {
+				t.Errorf("stat ran %d times, want %d", n, want)
+			}
+			if !noHead && count("head") != 1 {
+				t.Errorf("head ran %d times, want once: the install did not read a counted build", count("head"))
+			}
+			if !strings.Contains(rexdCmdline(t, c), " --build-hash "+fileSum(t, c.Info.RemotePath)+" ") {
+				t.Errorf("the fresh copy hashed itself: %q, want --build-hash given", rexdCmdline(t, c))
+			}
+			if out, code := runOn(t, c, "echo", "up"); code != 0 || out != "up\n" {
+				t.Errorf("rexd does not run: %q, exit %d", out, code)
+			}
+		})
 	}
 }
 

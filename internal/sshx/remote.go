@@ -259,16 +259,26 @@ func bootCommand(mode string, builds []build, rexdArgs []string, as *become, ext
 // (bootScript's stamp of it, for the fast path). Exit 6: the directory is not
 // usable ("rexd-bad WHY DIR"); 7: no SHA-256 tool; 8: the copy is damaged;
 // 9: no gzip (nothing read); 10: unpacking failed; 11: writing failed.
+//
+// With a fourth argument N, the build is the first N bytes of its input
+// (head -c; exit 14 without head) and, once installed, the script goes on
+// as the start of it: "rexd-exec PATH STAT", then it execs PATH --stdio
+// --build-hash $2 with the arguments after N, on the same input. The
+// client sends nothing more until it has read rexd-installed, so a head
+// that reads ahead finds nothing to take. One exec installs and starts,
+// where a second exec cost a channel, a shell and three round trips.
 // Like bootScript it holds no single quote, no "!" and no newline.
-const installScript = `d=$1; want=$2; z=${3-}; me=$(id -u); umask 077; ` +
+const installScript = `d=$1; want=$2; z=${3-}; n=${4-}; if [ $# -ge 4 ]; then shift 4; else set --; fi; ` +
+	`if [ -n "$n" ]; then command -v head >/dev/null 2>&1 || exit 14; rd() { head -c "$n"; }; else rd() { cat; }; fi; me=$(id -u); umask 077; ` +
 	`if [ -L "$d" ]; then echo "rexd-bad symlink $d"; exit 6; fi; if [ -d "$d" ]; then :; else echo "rexd-bad create $d"; exit 6; fi; ` +
-	`set -- $(ls -ldn "$d" 2>/dev/null); if [ "$3" = "$me" ]; then :; else echo "rexd-bad notowned $d"; exit 6; fi; ` +
-	`case $1 in drwx------*) ;; *) echo "rexd-bad mode $d"; exit 6;; esac; ` +
-	`t=$d/.rexd.tmp.$$; if [ "$z" = gz ]; then command -v gzip >/dev/null 2>&1 || exit 9; gzip -dc > "$t" || { rm -f "$t"; exit 10; }; ` +
-	`else cat > "$t" || { rm -f "$t"; exit 11; }; fi; ` +
+	`own() { set -- $(ls -ldn "$d" 2>/dev/null); if [ "$3" = "$me" ]; then :; else echo "rexd-bad notowned $d"; exit 6; fi; ` +
+	`case $1 in drwx------*) ;; *) echo "rexd-bad mode $d"; exit 6;; esac; }; own; ` +
+	`t=$d/.rexd.tmp.$$; if [ "$z" = gz ]; then command -v gzip >/dev/null 2>&1 || exit 9; rd | gzip -dc > "$t" || { rm -f "$t"; exit 10; }; ` +
+	`else rd > "$t" || { rm -f "$t"; exit 11; }; fi; ` +
 	`x=$(sha256sum < "$t" 2>/dev/null) || x=$(shasum -a 256 < "$t" 2>/dev/null) || { rm -f "$t"; exit 7; }; x=${x%% *}; echo "rexd-sum $x"; ` +
 	`if [ "$x" = "$want" ]; then chmod 700 "$t" && mv -f "$t" "$d/rexd" || { rm -f "$t"; exit 11; }; ` +
-	`echo "rexd-installed $(stat -c %d:%i:%s:%Y:%Z "$d/rexd" 2>/dev/null || stat -f %d:%i:%z:%m:%c "$d/rexd" 2>/dev/null)"; exit 0; fi; rm -f "$t"; exit 8`
+	`s=$(stat -c %d:%i:%s:%Y:%Z "$d/rexd" 2>/dev/null || stat -f %d:%i:%z:%m:%c "$d/rexd" 2>/dev/null); echo "rexd-installed $s"; ` +
+	`if [ -n "$n" ]; then echo "rexd-exec $d/rexd $s"; exec "$d/rexd" --stdio --build-hash "$want" "$@"; fi; exit 0; fi; rm -f "$t"; exit 8`
 
 // Exit statuses of installScript (7 is exitNoSumTool).
 const (
@@ -277,6 +287,7 @@ const (
 	exitInstallNoGzip  = 9
 	exitInstallUnpack  = 10
 	exitInstallWrite   = 11
+	exitInstallNoHead  = 14
 )
 
 // header is what bootScript reported.
