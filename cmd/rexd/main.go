@@ -3,7 +3,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rexconsole/rex/internal/protocol"
 	"github.com/rexconsole/rex/internal/rexd"
 	"github.com/rexconsole/rex/internal/version"
 )
@@ -147,6 +150,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			}
 		}
 		stdin = rexd.PollableStdin(f, others...)
+	}
+	if v, ok := os.LookupEnv(protocol.FirstEnv); ok {
+		os.Unsetenv(protocol.FirstEnv) // not for the processes it starts
+		first, err := base64.StdEncoding.DecodeString(v)
+		if err != nil {
+			fmt.Fprintf(stderr, "rexd: %s is not base64: %v\n", protocol.FirstEnv, err)
+			return 2
+		}
+		stdin = io.MultiReader(bytes.NewReader(first), stdin)
 	}
 	err = srv.Serve(ctx, stdin, stdout)
 	// Resumable sessions outlive the connection: this rexd stays while

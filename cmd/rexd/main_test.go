@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rexconsole/rex/internal/protocol"
 	"github.com/rexconsole/rex/internal/rexd"
 )
 
@@ -67,5 +69,31 @@ func TestVersionLeavesStdinBlocking(t *testing.T) {
 	}
 	if flags&unix.O_NONBLOCK != 0 {
 		t.Error("rexd --version left its stdin non-blocking")
+	}
+}
+
+// TestFirstRequestsFromTheEnvironment: requests handed in REXD_FIRST are
+// read before standard input and answered in order; the variable leaves
+// rexd's environment before anything starts, and one that is not base64
+// is refused in one sentence.
+func TestFirstRequestsFromTheEnvironment(t *testing.T) {
+	first := `{"jsonrpc":"2.0","id":1,"method":"session.open","params":{"client_name":"t"}}` + "\n"
+	t.Setenv(protocol.FirstEnv, base64.StdEncoding.EncodeToString([]byte(first)))
+	in := `{"jsonrpc":"2.0","id":2,"method":"session.info","params":{}}` + "\n"
+	var out, errb bytes.Buffer
+	code := run([]string{"--stdio", "--no-audit", "--build-hash", strings.Repeat("ab", 32)}, strings.NewReader(in), &out, &errb)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if code != 0 || len(lines) != 2 || !strings.Contains(lines[0], `"id":1,"result":{"session_id"`) || !strings.Contains(lines[1], `"id":2`) {
+		t.Fatalf("exit %d, output %q, stderr %q; want session.open's answer, then session.info's", code, out.String(), errb.String())
+	}
+	if v, ok := os.LookupEnv(protocol.FirstEnv); ok {
+		t.Errorf("%s is still set (%q): the processes rexd starts would inherit it", protocol.FirstEnv, v)
+	}
+
+	t.Setenv(protocol.FirstEnv, "not base64!")
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{"--stdio", "--no-audit", "--build-hash", strings.Repeat("ab", 32)}, strings.NewReader(""), &out, &errb); code != 2 || !strings.Contains(errb.String(), "REXD_FIRST is not base64") {
+		t.Errorf("exit %d, stderr %q; want exit 2 saying REXD_FIRST is not base64", code, errb.String())
 	}
 }

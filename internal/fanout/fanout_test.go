@@ -47,6 +47,8 @@ type fleet struct {
 	dials atomic.Int64
 	mu    sync.Mutex
 	procs map[string]*exec.Cmd
+	// public records, per target, Target.First's Public when it had one.
+	public sync.Map
 }
 
 func newFleet(t *testing.T) *fleet {
@@ -59,6 +61,9 @@ func (f closerFunc) Close() error { return f() }
 
 func (f *fleet) Connect(ctx context.Context, t fanout.Target) (*fanout.Conn, error) {
 	f.dials.Add(1)
+	if t.First != nil {
+		f.public.Store(t.Name, t.First.Public)
+	}
 	return f.connect(ctx, t)
 }
 

@@ -390,7 +390,10 @@ func runOne(ctx context.Context, pool *Pool, t Target, task Task, opts Options, 
 		// A one-shot run's connection is this command's alone: the
 		// command goes out with the session's opening (a cold start
 		// then waits for one round trip less), when the connector can.
-		first = &rexclient.FirstExec{Params: p, Opts: eopts}
+		// Without secrets, environment of the operator's or input, it may
+		// ride in the exec request itself, as ssh sends its command.
+		public := len(sec) == 0 && len(task.Env) == 0 && (p.Stdin == nil || *p.Stdin == "")
+		first = &rexclient.FirstExec{Params: p, Opts: eopts, Public: public}
 		t.First = first
 	}
 	t.ConnectTimeout = opts.ConnectTimeout

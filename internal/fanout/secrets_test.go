@@ -95,3 +95,43 @@ func TestSecretsReachEveryProcess(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstIsPublicOnlyWithoutSecrets: a one-shot run's first command may
+// ride in the exec request that starts rexd (a command line, which other
+// users of the host can see) only when it holds no secret of the device,
+// no environment of the operator's and no input.
+func TestFirstIsPublicOnlyWithoutSecrets(t *testing.T) {
+	tests := []struct {
+		name   string
+		task   fanout.Task
+		public map[string]bool
+	}{
+		{"plain", fanout.Task{Command: "true"}, map[string]bool{"with": false, "without": true}},
+		{"operator's env", fanout.Task{Command: "true", Env: map[string]string{"K": "v"}}, map[string]bool{"with": false, "without": false}},
+		{"input", fanout.Task{Command: "cat", Stdin: []byte("pw\n")}, map[string]bool{"with": false, "without": false}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFleet(t)
+			pool := fanout.NewPool(f, fanout.PoolOptions{Secrets: func(_ context.Context, t fanout.Target) (map[string]string, error) {
+				if t.Name == "with" {
+					return map[string]string{"TOKEN": "tok-1"}, nil
+				}
+				return nil, nil
+			}})
+			defer pool.Close()
+			s := fanout.Run(context.Background(), pool, targets("with", "without"), tc.task, fanout.Options{Release: true})
+			for _, r := range s.Results {
+				if r.Err != nil {
+					t.Fatalf("%s: %v", r.Target, r.Err)
+				}
+			}
+			for name, want := range tc.public {
+				got, ok := f.public.Load(name)
+				if !ok || got != want {
+					t.Errorf("%s: first command public %v (had one: %v), want %v", name, got, ok, want)
+				}
+			}
+		})
+	}
+}

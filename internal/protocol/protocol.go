@@ -16,6 +16,14 @@ const Version = "rexd/1"
 // JSONRPC is the only accepted value of the "jsonrpc" member.
 const JSONRPC = "2.0"
 
+// FirstEnv names the environment variable in which whoever starts rexd
+// --stdio may hand it its first requests: base64 of their lines, read
+// before standard input. OpenSSH opens a session channel's window only
+// once the command runs, so requests written to the input wait a round
+// trip for it; these ride in the exec request. rexd removes the variable
+// from its environment before it starts anything.
+const FirstEnv = "REXD_FIRST"
+
 // Method names of REXD v1 and its PTY extension.
 const (
 	MethodSessionOpen  = "session.open"

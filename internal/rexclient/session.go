@@ -113,7 +113,31 @@ var ErrMayHaveStarted = errors.New("the command was sent and may have started")
 // When op names BuildHashes, a rexd of another build opens nothing and
 // starts nothing.
 func (c *Client) OpenSessionExec(ctx context.Context, op protocol.SessionOpenParams, p protocol.ExecStartParams, opts ExecOptions) (s *Session, proc *Process, startErr, err error) {
-	s = &Session{c: c}
+	po, err := c.SendSessionExec(op, p, opts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return po.Wait(ctx)
+}
+
+// PendingOpen is a session.open with an exec.start behind it, both sent
+// (SendSessionExec), whose answers Wait collects.
+type PendingOpen struct {
+	c     *Client
+	s     *Session
+	p     protocol.ExecStartParams
+	opts  ExecOptions
+	open  *sent
+	proc  *Process
+	start *sent
+	serr  error
+}
+
+// SendSessionExec sends what OpenSessionExec sends and returns without
+// waiting for an answer: a caller that holds the Client's writer (see
+// NewConn) can take both requests to deliver them another way.
+func (c *Client) SendSessionExec(op protocol.SessionOpenParams, p protocol.ExecStartParams, opts ExecOptions) (*PendingOpen, error) {
+	s := &Session{c: c}
 	open, err := c.send(nil, protocol.MethodSessionOpen, op, func(raw json.RawMessage) {
 		// On the reader, before exec.start's answer is read: the
 		// process's route names its session.
@@ -123,17 +147,25 @@ func (c *Client) OpenSessionExec(ctx context.Context, op protocol.SessionOpenPar
 		}
 	}, nil)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("open session: %w", err)
+		return nil, fmt.Errorf("open session: %w", err)
 	}
 	p.SessionID, p.SessionOpenID = "", open.id
-	proc, start, serr := s.sendExec(p, opts)
+	po := &PendingOpen{c: c, s: s, p: p, opts: opts, open: open}
+	po.proc, po.start, po.serr = s.sendExec(p, opts)
+	return po, nil
+}
+
+// Wait collects the answers of what SendSessionExec sent; see
+// OpenSessionExec.
+func (po *PendingOpen) Wait(ctx context.Context) (s *Session, proc *Process, startErr, err error) {
+	c, s, p, proc, serr := po.c, po.s, po.p, po.proc, po.serr
 	sent := serr == nil
 	var res protocol.SessionOpenResult
-	err = c.await(ctx, open, &res)
+	err = c.await(ctx, po.open, &res)
 	if serr == nil {
 		// Always collected: when ctx ended, a start rexd made anyway is
 		// stopped (onAbandon).
-		serr = proc.started(ctx, start)
+		serr = proc.started(ctx, po.start)
 	}
 	if err != nil && sent {
 		return nil, nil, nil, fmt.Errorf("open session: %w (%w)", err, ErrMayHaveStarted)
@@ -149,7 +181,7 @@ func (c *Client) OpenSessionExec(ctx context.Context, op protocol.SessionOpenPar
 	if serr != nil && !slices.Contains(res.Capabilities, protocol.CapPipeline) && ctx.Err() == nil {
 		// An older rexd: it could not tell which session was meant.
 		p.SessionOpenID = nil
-		proc, serr = s.Exec(ctx, p, opts)
+		proc, serr = s.Exec(ctx, p, po.opts)
 	}
 	if serr != nil {
 		return s, nil, serr, nil
@@ -501,6 +533,10 @@ func (s *Session) Glob(ctx context.Context, p protocol.FSGlobParams) (protocol.F
 type FirstExec struct {
 	Params protocol.ExecStartParams
 	Opts   ExecOptions
+	// Public says that Params hold nothing a command line may not show
+	// (no secret in the environment, no input): the connector may carry
+	// them in the exec request that starts rexd (protocol.FirstEnv).
+	Public bool
 
 	Sent bool
 	Proc *Process

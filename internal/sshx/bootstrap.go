@@ -477,14 +477,22 @@ func (d *Dialer) launch(ctx context.Context, client *ssh.Client, name, mode stri
 
 func (d *Dialer) launchOnce(ctx context.Context, client *ssh.Client, name, mode string, builds []build, lo *launchOpts, extra ...string) (*launch, error) {
 	args := append(slices.Clip(d.opts.RexdArgs), lo.args...)
-	return d.launchCommand(ctx, client, name, bootCommand(mode, builds, args, lo.as, extra...), builds, lo, nil)
+	cmd := func(first string) string {
+		if first != "" {
+			extra = append(slices.Clip(extra), "first="+first)
+		}
+		return bootCommand(mode, builds, args, lo.as, extra...)
+	}
+	return d.launchCommand(ctx, client, name, cmd, builds, lo, nil)
 }
 
-// launchCommand runs cmd, a script that ends by starting rexd, and opens
-// a session with it. before, when not nil, has the script's input and
-// header lines first (not through sudo); when it fails, rexd did not
-// start and the launch says how the script ended.
-func (d *Dialer) launchCommand(ctx context.Context, client *ssh.Client, name, cmd string, builds []build, lo *launchOpts, before func(hr *headerReader, stdin io.Writer) error) (*launch, error) {
+// launchCommand runs cmd(first), a script that ends by starting rexd, and
+// opens a session with it. first, when not empty, is the session.open and
+// the first command for rexd's environment (protocol.FirstEnv). before, when not
+// nil, has the script's input and header lines first (not through sudo);
+// when it fails, rexd did not start and the launch says how the script
+// ended.
+func (d *Dialer) launchCommand(ctx context.Context, client *ssh.Client, name string, cmd func(first string) string, builds []build, lo *launchOpts, before func(hr *headerReader, stdin io.Writer) error) (*launch, error) {
 	tail := &tailBuffer{max: 4096}
 	stderr := io.Writer(tail)
 	if d.opts.Stderr != nil {
@@ -495,12 +503,46 @@ func (d *Dialer) launchCommand(ctx context.Context, client *ssh.Client, name, cm
 		watch = sudo.NewWatcher()
 		stderr = io.MultiWriter(stderr, watch)
 	}
-	x, err := startExec(client, cmd, stderr)
+	params := d.openParams()
+	if lo.grace > 0 {
+		params.ResumeGraceMS = lo.grace.Milliseconds()
+	}
+	// The first command goes out with session.open (pipelined): a rexd of
+	// another build opens nothing, so it never runs there, and on a miss
+	// the script, which reads no input, ends without it. One that may
+	// show on a command line rides in the exec request itself.
+	var (
+		rc    *rexclient.Client
+		late  *lateConn
+		po    *rexclient.PendingOpen
+		first string
+	)
+	if f := lo.first; f != nil && !f.Sent && f.Public && watch == nil && before == nil && lo.resume == nil {
+		late = newLateConn()
+		rc = rexclient.NewConn(late, late, late)
+		params.BuildHashes = buildHashes(builds)
+		var err error
+		if po, err = rc.SendSessionExec(params, f.Params, f.Opts); err != nil {
+			rc.Close()
+			return nil, newError(name, ErrBootstrap, err, fmt.Sprintf("bootstrap rexd on %s: %v", name, err))
+		}
+		first = late.take(maxInlineFirst)
+	}
+	x, err := startExec(client, cmd(first), stderr)
 	if err != nil {
+		if rc != nil {
+			rc.Close()
+		}
 		return nil, newError(name, ErrBootstrap, err, fmt.Sprintf("bootstrap rexd on %s: start the remote shell: %v", name, err))
 	}
 	stdout, stdin, closer := io.Reader(x), x.stdin(), x
 	hr := newHeaderReader(stdout)
+	if late != nil {
+		if err := late.attach(hr, stdin, closer); err != nil {
+			rc.Close()
+			return nil, newError(name, ErrBootstrap, err, fmt.Sprintf("bootstrap rexd on %s: %v", name, err))
+		}
+	}
 	if watch != nil {
 		// Nothing goes to rexd before sudo has let it run: sudo -S would
 		// take the first line for a password.
@@ -560,25 +602,25 @@ func (d *Dialer) launchCommand(ctx context.Context, client *ssh.Client, name, cm
 		}
 		return &launch{err: err, status: -1, header: hr.header(), resumed: err == nil}, nil
 	}
-	rc := rexclient.NewConn(hr, stdin, closer)
+	if rc == nil {
+		rc = rexclient.NewConn(hr, stdin, closer)
+	}
 	// session.open goes out at once, right behind the exec request: on a
 	// hit, rexd finds it waiting.
-	params := d.openParams()
-	if lo.grace > 0 {
-		params.ResumeGraceMS = lo.grace.Milliseconds()
-	}
 	var s *rexclient.Session
 	l := &launch{client: rc, status: -1}
-	if first := lo.first; first != nil && !first.Sent && watch == nil {
-		// The first command goes out with it (pipelined): a rexd of
-		// another build opens nothing, so it never runs there, and on a
-		// miss the script, which reads no input, ends without it.
-		params.BuildHashes = buildHashes(builds)
-		var proc *rexclient.Process
-		var startErr error
-		s, proc, startErr, err = rc.OpenSessionExec(ctx, params, first.Params, first.Opts)
+	if f := lo.first; f != nil && !f.Sent && watch == nil {
+		if po == nil {
+			params.BuildHashes = buildHashes(builds)
+			po, err = rc.SendSessionExec(params, f.Params, f.Opts)
+		}
 		if err == nil {
-			first.Sent, first.Proc, first.Err = true, proc, startErr
+			var proc *rexclient.Process
+			var startErr error
+			s, proc, startErr, err = po.Wait(ctx)
+			if err == nil {
+				f.Sent, f.Proc, f.Err = true, proc, startErr
+			}
 		}
 	} else {
 		s, err = rc.OpenSession(ctx, params)
@@ -719,7 +761,7 @@ func (d *Dialer) installStart(ctx context.Context, client *ssh.Client, name, dir
 			}
 		}
 	}
-	l, err := d.launchCommand(ctx, client, name, command(args...), []build{b}, lo, send)
+	l, err := d.launchCommand(ctx, client, name, func(string) string { return command(args...) }, []build{b}, lo, send)
 	return l, int64(len(gz)), err
 }
 

@@ -35,6 +35,8 @@ import (
 //	fastsum=<sha256>                that build's SHA-256, given to the fast
 //	                                path's rexd (--build-hash) so that it
 //	                                does not hash itself
+//	first=<base64>                  rexd's first requests, handed to it in
+//	                                REXD_FIRST (not through sudo)
 //
 // Candidate cache directories, in order: $XDG_CACHE_HOME/rexd,
 // $HOME/.cache/rexd, ${TMPDIR:-/tmp}/rexd-<uid>. A cache directory and its
@@ -64,14 +66,14 @@ import (
 // The script holds no single quote, no "!" and no newline, so it survives
 // being quoted for any login shell (csh included); values travel as
 // arguments, never inside the script.
-const bootScript = `m=$1; shift; v=; r=; want=; k=; fresh=; fp=; fh=; pl=; bu=; bm=; bp=; br=; ` +
+const bootScript = `m=$1; shift; v=; r=; want=; k=; fresh=; fp=; fh=; fq=; pl=; bu=; bm=; bp=; br=; ` +
 	`while [ $# -gt 0 ]; do e=$1; shift; if [ "$e" = -- ]; then break; fi; ` +
-	`case $e in version=*) r=${e#version=};; sum=*) pl="$pl|$e|";; known=*) k="$k|${e#known=}|";; fresh=*) fresh=${e#fresh=};; fast=*) fp=${e#fast=};; fastsum=*) fh=${e#fastsum=};; ` +
+	`case $e in version=*) r=${e#version=};; sum=*) pl="$pl|$e|";; known=*) k="$k|${e#known=}|";; fresh=*) fresh=${e#fresh=};; fast=*) fp=${e#fast=};; fastsum=*) fh=${e#fastsum=};; first=*) fq=${e#first=};; ` +
 	`become=*) bu=${e#become=};; bmode=*) bm=${e#bmode=};; bprompt=*) bp=${e#bprompt=};; bready=*) br=${e#bready=};; *=*) pl="$pl|$e|";; esac; done; ` +
 	// rx F STAT SUM V ARGS: run rexd F, through sudo when become= says so:
 	// then root runs rootScript, which never executes F itself but its
 	// own copy of it (SUM: the build's SHA-256, V: its version directory).
-	`rx() { p=$1; ps=$2; rw=$3; rv=$4; shift 4; echo "rexd-exec $p $ps"; if [ -n "$bu" ]; then exec sudo "$bm" -H -p "$bp" -u "$bu" -- /bin/sh -c "$br" "$p" "$rw" "$rv" --stdio "$@"; fi; exec "$p" --stdio "$@"; }; ` +
+	`rx() { p=$1; ps=$2; rw=$3; rv=$4; shift 4; echo "rexd-exec $p $ps"; if [ -n "$bu" ]; then exec sudo "$bm" -H -p "$bp" -u "$bu" -- /bin/sh -c "$br" "$p" "$rw" "$rv" --stdio "$@"; fi; if [ -n "$fq" ]; then REXD_FIRST=$fq; export REXD_FIRST; fi; exec "$p" --stdio "$@"; }; ` +
 	// The fast path of a cold start: the rexd of fast= runs when it is a
 	// regular file of ours, not a symbolic link, in directories of ours with
 	// mode 0700 (not links either), whose stat is still the one this rex

@@ -1,0 +1,97 @@
+package sshx
+
+import (
+	"encoding/base64"
+	"io"
+	"sync"
+)
+
+// maxInlineFirst bounds the requests handed to rexd in its environment
+// (protocol.FirstEnv), encoded: the boot script's command line holds them
+// while it runs, and shows them to other users of the target (as ssh's
+// command shows), so only a rexclient.FirstExec that is Public goes so.
+const maxInlineFirst = 8 << 10
+
+// lateConn is the transport of a rexclient.Client made before the exec
+// that runs rexd: it holds what the client writes until take hands it
+// over (for protocol.FirstEnv) or attach gives it the exec's input, and its reads
+// wait for attach.
+type lateConn struct {
+	mu       sync.Mutex
+	held     []byte
+	w        io.Writer
+	r        io.Reader
+	c        io.Closer
+	closed   bool
+	attached chan struct{}
+}
+
+func newLateConn() *lateConn { return &lateConn{attached: make(chan struct{})} }
+
+// take returns what was written so far, encoded for protocol.FirstEnv, and drops
+// it; when that would pass max, it returns "" and keeps it for attach.
+func (l *lateConn) take(max int) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if base64.StdEncoding.EncodedLen(len(l.held)) > max {
+		return ""
+	}
+	s := base64.StdEncoding.EncodeToString(l.held)
+	l.held = nil
+	return s
+}
+
+// attach connects the exec: what is held goes to w first.
+func (l *lateConn) attach(r io.Reader, w io.Writer, c io.Closer) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return c.Close()
+	}
+	l.r, l.w, l.c = r, w, c
+	close(l.attached)
+	if len(l.held) > 0 {
+		_, err := w.Write(l.held)
+		l.held = nil
+		return err
+	}
+	return nil
+}
+
+func (l *lateConn) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.closed:
+		return 0, io.ErrClosedPipe
+	case l.w == nil:
+		l.held = append(l.held, p...)
+		return len(p), nil
+	}
+	return l.w.Write(p)
+}
+
+func (l *lateConn) Read(p []byte) (int, error) {
+	<-l.attached
+	l.mu.Lock()
+	r := l.r
+	l.mu.Unlock()
+	if r == nil { // closed before an exec was attached
+		return 0, io.EOF
+	}
+	return r.Read(p)
+}
+
+func (l *lateConn) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	if l.c != nil {
+		return l.c.Close()
+	}
+	close(l.attached) // nothing will attach: reads end
+	return nil
+}
