@@ -99,16 +99,19 @@ func TestSecretsReachEveryProcess(t *testing.T) {
 // TestFirstIsPublicOnlyWithoutSecrets: a one-shot run's first command may
 // ride in the exec request that starts rexd (a command line, which other
 // users of the host can see) only when it holds no secret of the device,
-// no environment of the operator's and no input.
+// no environment of the operator's and no input data (input streamed
+// later is not in it).
 func TestFirstIsPublicOnlyWithoutSecrets(t *testing.T) {
 	tests := []struct {
-		name   string
-		task   fanout.Task
-		public map[string]bool
+		name    string
+		task    fanout.Task
+		streams bool // input streamed with exec.input, not in the request
+		public  map[string]bool
 	}{
-		{"plain", fanout.Task{Command: "true"}, map[string]bool{"with": false, "without": true}},
-		{"operator's env", fanout.Task{Command: "true", Env: map[string]string{"K": "v"}}, map[string]bool{"with": false, "without": false}},
-		{"input", fanout.Task{Command: "cat", Stdin: []byte("pw\n")}, map[string]bool{"with": false, "without": false}},
+		{"plain", fanout.Task{Command: "true"}, false, map[string]bool{"with": false, "without": true}},
+		{"operator's env", fanout.Task{Command: "true", Env: map[string]string{"K": "v"}}, false, map[string]bool{"with": false, "without": false}},
+		{"input", fanout.Task{Command: "cat", Stdin: []byte("pw\n")}, false, map[string]bool{"with": false, "without": false}},
+		{"streamed input", fanout.Task{Command: "cat"}, true, map[string]bool{"with": false, "without": true}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -120,7 +123,11 @@ func TestFirstIsPublicOnlyWithoutSecrets(t *testing.T) {
 				return nil, nil
 			}})
 			defer pool.Close()
-			s := fanout.Run(context.Background(), pool, targets("with", "without"), tc.task, fanout.Options{Release: true})
+			opts := fanout.Options{Release: true}
+			if tc.streams {
+				opts.Stdin = strings.NewReader("pw\n")
+			}
+			s := fanout.Run(context.Background(), pool, targets("with", "without"), tc.task, opts)
 			for _, r := range s.Results {
 				if r.Err != nil {
 					t.Fatalf("%s: %v", r.Target, r.Err)

@@ -534,8 +534,9 @@ type FirstExec struct {
 	Params protocol.ExecStartParams
 	Opts   ExecOptions
 	// Public says that Params hold nothing a command line may not show
-	// (no secret in the environment, no input): the connector may carry
-	// them in the exec request that starts rexd (protocol.FirstEnv).
+	// (no secret in the environment, no input data; input streamed later
+	// with exec.input is not in them): the connector may carry them in
+	// the exec request that starts rexd (protocol.FirstEnv).
 	Public bool
 
 	Sent bool

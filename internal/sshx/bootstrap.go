@@ -577,7 +577,7 @@ func (d *Dialer) launchCommand(ctx context.Context, client *ssh.Client, name str
 		}
 	}
 	if before != nil {
-		stop := context.AfterFunc(ctx, func() { closer.Close() })
+		stop := context.AfterFunc(ctx, x.abort)
 		err := before(hr, stdin)
 		stop()
 		if err != nil {
@@ -585,6 +585,7 @@ func (d *Dialer) launchCommand(ctx context.Context, client *ssh.Client, name str
 			case <-closer.done:
 			case <-time.After(closeGrace):
 			}
+			status := closer.exitStatus()
 			closer.Close()
 			if x.refused() {
 				return nil, execRefusedError(name)
@@ -592,7 +593,7 @@ func (d *Dialer) launchCommand(ctx context.Context, client *ssh.Client, name str
 			if ctx.Err() != nil {
 				return nil, newError(name, ErrBootstrap, ctx.Err(), fmt.Sprintf("bootstrap rexd on %s: %v", name, ctx.Err()))
 			}
-			return &launch{status: closer.exitStatus(), stderr: tail.String(), header: hr.header(), err: err}, nil
+			return &launch{status: status, stderr: tail.String(), header: hr.header(), err: err}, nil
 		}
 	}
 	if lo.resume != nil {

@@ -121,22 +121,21 @@ func TestColdStartFastPath(t *testing.T) {
 // directories and the install's one (12 times here before: a process per
 // parent per check). The install starts the copy itself, in the same
 // exec (head cuts the build from the input that rexd reads next); a
-// target without head installs and starts apart.
+// target whose head takes no -c installs and starts apart.
 func TestFirstContactStartsTheCopyByTheFastPath(t *testing.T) {
 	for _, noHead := range []bool{false, true} {
-		t.Run(map[bool]string{false: "one exec", true: "no head"}[noHead], func(t *testing.T) {
+		t.Run(map[bool]string{false: "one exec", true: "no head -c"}[noHead], func(t *testing.T) {
 			e := newEnv(t)
 			dir := t.TempDir()
 			counted := func(tool string) string {
 				return "#!/bin/sh\necho x >> " + filepath.Join(dir, tool) + "\nexec /usr/bin/" + tool + " \"$@\"\n"
 			}
-			fakes := map[string]string{"uname": counted("uname"), "ls": counted("ls"), "stat": counted("stat"), "head": counted("head")}
-			var without []string
+			fakes := map[string]string{"uname": counted("uname"), "ls": counted("ls"), "stat": counted("stat"), "head": counted("head"), "gzip": counted("gzip")}
 			if noHead {
-				delete(fakes, "head")
-				without = append(without, "head")
+				// A head without -c, as a small busybox has.
+				fakes["head"] = "#!/bin/sh\ncase $1 in -c*) echo \"head: invalid option -- c\" >&2; exit 1;; esac\nexec /usr/bin/head \"$@\"\n"
 			}
-			tools := toolsPath(t, fakes, without...)
+			tools := toolsPath(t, fakes)
 			s := e.server(sshtest.Options{Env: map[string]string{"PATH": tools, "TMPDIR": t.TempDir()}})
 			o := e.opts()
 			gzDir, _ := gzipBuildDir(t)
@@ -157,8 +156,13 @@ func TestFirstContactStartsTheCopyByTheFastPath(t *testing.T) {
 			if n, want := count("stat"), map[bool]int{false: 2, true: 3}[noHead]; n != want {
 				t.Errorf("stat ran %d times, want %d", n, want)
 			}
-			if !noHead && count("head") != 1 {
-				t.Errorf("head ran %d times, want once: the install did not read a counted build", count("head"))
+			// The build is unpacked once: a head without -c is found
+			// out before anything is read.
+			if n := count("gzip"); n != 1 {
+				t.Errorf("gzip ran %d times, want once", n)
+			}
+			if !noHead && count("head") != 2 {
+				t.Errorf("head ran %d times, want twice (is -c there, then the build): the install did not read a counted build", count("head"))
 			}
 			if !strings.Contains(rexdCmdline(t, c), " --build-hash "+fileSum(t, c.Info.RemotePath)+" ") {
 				t.Errorf("the fresh copy hashed itself: %q, want --build-hash given", rexdCmdline(t, c))

@@ -41,34 +41,51 @@ func (l *lateConn) take(max int) string {
 	return s
 }
 
-// attach connects the exec: what is held goes to w first.
+// attach connects the exec: what is held goes to w first. r, w and c
+// never change once attached, so reads, writes and closing then happen
+// outside the lock: a write waiting for the channel's window must not
+// keep the reader from draining rexd's output, nor a close from ending it.
 func (l *lateConn) attach(r io.Reader, w io.Writer, c io.Closer) error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed {
+		l.mu.Unlock()
 		return c.Close()
 	}
-	l.r, l.w, l.c = r, w, c
+	l.r, l.c = r, c
+	l.mu.Unlock()
 	close(l.attached)
-	if len(l.held) > 0 {
-		_, err := w.Write(l.held)
+	// What is held goes first; writes meanwhile are held behind it, so
+	// the order stays as written.
+	for {
+		l.mu.Lock()
+		held := l.held
 		l.held = nil
-		return err
+		if len(held) == 0 {
+			l.w = w
+			l.mu.Unlock()
+			return nil
+		}
+		l.mu.Unlock()
+		if _, err := w.Write(held); err != nil {
+			return err
+		}
 	}
-	return nil
 }
 
 func (l *lateConn) Write(p []byte) (int, error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch {
-	case l.closed:
+	if l.closed {
+		l.mu.Unlock()
 		return 0, io.ErrClosedPipe
-	case l.w == nil:
+	}
+	if l.w == nil {
 		l.held = append(l.held, p...)
+		l.mu.Unlock()
 		return len(p), nil
 	}
-	return l.w.Write(p)
+	w := l.w
+	l.mu.Unlock()
+	return w.Write(p)
 }
 
 func (l *lateConn) Read(p []byte) (int, error) {
@@ -84,13 +101,15 @@ func (l *lateConn) Read(p []byte) (int, error) {
 
 func (l *lateConn) Close() error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed {
+		l.mu.Unlock()
 		return nil
 	}
 	l.closed = true
-	if l.c != nil {
-		return l.c.Close()
+	c := l.c
+	l.mu.Unlock()
+	if c != nil {
+		return c.Close()
 	}
 	close(l.attached) // nothing will attach: reads end
 	return nil

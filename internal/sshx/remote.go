@@ -263,7 +263,8 @@ func bootCommand(mode string, builds []build, rexdArgs []string, as *become, ext
 // 9: no gzip (nothing read); 10: unpacking failed; 11: writing failed.
 //
 // With a fourth argument N, the build is the first N bytes of its input
-// (head -c; exit 14 without head) and, once installed, the script goes on
+// (head -c; exit 14 without a head that takes -c, as a small busybox
+// lacks, before anything is read) and, once installed, the script goes on
 // as the start of it: "rexd-exec PATH STAT", then it execs PATH --stdio
 // --build-hash $2 with the arguments after N, on the same input. The
 // client sends nothing more until it has read rexd-installed, so a head
@@ -271,7 +272,7 @@ func bootCommand(mode string, builds []build, rexdArgs []string, as *become, ext
 // where a second exec cost a channel, a shell and three round trips.
 // Like bootScript it holds no single quote, no "!" and no newline.
 const installScript = `d=$1; want=$2; z=${3-}; n=${4-}; if [ $# -ge 4 ]; then shift 4; else set --; fi; ` +
-	`if [ -n "$n" ]; then command -v head >/dev/null 2>&1 || exit 14; rd() { head -c "$n"; }; else rd() { cat; }; fi; me=$(id -u); umask 077; ` +
+	`if [ -n "$n" ]; then head -c 1 < /dev/null > /dev/null 2>&1 || exit 14; rd() { head -c "$n"; }; else rd() { cat; }; fi; me=$(id -u); umask 077; ` +
 	`if [ -L "$d" ]; then echo "rexd-bad symlink $d"; exit 6; fi; if [ -d "$d" ]; then :; else echo "rexd-bad create $d"; exit 6; fi; ` +
 	`own() { set -- $(ls -ldn "$d" 2>/dev/null); if [ "$3" = "$me" ]; then :; else echo "rexd-bad notowned $d"; exit 6; fi; ` +
 	`case $1 in drwx------*) ;; *) echo "rexd-bad mode $d"; exit 6;; esac; }; own; ` +
@@ -498,8 +499,14 @@ func (h *headerReader) Read(p []byte) (int, error) {
 
 // headerLine reads one line before rexd speaks (the sudo handshake reads
 // up to its Ready line so), keeping the "rexd-" ones as header lines.
+// A line longer than the reader's buffer (64 KiB) is an error: no
+// target's script or sudo prints one, and rex does not hold it.
 func (h *headerReader) headerLine() (string, error) {
-	line, err := h.r.ReadString('\n')
+	b, err := h.r.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		return "", fmt.Errorf("the remote shell printed a line of over %d bytes before rexd started", h.r.Size())
+	}
+	line := string(b)
 	if l := strings.TrimSuffix(line, "\n"); strings.HasPrefix(l, "rexd-") {
 		h.add(l)
 	}
@@ -665,6 +672,10 @@ func (x *remoteExec) Close() error {
 	})
 	return nil
 }
+
+// abort closes the channel at once: for a launch given up on (its context
+// ended), where Close would first wait for a write stuck on the window.
+func (x *remoteExec) abort() { x.ch.Close() }
 
 // stdin is the command's input as a closer of its own: closing it sends
 // EOF and leaves the output open.
