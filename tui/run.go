@@ -84,6 +84,9 @@ type Options struct {
 	// Prompts, when set, carries the dialer's notices and host key
 	// questions into the console; give its methods to the dialer.
 	Prompts *Prompts
+	// Notice, when set, is a line the console shows in its message area
+	// when it starts (the rex server that was gone before this one).
+	Notice string
 }
 
 // shutdownWait bounds how long Run waits, after the console closed, for
@@ -145,6 +148,9 @@ func newRuntime(ctx context.Context, opts Options) *consoleRuntime {
 	}
 	opts.NoColor = opts.NoColor || os.Getenv("NO_COLOR") != ""
 	m = newModel(ctx, opts, run, time.Now)
+	if opts.Notice != "" {
+		m.notice(opts.Notice)
+	}
 	m.app.Pool = pool
 	m.openTerm = poolTerminals(pool)
 	return &consoleRuntime{ctx: ctx, opts: opts, m: m, pool: pool}

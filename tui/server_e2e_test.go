@@ -339,15 +339,16 @@ func TestServerKilledE2E(t *testing.T) {
 		t.Fatalf("h1's audit log does not say why the loop stopped:\n%s", audit)
 	}
 	c.sendLine("clear; " + filepath.Join(c.bin, "rex"))
-	c.waitFor("local ❯")
+	// The fresh server's console says it in its message area: what rex
+	// printed before the console took the screen is covered at once.
+	gone := fmt.Sprintf("rex: the rex server (pid %d, started", pid)
+	c.waitFor(gone, "local ❯")
 	if p := c.serverPid(); p == 0 || p == pid {
 		t.Fatalf("no fresh server: pid %d (the dead one was %d)", p, pid)
 	}
-	// The sentence went to the terminal before the console took the
-	// alternate screen (a fast start hides it at once): it is there when
-	// the console leaves it.
+	// And the terminal has it once the console leaves the screen.
 	c.detach()
-	c.waitFor(fmt.Sprintf("the rex server (pid %d, started", pid))
+	c.waitFor(gone)
 }
 
 // TestServerVersionMismatchE2E: a rex of another version does not attach

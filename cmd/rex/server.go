@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -81,6 +82,7 @@ func console(ctx context.Context, e *env, cmd *cobra.Command, ag tui.AgentOption
 // a server of another version is stopped only if the operator says so.
 func reachServer(ctx context.Context, e *env, flags []string) (*server.Client, error) {
 	c, err := server.Dial(ctx, "rex")
+	var gone string
 	var none *server.ErrNoServer
 	var other *server.VersionError
 	switch {
@@ -92,7 +94,10 @@ func reachServer(ctx context.Context, e *env, flags []string) (*server.Client, e
 		return c, nil
 	case errors.As(err, &none):
 		if none.Gone != nil {
-			fmt.Fprintf(e.io.Err, "rex: %s; starting a fresh one\n", none.Gone.GoneSentence())
+			// Said here, and by the fresh server's console: this line is
+			// covered by the console's screen at once.
+			gone = none.Gone.GoneSentence()
+			fmt.Fprintf(e.io.Err, "rex: %s; starting a fresh one\n", gone)
 			server.Forget()
 		}
 	case errors.As(err, &other):
@@ -114,7 +119,11 @@ func reachServer(ctx context.Context, e *env, flags []string) (*server.Client, e
 	default:
 		return nil, err
 	}
-	if err := spawnServer(ctx, e, flags); err != nil {
+	args := flags
+	if gone != "" {
+		args = append(slices.Clip(flags), "--notice", "rex: "+gone)
+	}
+	if err := spawnServer(ctx, e, args); err != nil {
 		return nil, err
 	}
 	return server.Dial(ctx, "rex")
@@ -220,7 +229,10 @@ rex attaches again. rex --no-server runs the console in its own process.`,
 	stop.Example = `  rex server stop           # asks when tasks or terminals run
   rex server stop --force   # stops whatever runs`
 	stop.Flags().BoolVar(&force, "force", false, "stop it without asking, whatever runs")
-	var ag tui.AgentOptions
+	var (
+		ag     tui.AgentOptions
+		notice string
+	)
 	run := &cobra.Command{
 		Use:    "run",
 		Short:  "Run the rex server in this process (rex starts it)",
@@ -228,12 +240,14 @@ rex attaches again. rex --no-server runs the console in its own process.`,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			e.holdsTerminal.Store(true) // it stops its tasks before exiting
-			return serverRun(cmd.Context(), e, ag)
+			return serverRun(cmd.Context(), e, ag, notice)
 		},
 	}
 	run.Example = `  rex server run   # what rex starts in the background; rex attaches to it`
 	run.Flags().BoolVar(&ag.Yolo, "yolo", false, "the console's agent runs every call without asking")
 	bindAgentFlags(run.Flags(), &ag)
+	run.Flags().StringVar(&notice, "notice", "", "a line the console shows when it starts (rex passes why it started a fresh server)")
+	run.Flags().MarkHidden("notice")
 	cmd.AddCommand(newStatusCmd(e, "status"), stop, run)
 	return cmd
 }
@@ -366,7 +380,7 @@ func serverStop(ctx context.Context, e *env, force bool) error {
 }
 
 // serverRun is the server itself (rex server run, started by rex).
-func serverRun(ctx context.Context, e *env, ag tui.AgentOptions) error {
+func serverRun(ctx context.Context, e *env, ag tui.AgentOptions, notice string) error {
 	signal.Ignore(syscall.SIGHUP) // no terminal to lose
 	ln, err := server.Listen(serverLog(e))
 	if err != nil {
@@ -385,6 +399,7 @@ func serverRun(ctx context.Context, e *env, ag tui.AgentOptions) error {
 		server.Ready(err)
 		return err
 	}
+	opts.Notice = notice
 	con, err := tui.NewConsole(ctx, opts)
 	if err != nil {
 		server.Ready(err)
