@@ -184,6 +184,7 @@ func (d *Dialer) bootstrap(ctx context.Context, client *ssh.Client, name string,
 	b := pickBuild(builds, h.uname)
 	d.state(name, StateBootstrapping, nil)
 	l = nil
+	canGzip := h.gzip
 	if lo.as == nil && h.gzip {
 		sl, n, err := d.installStart(ctx, client, name, h.dir, b, &lo)
 		if err != nil {
@@ -194,7 +195,12 @@ func (d *Dialer) bootstrap(ctx context.Context, client *ssh.Client, name string,
 			info.Uploaded, info.BytesUploaded, info.Method = true, n, "stdin+gzip"
 		}
 		// Else it ended before starting rexd: install and start apart,
-		// which tries the plain build too and says what went wrong.
+		// which says what went wrong; the plain build straight away when
+		// it was the gzipped one that failed there.
+		switch sl.status {
+		case exitInstallNoGzip, exitInstallUnpack, exitInstallDamaged:
+			canGzip = false
+		}
 	}
 	if l == nil {
 		var (
@@ -204,7 +210,7 @@ func (d *Dialer) bootstrap(ctx context.Context, client *ssh.Client, name string,
 		if other {
 			n, method, err = d.installAs(ctx, client, name, h.dir, b, &lo)
 		} else {
-			n, method, stamp, err = d.install(ctx, client, name, h.dir, b, h.gzip)
+			n, method, stamp, err = d.install(ctx, client, name, h.dir, b, canGzip)
 		}
 		if err != nil {
 			return fail(err)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,23 +65,26 @@ func toolsPath(t testing.TB, fakes map[string]string, without ...string) string 
 // TestInstallInOneExec: rexd is installed by one exec that reads the build
 // on its input, compressed when the target has gzip, and checks its hash
 // there before renaming it into place. A gzip that fails, or unpacks to
-// something else, costs a second exec with the plain build; a target
+// something else, costs a second exec with the plain build (the first
+// one also starts rexd when it works: installStart); a target
 // without a SHA-256 tool gets a copy that rex hashes when read back (SFTP,
 // else `cat`). Every way leaves the installed rexd alone in its directory.
 func TestInstallInOneExec(t *testing.T) {
 	bin, sum := rexdBinary(t)
 	dir, gzLen := gzipBuildDir(t)
+	gzipRuns := filepath.Join(t.TempDir(), "gzip.count")
 	tests := []struct {
 		name     string
 		path     string // the target's PATH; "" leaves it as it is
 		noSFTP   bool
 		method   string
 		uploaded int
+		counted  bool // gzip counts its runs in gzipRuns
 	}{
-		{"gzip fails", toolsPath(t, map[string]string{"gzip": "#!/bin/sh\necho broken >&2\nexit 1\n"}), false, "stdin", len(bin)},
-		{"gzip unpacks something else", toolsPath(t, map[string]string{"gzip": "#!/bin/sh\ncat >/dev/null\necho other\n"}), false, "stdin", len(bin)},
-		{"no SHA-256 tool", toolsPath(t, nil, "sha256sum", "shasum"), false, "sftp+gzip", gzLen},
-		{"no SHA-256 tool and no SFTP", toolsPath(t, nil, "sha256sum", "shasum"), true, "exec+gzip", gzLen},
+		{"gzip fails", toolsPath(t, map[string]string{"gzip": "#!/bin/sh\necho x >> " + gzipRuns + "\necho broken >&2\nexit 1\n"}), false, "stdin", len(bin), true},
+		{"gzip unpacks something else", toolsPath(t, map[string]string{"gzip": "#!/bin/sh\ncat >/dev/null\necho other\n"}), false, "stdin", len(bin), false},
+		{"no SHA-256 tool", toolsPath(t, nil, "sha256sum", "shasum"), false, "sftp+gzip", gzLen, false},
+		{"no SHA-256 tool and no SFTP", toolsPath(t, nil, "sha256sum", "shasum"), true, "exec+gzip", gzLen, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -94,6 +98,11 @@ func TestInstallInOneExec(t *testing.T) {
 			opts.Payload = payload.Dir(dir)
 			c := connect(t, NewDialer(opts), e.target("h1", s))
 			assertInstalled(t, c, s, tc.method, tc.uploaded, sum)
+			// A gzip that failed is tried once, not again before the
+			// plain build.
+			if got := readFile(t, gzipRuns); tc.counted && got != "x\n" {
+				t.Errorf("the failing gzip ran %d times, want once", strings.Count(got, "x"))
+			}
 		})
 	}
 }

@@ -290,7 +290,6 @@ const (
 	exitInstallNoGzip  = 9
 	exitInstallUnpack  = 10
 	exitInstallWrite   = 11
-	exitInstallNoHead  = 14
 )
 
 // header is what bootScript reported.
