@@ -14,6 +14,7 @@ import (
 	"github.com/charmbracelet/colorprofile"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/rexconsole/rex/internal/procmem"
 	"github.com/rexconsole/rex/internal/server"
 )
 
@@ -43,6 +44,8 @@ type Console struct {
 	active  *client
 	current *client // the client whose message Update handles
 	ended   bool
+	// attaches counts the attaches so far (trimMsg).
+	attaches uint64
 	// gen counts the engine's Updates: a client's view drawn at the same
 	// gen and size is still true.
 	gen uint64
@@ -126,6 +129,15 @@ type leftMsg struct{ cl *client }
 // stopMsg ends the console (server.stop).
 type stopMsg struct{}
 
+// trimMsg comes trimAfter after the last client left; attaches is the
+// count of attaches then, so that a trim waits for the last of several.
+type trimMsg struct{ attaches uint64 }
+
+// trimAfter lets a detach settle (the client's connection closed, the
+// engine's last updates run) before the server gives memory back: the
+// code that runs then would map again what a trim at once had released.
+const trimAfter = 2 * time.Second
+
 func (e engineModel) Init() tea.Cmd { return nil }
 
 func (e engineModel) View() tea.View { return tea.View{} } // never drawn: the clients draw
@@ -142,14 +154,15 @@ func (e engineModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case attachMsg:
 		c.clients[msg.cl] = true
+		c.attaches++
 		c.activate(msg.cl, update)
 	case leftMsg:
 		delete(c.clients, msg.cl)
 		if len(c.clients) == 0 {
-			// Nobody draws until the next attach: give the memory the
-			// clients' frames and what ran meanwhile used back to the
-			// system now rather than at the runtime's slow pace (one GC).
-			go debug.FreeOSMemory()
+			// Nobody draws until the next attach: once the detach has
+			// settled, give memory back (trimMsg).
+			attaches := c.attaches
+			cmds = append(cmds, tea.Tick(trimAfter, func(time.Time) tea.Msg { return trimMsg{attaches} }))
 		}
 		if c.active == msg.cl {
 			c.active = nil
@@ -163,6 +176,19 @@ func (e engineModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			if next != nil {
 				c.activate(next, update)
 			}
+		}
+	case trimMsg:
+		if len(c.clients) == 0 && c.attaches == msg.attaches {
+			// Nobody has attached since: hand back what the clients'
+			// frames and what ran meanwhile used of the heap, now rather
+			// than at the runtime's slow pace (one GC), and the pages of
+			// rex's binary that its start mapped and an idle server does
+			// not run. Both are best effort: a failure only leaves memory
+			// in use, nothing to tell the operator.
+			go func() {
+				debug.FreeOSMemory()
+				procmem.ReleaseExecutable()
+			}()
 		}
 	case clientMsg:
 		if !c.clients[msg.cl] {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rexconsole/rex/internal/server"
 	"github.com/rexconsole/rex/internal/sshtest"
+	"github.com/rexconsole/rex/tui"
 )
 
 // BenchmarkServerCost measures what the rex server costs (issue 17):
@@ -86,6 +87,8 @@ func BenchmarkServerCost(b *testing.B) {
 	c.run("/target s16", "target s16")
 	c.run("seq 10000", "16 ok")
 	c.detach()
+	// Idle again: the server gives memory back once a detach has settled.
+	time.Sleep(tui.TrimAfter + time.Second)
 	rss16 := rssKB(b, pid)
 
 	// Attach: dial, hello, attach, until the first frame has the prompt.
@@ -175,12 +178,12 @@ func attachOnce(b *testing.B) time.Duration {
 }
 
 // rssKB is a process's resident set, from /proc.
-func rssKB(b *testing.B, pid int) int { return statusKB(b, pid, "VmRSS:") }
+func rssKB(b testing.TB, pid int) int { return statusKB(b, pid, "VmRSS:") }
 
 // statusKB is a field of /proc/PID/status in kB: VmRSS (all resident
 // pages), RssAnon (the process's own memory; the rest is the rex
 // binary's pages, shared).
-func statusKB(b *testing.B, pid int, field string) int {
+func statusKB(b testing.TB, pid int, field string) int {
 	s, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		b.Fatal(err)

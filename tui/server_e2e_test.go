@@ -351,6 +351,36 @@ func TestServerKilledE2E(t *testing.T) {
 	c.waitFor(gone)
 }
 
+// TestServerIdleGivesMemoryBackE2E: once the last client has detached,
+// the server hands back the pages of rex's binary that its start mapped
+// (most of its resident set when idle) and goes on working: a client
+// attaches again and runs a command on the host.
+func TestServerIdleGivesMemoryBackE2E(t *testing.T) {
+	c, _ := serverFleet(t, 1)
+	c.run("echo before-$((6*7))", "before-42")
+	pid := c.serverPid()
+	if pid == 0 {
+		t.Fatal("no server.json: the console is not in a rex server")
+	}
+	attached := statusKB(t, pid, "RssFile:")
+	c.detach()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		idle := statusKB(t, pid, "RssFile:")
+		if idle < attached/2 {
+			t.Logf("the server's pages of files: %d kB attached, %d kB idle", attached, idle)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle server still has %d kB of files' pages mapped (%d kB while attached)", idle, attached)
+		}
+		time.Sleep(100 * time.Millisecond) // polling /proc for the server's trim
+	}
+	c2 := c.again(t, 140, 40)
+	c2.waitFor("fleet ❯")
+	c2.run("echo after-$((6*7))", "after-42")
+}
+
 // TestServerVersionMismatchE2E: a rex of another version does not attach
 // to the server that runs: it says which version runs and offers to stop
 // it; no leaves it, yes replaces it.
