@@ -459,6 +459,10 @@ func spaceDirs(h header) []string {
 // bootScript, and any noise a login shell prints (a chatty .bashrc).
 type headerReader struct {
 	r *bufio.Reader
+	// src is r's source, read directly once the header is read and r's
+	// buffer drained: the client reading this has a buffer of its own,
+	// and a pooled connection would keep r's 64 KiB for nothing.
+	src io.Reader
 
 	mu    sync.Mutex
 	done  bool
@@ -466,10 +470,13 @@ type headerReader struct {
 }
 
 func newHeaderReader(r io.Reader) *headerReader {
-	return &headerReader{r: bufio.NewReaderSize(r, 64<<10)}
+	return &headerReader{r: bufio.NewReaderSize(r, 64<<10), src: r}
 }
 
 func (h *headerReader) Read(p []byte) (int, error) {
+	if h.r == nil {
+		return h.src.Read(p)
+	}
 	for !h.isDone() {
 		peek, err := h.r.Peek(1)
 		if len(peek) == 0 {
@@ -492,6 +499,10 @@ func (h *headerReader) Read(p []byte) (int, error) {
 			h.finish()
 			return 0, err
 		}
+	}
+	if h.r.Buffered() == 0 {
+		h.r = nil
+		return h.src.Read(p)
 	}
 	return h.r.Read(p)
 }

@@ -1,11 +1,13 @@
 package sshx
 
 import (
+	"io"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/rexconsole/rex/internal/version"
@@ -89,6 +91,39 @@ func TestParseHeader(t *testing.T) {
 	}
 	if got := describeBad(want); got != "/x/rexd cannot be created, /y rexd does not allow executing programs (noexec)" {
 		t.Errorf("describeBad = %q", got)
+	}
+}
+
+// TestHeaderReaderLetsGo: the header reader takes off the lines before
+// rexd's first JSON line, passes every byte after them on unchanged,
+// however the client reads, and lets its 64 KiB buffer go once it is
+// drained (a pooled connection keeps its reader for as long as it lives).
+func TestHeaderReaderLetsGo(t *testing.T) {
+	body := `{"jsonrpc":"2.0"}` + "\n" + strings.Repeat("0123456789abcdef", 20000)
+	for _, tc := range []struct {
+		name string
+		read func(io.Reader) ([]byte, error)
+	}{
+		{"big reads", io.ReadAll},
+		{"byte by byte", func(r io.Reader) ([]byte, error) { return io.ReadAll(iotest.OneByteReader(r)) }},
+		{"half reads", func(r io.Reader) ([]byte, error) { return io.ReadAll(iotest.HalfReader(r)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hr := newHeaderReader(strings.NewReader("Welcome!\nrexd-dir /d\nrexd-sum abc\n" + body))
+			got, err := tc.read(hr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != body {
+				t.Fatalf("read %d bytes (starting %.40q), want the %d after the header", len(got), got, len(body))
+			}
+			if h := hr.header(); h.dir != "/d" || h.sum != "abc" {
+				t.Errorf("header = %+v", h)
+			}
+			if hr.r != nil {
+				t.Errorf("the header reader still holds its %d-byte buffer", hr.r.Size())
+			}
+		})
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	uv "github.com/charmbracelet/ultraviolet"
 	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/ansi/parser"
 )
 
 // DefaultScrollback is how many lines a task pane keeps unless config.toml
@@ -112,7 +113,7 @@ func NewBuffer(limit int, seed maphash.Seed, onChange func()) *Buffer {
 	if limit <= 0 {
 		limit = DefaultScrollback
 	}
-	b := &Buffer{limit: limit, onChange: onChange, parser: ansi.NewParser()}
+	b := &Buffer{limit: limit, onChange: onChange, parser: newParser()}
 	b.digest.SetSeed(seed)
 	return b
 }
@@ -450,8 +451,20 @@ func TextWidth(s string) int {
 // without colour: see parseLine.
 func Sanitize(raw []byte) string {
 	var pen uv.Style
-	text, _ := parseLine(raw, &pen, ansi.NewParser())
+	text, _ := parseLine(raw, &pen, newParser())
 	return text
+}
+
+// newParser returns a parser for parseLine, which reads the parameters of
+// SGR sequences and drops every other sequence: the data of OSC, DCS and
+// the like is never read, so the parser keeps one byte of it, where
+// ansi.NewParser allocates 64 KiB (per buffer, and a pane's every host has
+// one).
+func newParser() *ansi.Parser {
+	p := new(ansi.Parser)
+	p.SetParamsSize(parser.MaxParamsSize)
+	p.SetDataSize(1) // 0 would mean unlimited
+	return p
 }
 
 // unsafeAttrs are SGR attributes a pane never draws: blinking text, and

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"hash/maphash"
+	"runtime"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -244,4 +245,22 @@ func BenchmarkBufferWriteColour(b *testing.B) {
 	for range b.N {
 		buf.Write(false, chunk)
 	}
+}
+
+// TestBufferIsSmall: a buffer costs little before it holds anything (a
+// pane's every host has one, and the rex server keeps them): not the
+// 64 KiB of data buffer ansi.NewParser allocates.
+func TestBufferIsSmall(t *testing.T) {
+	const n = 100
+	bufs := make([]*Buffer, n)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range bufs {
+		bufs[i] = NewBuffer(10, maphash.MakeSeed(), nil)
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / n; per > 4<<10 {
+		t.Errorf("a new buffer allocates %d bytes", per)
+	}
+	runtime.KeepAlive(bufs)
 }
