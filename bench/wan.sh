@@ -6,7 +6,8 @@
 # rexd cache removed) times the upload; `rex --version` times the rex
 # process's own start-up (package initialisers) apart. REX_BEFORE=BINARY adds a cold run of
 # another rex build (e.g. an earlier commit's bin/rex) to every round. Results:
-# bench/results/wan.md.
+# bench/results/wan.md. CMD (default: true) is the command every cold run, ssh and the peers
+# run, split on spaces (e.g. CMD="uname -a"); the first contact runs true.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd -P)
@@ -14,6 +15,7 @@ SHARED=${SHARED_BENCH:-$ROOT/../shared/bench}
 RTT=${1:-50}
 N=${2:-16}
 REPS=${REPS:-5}
+read -r -a CMDV <<<"${CMD:-true}"
 WORK=$(mktemp -d /tmp/rexwan.XXXXXX)
 chmod 755 "$WORK"
 FLEET=$WORK/fleet WAN=$WORK/wan OUT=$ROOT/bench/results
@@ -45,26 +47,26 @@ first() {
 for _ in $(seq 1 "$REPS"); do
 	vers+=("$({ time "$REX" --version >/dev/null 2>&1; } 2>&1)")
 	# shellcheck disable=SC2086
-	ssh1+=("$({ time ssh -F "$WAN/ssh_config" $SSH_EXTRA -n h1 true; } 2>&1)")
+	ssh1+=("$({ time ssh -F "$WAN/ssh_config" $SSH_EXTRA -n h1 "${CMDV[@]}" >/dev/null; } 2>&1)")
 	# Each build's cold runs follow its own first contact: a first contact removes h1's
 	# whole rexd cache, the other build's copy with it, and the stamps of both.
 	first1+=("$(first "$REX")")
-	rex1+=("$({ time "${ENV[@]}" "$REX" run h1 -- true >/dev/null 2>&1; } 2>&1)")
-	rexN+=("$({ time "${ENV[@]}" "$REX" run all-bench -- true >/dev/null 2>&1; } 2>&1)")
+	rex1+=("$({ time "${ENV[@]}" "$REX" run h1 -- "${CMDV[@]}" >/dev/null 2>&1; } 2>&1)")
+	rexN+=("$({ time "${ENV[@]}" "$REX" run all-bench -- "${CMDV[@]}" >/dev/null 2>&1; } 2>&1)")
 	if [[ -n ${REX_BEFORE:-} ]]; then
 		bfirst1+=("$(first "$REX_BEFORE")")
-		before+=("$({ time "${ENV[@]}" "$REX_BEFORE" run h1 -- true >/dev/null 2>&1; } 2>&1)")
+		before+=("$({ time "${ENV[@]}" "$REX_BEFORE" run h1 -- "${CMDV[@]}" >/dev/null 2>&1; } 2>&1)")
 	fi
-	peers+=("$(PEERS="pdsh pssh ssh-par" "$SHARED/peers.sh" "$WAN" true)")
+	peers+=("$(PEERS="pdsh pssh ssh-par" "$SHARED/peers.sh" "$WAN" "${CMDV[@]}")")
 done
 {
-	echo "Cold start behind +$RTT ms RTT (latency-proxy), medians of $REPS, seconds; $(nproc) cores, $(date -u +%Y-%m-%d), load $(cut -d' ' -f1-3 /proc/loadavg)."
+	echo "Cold start behind +$RTT ms RTT (latency-proxy), \`${CMDV[*]}\`, medians of $REPS, seconds; $(nproc) cores, $(date -u +%Y-%m-%d), load $(cut -d' ' -f1-3 /proc/loadavg)."
 	echo
 	echo "| case | seconds |"
 	echo "|---|---:|"
 	s=$(printf '%s\n' "${ssh1[@]}" | median) r=$(printf '%s\n' "${rex1[@]}" | median)
-	echo "| \`ssh h1 true\` | $s |"
-	echo "| \`rex run h1 -- true\` (cold) | $r |"
+	echo "| \`ssh h1 ${CMDV[*]}\` | $s |"
+	echo "| \`rex run h1 -- ${CMDV[*]}\` (cold) | $r |"
 	awk -v s="$s" -v r="$r" -v rtt="$RTT" 'BEGIN {printf "| rex - ssh, in round trips | %.1f |\n", (r - s) * 1000 / rtt}'
 	[[ -z ${REX_BEFORE:-} ]] || echo "| REX_BEFORE \`rex run h1 -- true\` (cold) | $(printf '%s\n' "${before[@]}" | median) |"
 	echo "| \`rex run h1 -- true\`, first contact (rexd uploaded) | $(printf '%s\n' "${first1[@]}" | median) |"
