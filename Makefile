@@ -76,6 +76,8 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 		if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	# rex runs on operators' Macs too: it must at least build and vet there.
+	GOOS=darwin GOARCH=arm64 $(GO) vet ./...
 
 clean:
 	rm -rf $(BIN) $(PAYLOAD_DIR)/rexd-*

@@ -77,7 +77,7 @@ func keyOf(fi fs.FileInfo) (statKey, bool) {
 	return statKey{
 		Size:  fi.Size(),
 		Mtime: fi.ModTime().UnixNano(),
-		Ctime: time.Unix(st.Ctim.Unix()).UnixNano(),
+		Ctime: ctime(st),
 		Ino:   uint64(st.Ino),
 		Dev:   uint64(st.Dev),
 		Mode:  uint32(fi.Mode()),

@@ -35,9 +35,9 @@ func AttachTerminal(ctx context.Context, c *Client, in, out *os.File) (Detach, e
 	// The server's renderer writes a newline for "next line, first
 	// column", as for a terminal that turns \n into \r\n (it has no tty
 	// of its own to set): keep that output processing on.
-	if t, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {
+	if t, err := unix.IoctlGetTermios(fd, ioctlGetTermios); err == nil {
 		t.Oflag |= unix.OPOST | unix.ONLCR
-		unix.IoctlSetTermios(fd, unix.TCSETS, t)
+		unix.IoctlSetTermios(fd, ioctlSetTermios, t)
 	}
 
 	winch := make(chan os.Signal, 1)

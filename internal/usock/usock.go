@@ -204,16 +204,17 @@ func (d *Dir) Fd() uintptr { return d.f.Fd() }
 // Close releases the directory handle.
 func (d *Dir) Close() error { return d.f.Close() }
 
-// PeerUID is the uid of the process at the other end of c (SO_PEERCRED).
+// PeerUID is the uid of the process at the other end of c (SO_PEERCRED on
+// Linux, LOCAL_PEERCRED on macOS and the BSDs).
 func PeerUID(c *net.UnixConn) (uint32, error) {
 	raw, err := c.SyscallConn()
 	if err != nil {
 		return 0, err
 	}
-	var cred *unix.Ucred
+	var uid uint32
 	var cerr error
 	err = raw.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+		uid, cerr = peerUID(int(fd))
 	})
 	if err == nil {
 		err = cerr
@@ -221,7 +222,7 @@ func PeerUID(c *net.UnixConn) (uint32, error) {
 	if err != nil {
 		return 0, fmt.Errorf("read the peer's credentials: %w", err)
 	}
-	return cred.Uid, nil
+	return uid, nil
 }
 
 // ErrOtherUser is wrapped by SameUser's error.
