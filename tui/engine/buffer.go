@@ -524,11 +524,18 @@ func parseLine(raw []byte, pen *uv.Style, p *ansi.Parser) (string, []Span) {
 				// CSI as the C1 character U+009B: read it as ESC [.
 				from = append([]byte("\x1b["), raw[i+2:]...)
 			}
-			seq, _, n, _ := ansi.DecodeSequence(from, ansi.NormalState, p)
+			// Measured without the parser first: DecodeSequence indexes
+			// past the parser's parameters on a sequence with more than
+			// parser.MaxParamsSize of them (x/ansi v0.11.8), and any host
+			// can print one. Only a colour with fewer is parsed.
+			seq, _, n, _ := ansi.DecodeSequence(from, ansi.NormalState, nil)
 			if n <= 0 {
 				n = 1
 			}
 			csi := len(seq) >= 2 && seq[0] == 0x1b && seq[1] == '['
+			if csi && seq[len(seq)-1] == 'm' && bytes.Count(seq, []byte{';'})+bytes.Count(seq, []byte{':'}) < parser.MaxParamsSize-1 {
+				ansi.DecodeSequence(seq, ansi.NormalState, p)
+			}
 			if cmd := ansi.Cmd(p.Command()); csi && cmd.Final() == 'm' && cmd.Prefix() == 0 && cmd.Intermediate() == 0 {
 				uv.ReadStyle(p.Params(), pen)
 			}

@@ -189,6 +189,7 @@ func FuzzBufferWrite(f *testing.F) {
 	f.Add([]byte("\x1b[31mred\x1b[0m\r\nplain\ttab\n"), 3)
 	f.Add([]byte("\x1b]8;;http://x\x07link\x1b]8;;\x07\n\x9b31m"), 5)
 	f.Add([]byte("\x1b[38;2;255;0;0;48;5;9mz\x1b[K\x1bP1;2q\x1b\\\xff\n"), 7)
+	f.Add([]byte("\x1b["+strings.Repeat("1;", 31)+"1mx\x1bP"+strings.Repeat("2:", 33)+"q\n"), 9)
 	f.Fuzz(func(t *testing.T, data []byte, split int) {
 		b := NewBuffer(50, maphash.MakeSeed(), nil)
 		split = min(max(split, 0), len(data))
@@ -263,4 +264,32 @@ func TestBufferIsSmall(t *testing.T) {
 		t.Errorf("a new buffer allocates %d bytes", per)
 	}
 	runtime.KeepAlive(bufs)
+}
+
+// TestBufferManyParameters: a sequence with more parameters than the ANSI
+// parser holds (charmbracelet/x/ansi's DecodeSequence indexes past its 32)
+// is dropped like any other, not a panic that would take the rex server
+// down with every session in it; a colour with few parameters still
+// applies after it.
+func TestBufferManyParameters(t *testing.T) {
+	many := strings.Repeat("1;", 40) + "1"
+	for _, raw := range []string{
+		"\x1b[" + many + "mX\n",
+		"\x1b[" + strings.Repeat("1:", 40) + "1mX\n",
+		"\x1bP" + many + "q\x1b\\X\n",
+		"\xc2\x9b" + many + "mX\n",
+		"\x1b[" + many + "HX\n",
+	} {
+		if got := Sanitize([]byte(strings.TrimSuffix(raw, "\n"))); got != "X" {
+			t.Errorf("Sanitize(%.20q…) = %q", raw, got)
+		}
+		b := NewBuffer(10, maphash.MakeSeed(), nil)
+		b.Write(false, []byte(raw+"\x1b[31mred\x1b[0m\n"))
+		rd := b.Read()
+		ok := rd.Len() == 2 && rd.Line(0).Text == "X" && rd.Line(1).Text == "red" && len(rd.Line(1).Spans) == 1
+		rd.Done()
+		if !ok {
+			t.Errorf("after %.20q…: %q", raw, b.Text())
+		}
+	}
 }
