@@ -157,8 +157,9 @@ func (e engineModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		c.attaches++
 		c.activate(msg.cl, update)
 	case leftMsg:
+		was := c.clients[msg.cl]
 		delete(c.clients, msg.cl)
-		if len(c.clients) == 0 {
+		if was && len(c.clients) == 0 {
 			// Nobody draws until the next attach: once the detach has
 			// settled, give memory back (trimMsg).
 			attaches := c.attaches

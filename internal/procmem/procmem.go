@@ -8,7 +8,11 @@
 // resident set that an idle server never runs again. Those pages are clean
 // copies of the file, which the kernel may drop at any time and read again
 // when they are next used; ReleaseExecutable drops them now, as
-// debug.FreeOSMemory does for the heap.
+// debug.FreeOSMemory does for the heap. They leave the process's resident
+// set; the page cache keeps them until the kernel needs the memory, which
+// it can then take without unmapping them from rex first. A binary
+// rewritten in place (not replaced by a rename) would be read anew, as
+// the kernel's own reclaim of those pages would do.
 package procmem
 
 // Released says what ReleaseExecutable did: how many bytes of the

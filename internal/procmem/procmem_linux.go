@@ -1,11 +1,11 @@
 package procmem
 
 import (
-	"bufio"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -27,26 +27,54 @@ const (
 // writable mappings (the program's data). Safe to call while other
 // goroutines run: code they use faults back in.
 func ReleaseExecutable() (Released, error) {
-	var r Released
-	var st unix.Stat_t
-	if err := unix.Stat("/proc/self/exe", &st); err != nil {
-		return r, fmt.Errorf("finding the executable: %w", err)
-	}
-	maps, err := os.Open("/proc/self/maps")
+	maps, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
-		return r, fmt.Errorf("reading the process's mappings: %w", err)
+		return Released{}, fmt.Errorf("reading the process's mappings: %w", err)
 	}
-	defer maps.Close()
 	pagemap, err := os.Open("/proc/self/pagemap")
 	if err != nil {
-		return r, fmt.Errorf("reading the process's page map: %w", err)
+		return Released{}, fmt.Errorf("reading the process's page map: %w", err)
 	}
 	defer pagemap.Close()
-	page := uint64(os.Getpagesize())
-	sc := bufio.NewScanner(maps)
-	for sc.Scan() {
-		m, ok := parseMapping(sc.Text())
-		if !ok || m.writable || m.inode != st.Ino || m.major != unix.Major(st.Dev) || m.minor != unix.Minor(st.Dev) {
+	here := uint64(reflect.ValueOf(ReleaseExecutable).Pointer())
+	return release(string(maps), pagemap, here, uint64(os.Getpagesize()), func(lo, n uint64) error {
+		if _, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(lo), uintptr(n), unix.MADV_DONTNEED); errno != 0 {
+			return errno
+		}
+		return nil
+	})
+}
+
+// release does ReleaseExecutable's work on the process's maps and page map:
+// here is the address of code that is running, drop drops n bytes at lo.
+func release(maps string, pagemap io.ReaderAt, here, page uint64, drop func(lo, n uint64) error) (Released, error) {
+	var r Released
+	// The page map is trusted only if it tells the page of the code
+	// running now for what it is (in memory, the file's): one that read
+	// as zeros would make every copy look droppable.
+	var at [1]uint64
+	if err := readPagemap(pagemap, here/page, at[:]); err != nil {
+		return r, err
+	}
+	if at[0]&(pmPresent|pmFile) != pmPresent|pmFile {
+		return r, fmt.Errorf("the page map does not tell the executable's pages from the process's own copies (%#x for running code)", at[0])
+	}
+	// The executable is the file of the mapping the running code is in, as
+	// maps names it: stat's st_dev differs from it on btrfs and overlayfs.
+	lines := strings.Split(maps, "\n")
+	var exe mapping
+	for _, l := range lines {
+		if m, ok := parseMapping(l); ok && m.start <= here && here < m.end && m.inode != 0 {
+			exe = m
+			break
+		}
+	}
+	if exe.inode == 0 {
+		return r, fmt.Errorf("no mapping of a file holds the running code at %#x", here)
+	}
+	for _, l := range lines {
+		m, ok := parseMapping(l)
+		if !ok || m.writable || m.inode != exe.inode || m.major != exe.major || m.minor != exe.minor {
 			continue
 		}
 		entries := make([]uint64, (m.end-m.start)/page)
@@ -57,23 +85,25 @@ func ReleaseExecutable() (Released, error) {
 		for _, run := range droppable(entries) {
 			lo := m.start + uint64(run.first)*page
 			n := uint64(run.n) * page
-			if _, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(lo), uintptr(n), unix.MADV_DONTNEED); errno != 0 {
-				return r, fmt.Errorf("dropping %d bytes of the executable at %#x: %w", n, lo, errno)
+			if err := drop(lo, n); err != nil {
+				return r, fmt.Errorf("dropping %d bytes of the executable at %#x: %w", n, lo, err)
 			}
 			r.Dropped += int64(n)
 			own -= n
 		}
 		r.Kept += int64(own)
 	}
-	if err := sc.Err(); err != nil {
-		return r, fmt.Errorf("reading the process's mappings: %w", err)
-	}
 	return r, nil
 }
 
-func readPagemap(f *os.File, firstPage uint64, entries []uint64) error {
+// readPagemap reads the entries of the pages from firstPage on; a short
+// read is an error, since an entry left at zero would read as droppable.
+func readPagemap(f io.ReaderAt, firstPage uint64, entries []uint64) error {
 	buf := make([]byte, 8*len(entries))
-	if _, err := f.ReadAt(buf, int64(firstPage*8)); err != nil && err != io.EOF {
+	if n, err := f.ReadAt(buf, int64(firstPage*8)); n != len(buf) {
+		if err == nil || err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
 		return fmt.Errorf("reading the process's page map: %w", err)
 	}
 	for i := range entries {

@@ -1,10 +1,14 @@
 package procmem
 
 import (
+	"encoding/binary"
+	"fmt"
+	"io"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -96,6 +100,84 @@ func TestReleaseExecutable(t *testing.T) {
 				t.Errorf("a position-independent build kept no page: its relocated data would have been dropped")
 			}
 			t.Logf("%s: dropped %d kB, kept %d kB; RssFile %d → %d kB", mode, dropped>>10, kept>>10, before, after)
+		})
+	}
+}
+
+// pagemapOf is a page map: entries by page index, def for the others; a
+// read past the page limit (when set) comes back short.
+type pagemapOf struct {
+	entries map[uint64]uint64
+	def     uint64
+	limit   uint64
+}
+
+func (p pagemapOf) ReadAt(b []byte, off int64) (int, error) {
+	for i := 0; i+8 <= len(b); i += 8 {
+		pg := uint64(off)/8 + uint64(i/8)
+		if p.limit != 0 && pg >= p.limit {
+			return i, io.EOF
+		}
+		e, ok := p.entries[pg]
+		if !ok {
+			e = p.def
+		}
+		binary.LittleEndian.PutUint64(b[i:], e)
+	}
+	return len(b), nil
+}
+
+// TestRelease: only the read-only mappings of the running code's file are
+// dropped, the process's copies in them kept, another file with the same
+// inode on another device left alone; and a page map that cannot tell the
+// file's pages from copies (all zeros, or read short) drops nothing.
+func TestRelease(t *testing.T) {
+	const page = 4096
+	maps := strings.Join([]string{
+		"00400000-00404000 r-xp 00000000 00:2e 77 /usr/bin/rex", // here is in it (btrfs: st_dev would differ)
+		"00404000-00408000 r--p 00004000 00:2e 77 /usr/bin/rex",
+		"00408000-00409000 rw-p 00008000 00:2e 77 /usr/bin/rex",
+		"00500000-00502000 r-xp 00000000 08:01 77 /lib/other",
+		"00600000-00601000 rw-p 00000000 00:00 0",
+	}, "\n")
+	here := uint64(0x401234)
+	file := uint64(pmPresent | pmFile)
+	good := pagemapOf{entries: map[uint64]uint64{
+		0x401: file,
+		0x405: pmPresent, // a relocated copy
+		0x406: pmSwapped,
+	}, def: 0}
+	type span struct{ lo, n uint64 }
+	for _, tc := range []struct {
+		name    string
+		pagemap pagemapOf
+		want    []span
+		kept    int64
+		err     string
+	}{
+		{"file pages dropped, copies kept", good, []span{{0x400000, 4 * page}, {0x404000, page}, {0x407000, page}}, 2 * page, ""},
+		{"zeros", pagemapOf{}, nil, 0, "does not tell"},
+		{"short", pagemapOf{entries: good.entries, limit: 0x404}, []span{{0x400000, 4 * page}}, 0, "unexpected EOF"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []span
+			r, err := release(maps, tc.pagemap, here, page, func(lo, n uint64) error {
+				got = append(got, span{lo, n})
+				return nil
+			})
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("release: %v, want an error saying %q", err, tc.err)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("dropped %x, want %x", got, tc.want)
+			}
+			if tc.err == "" && r.Kept != tc.kept {
+				t.Errorf("kept %d bytes, want %d", r.Kept, tc.kept)
+			}
 		})
 	}
 }
