@@ -2,6 +2,7 @@ package sshtest
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,9 +40,13 @@ func StartAgent(t testing.TB, keys ...*Key) *Agent {
 		close(a.exited)
 	}()
 	t.Cleanup(a.stop)
+	// Ready once it accepts a connection: ssh-agent binds the socket (the
+	// file appears) before it listens, and a connection in between is
+	// refused.
 	deadline := time.Now().Add(startTimeout)
 	for {
-		if _, err := os.Stat(sock); err == nil {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
 			break
 		}
 		select {
@@ -50,7 +55,7 @@ func StartAgent(t testing.TB, keys ...*Key) *Agent {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("sshtest: ssh-agent did not create %s within %s", sock, startTimeout)
+			t.Fatalf("sshtest: ssh-agent did not listen on %s within %s", sock, startTimeout)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
