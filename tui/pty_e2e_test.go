@@ -147,9 +147,14 @@ func checkTerminal(t *testing.T, c *console, title, attach string) {
 		t.Fatalf("pane body %dx%d is the window's size", cols, rows)
 	}
 	// The remote side is resized a moment after the pane (the resize is
-	// debounced): ask again until it has been.
+	// debounced): ask again until it has been. The pane is measured again
+	// each time: the first frame after the resize may have been laid out
+	// before the whole window's size was known.
 	want := fmt.Sprintf("%d %d", rows, cols)
 	for try := 0; ; try++ {
+		if body, w, ok := paneBox(c.screen(), title); ok {
+			want = fmt.Sprintf("%d %d", len(body), w-2)
+		}
 		c.sendLine("clear; stty size")
 		if c.tryPane(title, time.Second, bodyLine(want)) {
 			break
