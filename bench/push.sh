@@ -5,8 +5,18 @@
 #   unchanged    the same again, nothing changed
 #   one-changed  after one file changed
 #   other-dir    the same tree to another directory of hosts that already hold it
-# rsync gets the key exchange and cipher x/crypto/ssh negotiates. Medians of REPS runs go to
-# bench/results/push.md, with the file bytes each tool put on the wire in the other-dir step.
+# rex runs every step as a new `rex push` process (cold: it dials every host). The unchanged
+# and one-changed steps are also timed as later pushes of one process (warm: pooled
+# connections, as the console's /push runs them; bench/pushwarm). rsync gets the key exchange
+# and cipher x/crypto/ssh negotiates. Medians of REPS runs go to bench/results/push.md, with
+# the file bytes each tool put on the wire in the other-dir step.
+#
+# Each rep gets a fleet of new hosts and a new client home, and nothing is deleted before the
+# end. On ext4 without a journal (as on this machine) a new inode skips every inode freed in
+# the last 60 s, or 360 s once its inode table block is dirty again (fs/ext4/ialloc.c,
+# recently_deleted), and reads each one's table block. A first push 70 s after the previous
+# rep's trees were removed spent a third of the machine's CPU in that scan (perf), and rsync,
+# which ran later, a tenth. Run it 6 minutes or more after deleting big trees.
 #
 # Environment: SHARED_BENCH (default: shared/bench beside the main checkout), FILES (10000),
 # MB (100), REPS (3), FLEET_PORT (2422, so the fleet does not meet another on the default port).
@@ -24,21 +34,15 @@ export FLEET_PORT=${FLEET_PORT:-2422}
 SSH_EXTRA="-o KexAlgorithms=curve25519-sha256 -o Ciphers=aes128-gcm@openssh.com"
 WORK=$(mktemp -d /tmp/rexpush.XXXXXX)
 chmod 755 "$WORK" # the fleet's sshd run as another user
-FLEET=$WORK/fleet
 OUT=$ROOT/bench/results
 mkdir -p "$OUT"
-trap '"$SHARED/fleet.sh" down "$FLEET" >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
+FLEET=
+down() { if [[ -n $FLEET ]]; then "$SHARED/fleet.sh" down "$FLEET" >/dev/null 2>&1 || true; fi; }
+trap 'down; rm -rf "$WORK"' EXIT
 
 make -s build
 REX=$ROOT/bin/rex
-"$SHARED/fleet.sh" up "$FLEET" "$N" >/dev/null
-source "$FLEET/fleet.env"
-H=$WORK/home
-mkdir -p "$H/.config/rex" "$H/.ssh"
-cp "$FLEET/devices.json" "$H/.config/rex/devices.json"
-cp "$FLEET/known_hosts" "$H/.ssh/known_hosts"
-ENV=(env HOME="$H" XDG_CONFIG_HOME="$H/.config" XDG_CACHE_HOME="$H/.cache" XDG_STATE_HOME="$H/.state")
-"${ENV[@]}" "$REX" device prepare all-bench >/dev/null
+go build -o "$WORK/pushwarm" ./bench/pushwarm
 
 # FILES files of MB/FILES each, in 100 directories, random content.
 SRC=$WORK/src
@@ -54,13 +58,19 @@ for i in range(files):
 PY
 chmod -R a+rX "$SRC"
 
-TIMEFORMAT=%3R
-clean_remote() {
-	for k in $(seq 1 "$N"); do
-		rm -rf "$FLEET/h$k/home/pushed" "$FLEET/h$k/home/pushed2" "$FLEET/h$k/home/rsynced" "$FLEET/h$k/home/rsynced2" "$FLEET/h$k/home/.cache/rexd/cas"
-	done
-	rm -rf "$H/.cache/rex/cas"
+# fleet REP: a fleet of N new hosts for rep REP, rexd already on them, and a new client home.
+fleet() {
+	FLEET=$WORK/fleet$1
+	"$SHARED/fleet.sh" up "$FLEET" "$N" >/dev/null
+	H=$WORK/home$1
+	mkdir -p "$H/.config/rex" "$H/.ssh"
+	cp "$FLEET/devices.json" "$H/.config/rex/devices.json"
+	cp "$FLEET/known_hosts" "$H/.ssh/known_hosts"
+	ENV=(env HOME="$H" XDG_CONFIG_HOME="$H/.config" XDG_CACHE_HOME="$H/.cache" XDG_STATE_HOME="$H/.state")
+	"${ENV[@]}" "$REX" device prepare all-bench >/dev/null
 }
+
+TIMEFORMAT=%3R
 # rsync_all DIR: one rsync per host into DIR of its home, all at once; the file bytes it
 # sent ("Total bytes sent") are summed into $WORK/rsync.bytes.
 rsync_all() {
@@ -84,50 +94,67 @@ for line in open(sys.argv[1]):
     if m:
         total += float(m.group(1)) * units[m.group(2)]
 print(int(total))' "$WORK/rex.out"; }
-
-# settle: let the file system forget recent deletions before a first push. On ext4 without a
-# journal (as on this machine) a new inode skips every inode freed in the last 60 s (300 s
-# while its inode table block is dirty; fs/ext4/ialloc.c recently_deleted), reading each
-# one's table block: right after clean_remote freed up to 320,000 inodes, the first push's
-# file creations scan them (perf: a quarter of a push in recently_deleted/find_inode_bit),
-# and the tool that went first paid most of it. sync makes the blocks clean, then 61 s pass;
-# both tools get the same before their first push. SETTLE=0 skips the wait.
-settle() { sync; sleep "${SETTLE:-61}"; }
+# step NAME TOOL CMD...: time CMD as step NAME of TOOL.
+step() {
+	local name=$1 tool=$2 t
+	shift 2
+	t=$({ time "$@"; } 2>&1)
+	printf '%s\t%s\t%s\n' "$name" "$tool" "$t" >>"$OUT/push.tsv"
+}
+# warm NAME: one more push by the warm process (coprocess W), timed as step NAME.
+warm() {
+	local t
+	echo >&"${W[1]}"
+	read -r t <&"${W[0]}" || { echo "push.sh: pushwarm failed" >&2; exit 1; }
+	printf '%s\trex-warm\t%s\n' "$1" "$t" >>"$OUT/push.tsv"
+}
+change() { head -c 100 /dev/urandom >>"$SRC/d07/f00007.bin"; }
 
 printf 'step\ttool\twall_s\n' >"$OUT/push.tsv"
 printf 'tool\tother_dir_bytes_out\n' >"$OUT/push-bytes.tsv"
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 for rep in $(seq 1 "$REPS"); do
-	clean_remote
-	settle
-	t=$({ time rexpush pushed; } 2>&1); printf 'first\trex\t%s\n' "$t" >>"$OUT/push.tsv"
-	t=$({ time rexpush pushed; } 2>&1); printf 'unchanged\trex\t%s\n' "$t" >>"$OUT/push.tsv"
-	settle
-	t=$({ time rsync_all rsynced; } 2>&1); printf 'first\trsync\t%s\n' "$t" >>"$OUT/push.tsv"
-	t=$({ time rsync_all rsynced; } 2>&1); printf 'unchanged\trsync\t%s\n' "$t" >>"$OUT/push.tsv"
-	head -c 100 /dev/urandom >>"$SRC/d07/f00007.bin"
-	t=$({ time rexpush pushed; } 2>&1); printf 'one-changed\trex\t%s\n' "$t" >>"$OUT/push.tsv"
-	t=$({ time rsync_all rsynced; } 2>&1); printf 'one-changed\trsync\t%s\n' "$t" >>"$OUT/push.tsv"
-	t=$({ time rexpush pushed2; } 2>&1); printf 'other-dir\trex\t%s\n' "$t" >>"$OUT/push.tsv"
+	fleet "$rep"
+	# Each first push starts with no dirty pages: the other's writeback is not on its bill.
+	sync
+	step first rex rexpush pushed
+	step unchanged rex rexpush pushed
+	sync
+	step first rsync rsync_all rsynced
+	step unchanged rsync rsync_all rsynced
+	coproc W { "${ENV[@]}" "$WORK/pushwarm" "$SRC" pushed all-bench; }
+	echo >&"${W[1]}" && read -r _ <&"${W[0]}" # the warm process dials every host: not timed
+	warm unchanged
+	change
+	warm one-changed
+	eval "exec ${W[1]}>&-"
+	wait "$W_PID"
+	change # rsync sees this file changed once since its last push, as rex's cold push does
+	step one-changed rex rexpush pushed
+	step one-changed rsync rsync_all rsynced
+	step other-dir rex rexpush pushed2
 	printf 'rex\t%s\n' "$(rex_bytes)" >>"$OUT/push-bytes.tsv"
 	grep -q 'sent 0 files\|nothing sent' "$WORK/rex.out" || { echo "rex sent file bytes in the other-dir step:" >&2; cat "$WORK/rex.out" >&2; }
-	t=$({ time rsync_all rsynced2; } 2>&1); printf 'other-dir\trsync\t%s\n' "$t" >>"$OUT/push.tsv"
+	step other-dir rsync rsync_all rsynced2
 	printf 'rsync\t%s\n' "$(cat "$WORK/rsync.bytes")" >>"$OUT/push-bytes.tsv"
+	down # the hosts stop; their files stay until the end (see above)
+	FLEET=
 	echo "rep $rep done" >&2
 done
 
-median() { sort -n | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+median() { sort -n | awk '{a[NR]=$1} END {if (NR == 0) exit; if (NR % 2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+med() { awk -F'\t' -v s="$1" -v t="$2" '$1==s && $2==t {print $3}' "$OUT/push.tsv" | median; }
+ratio() { if [[ -n $1 ]]; then awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; fi; }
 {
 	echo "$FILES files, $MB MB, to $N loopback sshd hosts at once; medians of $REPS runs, seconds."
 	echo "rex's first push includes reading the tree into the local store. $(nproc) cores, $(date -u +%Y-%m-%d);"
 	echo "load average (1, 5, 15 min) $LOAD0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end."
 	echo
-	echo "| step | rex push | rsync -a ×$N | rex / rsync |"
-	echo "|---|---:|---:|---:|"
-	for step in first unchanged one-changed other-dir; do
-		r=$(awk -F'\t' -v s="$step" '$1==s && $2=="rex" {print $3}' "$OUT/push.tsv" | median)
-		y=$(awk -F'\t' -v s="$step" '$1==s && $2=="rsync" {print $3}' "$OUT/push.tsv" | median)
-		echo "| $step | $r | $y | $(awk -v a="$r" -v b="$y" 'BEGIN {printf "%.2f", a / b}') |"
+	echo "| step | rex push (cold) | rex, warm | rsync -a ×$N | cold / rsync | warm / rsync |"
+	echo "|---|---:|---:|---:|---:|---:|"
+	for s in first unchanged one-changed other-dir; do
+		r=$(med "$s" rex) w=$(med "$s" rex-warm) y=$(med "$s" rsync)
+		echo "| $s | $r | ${w:-} | $y | $(ratio "$r" "$y") | $(ratio "$w" "$y") |"
 	done
 	echo
 	rb=$(awk -F'\t' '$1=="rex" {print $2}' "$OUT/push-bytes.tsv" | median)
