@@ -83,9 +83,19 @@ func BenchmarkPushUnchanged(b *testing.B) {
 
 // BenchmarkUpdateReceive: the target side of a first push of 2,000 small
 // files: plan, receive every blob straight into the destination, commit.
-func BenchmarkUpdateReceive(b *testing.B) {
-	dir, total := smallFilesDir(b, 2000)
-	sender, _ := Open(b.TempDir())
+func BenchmarkUpdateReceive(b *testing.B) { benchReceive(b, 2000, false) }
+
+// BenchmarkUpdateReceiveInPlace: the target side of a push that changes
+// every one of 10,000 files of a destination that exists: each blob is
+// received into a temporary file beside its file and renamed over it.
+func BenchmarkUpdateReceiveInPlace(b *testing.B) { benchReceive(b, 10000, true) }
+
+func benchReceive(b *testing.B, n int, inPlace bool) {
+	dir, total := smallFilesDir(b, n)
+	sender, err := Open(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
 	tree, _, err := sender.Ingest(b.Context(), dir)
 	if err != nil {
 		b.Fatal(err)
@@ -106,6 +116,19 @@ func BenchmarkUpdateReceive(b *testing.B) {
 			b.Fatal(err)
 		}
 		root, _ := os.OpenRoot(b.TempDir())
+		for rel, e := range files {
+			if !inPlace || e.Type != EntryFile {
+				continue
+			}
+			// The destination holds every path, with other content.
+			p := filepath.Join("dest", filepath.FromSlash(rel))
+			if err := root.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				b.Fatal(err)
+			}
+			if err := root.WriteFile(p, []byte("old"), 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
 		b.StartTimer()
 		u, err := recv.PrepareUpdate(b.Context(), root, "dest", tree, UpdateOptions{})
 		if err != nil {
@@ -114,8 +137,8 @@ func BenchmarkUpdateReceive(b *testing.B) {
 		if err := u.Put(objs); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := u.Commit(b.Context()); err != nil {
-			b.Fatal(err)
+		if res, err := u.Commit(b.Context()); err != nil || res.Added+res.Updated < len(objs) {
+			b.Fatal(res, err)
 		}
 		b.StopTimer()
 		root.Close()

@@ -194,7 +194,7 @@ type Update struct {
 	mu       sync.Mutex
 	dirRoots map[string]*os.Root // directories written into, opened once
 	received map[string]string   // content hash → temp holding it (relative to root)
-	temps    []string            // every temp made, for Abort
+	temps    map[string]bool     // every temp made and not yet renamed into place, for Abort
 	finished bool
 }
 
@@ -764,7 +764,7 @@ func (u *Update) buildStage(ctx context.Context) error {
 		return fmt.Errorf("update %s: create the staging directory: %w", u.res.Path, err)
 	}
 	u.mu.Lock()
-	u.temps = append(u.temps, u.stage)
+	u.addTemp(u.stage)
 	u.mu.Unlock()
 	if u.exists {
 		if fi, err := u.root.Lstat(u.name); err == nil {
@@ -888,10 +888,7 @@ func (u *Update) Receive(d Digest) (*BlobWriter, error) {
 		return nil, fmt.Errorf("receive %s: already received", d)
 	}
 	name := u.tempFor(ws[0].rel)
-	if u.stage != "" {
-		name = u.at(ws[0].rel)
-	}
-	u.temps = append(u.temps, name)
+	u.addTemp(name)
 	u.mu.Unlock()
 	f, err := u.create(name)
 	if err != nil {
@@ -1067,7 +1064,7 @@ func (u *Update) provision(ctx context.Context) error {
 		w := todo[i]
 		name := u.tempFor(w.rel)
 		u.mu.Lock()
-		u.temps = append(u.temps, name)
+		u.addTemp(name)
 		src, fromTemp := u.received[w.e.Digest.Hash]
 		u.mu.Unlock()
 		if err := u.copyInto(name, w, src, fromTemp); err != nil {
@@ -1160,7 +1157,7 @@ func (u *Update) Abort() {
 	}
 	u.dirRoots = nil
 	u.mu.Unlock()
-	for _, t := range temps {
+	for t := range temps {
 		if _, err := u.root.Lstat(t); err == nil {
 			u.root.RemoveAll(t)
 		}
@@ -1229,9 +1226,39 @@ func (u *Update) commitStage(ctx context.Context) error {
 	return nil
 }
 
+// addTemp notes a temporary file or directory for Abort; u.mu is held. A
+// file written into the staging directory is not noted: it goes with the
+// directory, as its final name once the stage is swapped in.
+func (u *Update) addTemp(name string) {
+	if u.stage != "" && name != u.stage {
+		return
+	}
+	if u.temps == nil {
+		u.temps = map[string]bool{}
+	}
+	u.temps[name] = true
+}
+
+// rename renames from to to, both relative to the root: through the
+// handle on their directory when they share one that create opened, one
+// renameat instead of a lookup of every component of both paths.
+func (u *Update) rename(from, to string) error {
+	dir, base := filepath.Split(to)
+	if fdir, fbase := filepath.Split(from); fdir == dir {
+		u.mu.Lock()
+		r := u.dirRoots[dir]
+		u.mu.Unlock()
+		if r != nil {
+			return r.Rename(fbase, base)
+		}
+	}
+	return u.root.Rename(from, to)
+}
+
+// forgetTemp notes that t was renamed into place.
 func (u *Update) forgetTemp(t string) {
 	u.mu.Lock()
-	u.temps = slices.DeleteFunc(u.temps, func(s string) bool { return s == t })
+	delete(u.temps, t)
 	u.mu.Unlock()
 }
 
@@ -1273,7 +1300,7 @@ func (u *Update) commitInPlace(ctx context.Context) error {
 		if err := u.keepOwner(w.tmp, w); err != nil {
 			return fail(w.rel, err)
 		}
-		if err := u.root.Rename(w.tmp, name); err != nil {
+		if err := u.rename(w.tmp, name); err != nil {
 			return fail(w.rel, err)
 		}
 		u.forgetTemp(w.tmp)

@@ -1,9 +1,11 @@
 package cas
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -736,4 +738,63 @@ func TestUpdateDryRunSweepsNothing(t *testing.T) {
 	if _, err := os.Lstat(left); err == nil {
 		t.Errorf("the update kept %s", left)
 	}
+}
+
+// An update in place that is abandoned after its blobs were written
+// (whole, or half received) leaves the destination as it was: no
+// temporary file beside the files it would have replaced. So does a
+// commit that the context stops before any file is renamed.
+func TestUpdateInPlaceAbortRemovesTemps(t *testing.T) {
+	st, root, base := updateFixture(t)
+	sender := newStore(t)
+	tree := ingestSpec(t, sender, fileSpec{"a": "new a\n", "sub/b": "new b\n", "sub/c": "new c\n"})
+	if _, err := Push(t.Context(), sender, LocalRemote{st}, tree); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"new a\n", "new b\n", "new c\n"} {
+		os.Remove(st.objectPath(DigestOf([]byte(c)))) // the blobs must come from the sender
+	}
+	old := fileSpec{"a": "old a\n", "sub/b": "old b\n", "sub/c": "old c\n"}
+	writeSpec(t, filepath.Join(base, "dst"), old)
+	prepare := func() *Update {
+		t.Helper()
+		u, err := st.PrepareUpdate(t.Context(), root, "dst", tree, UpdateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.stage != "" {
+			t.Fatal("the update stages; this test is about an update in place")
+		}
+		return u
+	}
+	unchanged := func(when string) {
+		t.Helper()
+		if got := readSpec(t, filepath.Join(base, "dst")); !maps.Equal(got, old) {
+			t.Errorf("%s: destination %v, want it as it was", when, got)
+		}
+		assertNoRexFiles(t, base)
+	}
+
+	u := prepare()
+	if err := u.Put([]Object{{DigestOf([]byte("new a\n")), []byte("new a\n")}, {DigestOf([]byte("new b\n")), []byte("new b\n")}}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := u.Receive(DigestOf([]byte("new c\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]byte("new"))
+	u.Abort()
+	unchanged("abort after the blobs were written")
+
+	u = prepare()
+	if err := u.Put([]Object{{DigestOf([]byte("new a\n")), []byte("new a\n")}, {DigestOf([]byte("new b\n")), []byte("new b\n")}, {DigestOf([]byte("new c\n")), []byte("new c\n")}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := u.Commit(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("commit with its context ended: %v", err)
+	}
+	unchanged("commit stopped by its context")
 }
