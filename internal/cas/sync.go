@@ -91,24 +91,76 @@ type SyncOptions struct {
 }
 
 // VerifiedSet remembers the blobs whose bytes were checked against their
-// digest in this process. It is safe for concurrent use.
-type VerifiedSet struct{ m sync.Map }
+// digest in this process, and keeps the bytes of the last ones read (up to
+// verifiedKeep): the targets of one push send the same blobs in the same
+// order, so while they keep pace one read of a file serves them all. It is
+// safe for concurrent use.
+type VerifiedSet struct {
+	// Share keeps bytes read for the other targets; a push to one
+	// target has none.
+	Share bool
+
+	m sync.Map
+
+	mu    sync.Mutex
+	kept  map[Digest][]byte
+	order []Digest // kept, oldest first
+	bytes int64
+}
+
+// verifiedKeep is how many bytes of blobs a sharing VerifiedSet keeps: a few
+// batches (MaxBatchBytes) for each of a few targets apart.
+const verifiedKeep = 32 << 20
 
 // read returns d's bytes from local, hashing them unless the set says
-// they were checked already.
+// they were checked already. The bytes returned are shared: not to be
+// changed.
 func (v *VerifiedSet) read(local *Store, d Digest) ([]byte, error) {
-	if v != nil {
-		if _, ok := v.m.Load(d); ok {
-			if data, err := local.readUnchecked(d); err == nil {
-				return data, nil
-			}
+	if v == nil {
+		return local.Read(d)
+	}
+	v.mu.Lock()
+	data, ok := v.kept[d]
+	v.mu.Unlock()
+	if ok {
+		return data, nil
+	}
+	if _, ok := v.m.Load(d); ok {
+		if data, err := local.readUnchecked(d); err == nil {
+			v.keep(d, data)
+			return data, nil
 		}
 	}
 	data, err := local.Read(d)
-	if err == nil && v != nil {
+	if err == nil {
 		v.m.Store(d, struct{}{})
+		v.keep(d, data)
 	}
 	return data, err
+}
+
+// keep adds d's bytes to those kept, dropping the oldest past verifiedKeep.
+func (v *VerifiedSet) keep(d Digest, data []byte) {
+	if !v.Share || int64(len(data)) > verifiedKeep/4 {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if _, ok := v.kept[d]; ok {
+		return
+	}
+	if v.kept == nil {
+		v.kept = map[Digest][]byte{}
+	}
+	v.kept[d] = data
+	v.order = append(v.order, d)
+	v.bytes += int64(len(data))
+	for v.bytes > verifiedKeep {
+		old := v.order[0]
+		v.order = v.order[1:]
+		v.bytes -= int64(len(v.kept[old]))
+		delete(v.kept, old)
+	}
 }
 
 // progressStep is how many streamed bytes pass between two reports.

@@ -1,6 +1,7 @@
 package cas
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -491,5 +492,49 @@ func TestIngestAddsWhatItHashedToVerified(t *testing.T) {
 	}
 	if n := verified(again); n != 0 {
 		t.Errorf("an ingest the stat cache answered added %d digests to the verified set, want none", n)
+	}
+}
+
+// A sharing VerifiedSet serves the blobs it read last to the other
+// targets of a push without reading them again, and keeps no more than
+// verifiedKeep bytes of them; one that does not share reads every time.
+func TestVerifiedSetSharesReads(t *testing.T) {
+	st := newStore(t)
+	blob := func(i int) Digest {
+		data := bytes.Repeat([]byte{byte(i)}, 1<<20)
+		data = fmt.Appendf(data, "%d", i)
+		d := DigestOf(data)
+		if err := st.Put(Object{Digest: d, Data: data}); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	first := blob(0)
+	shared, alone := &VerifiedSet{Share: true}, &VerifiedSet{}
+	for _, v := range []*VerifiedSet{shared, alone} {
+		if _, err := v.read(st, first); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(st.objectPath(first)); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := shared.read(st, first); err != nil || DigestOf(data) != first {
+		t.Errorf("a second target's read of a blob just read: %v; want it from the set", err)
+	}
+	if _, err := alone.read(st, first); err == nil {
+		t.Error("a set that does not share served a removed blob")
+	}
+	// verifiedKeep bytes later, the first blob is no longer kept.
+	for i := 1; i <= verifiedKeep>>20; i++ {
+		if _, err := shared.read(st, blob(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := shared.read(st, first); err == nil {
+		t.Error("the set still serves the first blob after more than verifiedKeep bytes")
+	}
+	if shared.bytes > verifiedKeep {
+		t.Errorf("the set keeps %d bytes, more than %d", shared.bytes, verifiedKeep)
 	}
 }

@@ -764,7 +764,7 @@ func PushTargets(ctx context.Context, app *App, req PushRequest, targets []fanou
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	// Set before the reader starts: it reads req while the targets dial.
-	req.Options.verified = &cas.VerifiedSet{}
+	req.Options.verified = &cas.VerifiedSet{Share: len(targets) > 1}
 	var src source
 	var srcErr error
 	read := make(chan struct{})
