@@ -641,6 +641,10 @@ func (u *Update) underReplaced(rel string) bool {
 // a file of the destination with the same content, or the store (its own
 // objects and the files it knows). The rest is Needed.
 func (u *Update) findSources(ctx context.Context) {
+	if len(u.writes) == 0 {
+		u.needSet = map[Digest]bool{}
+		return // nothing to write: no need to index what the destination holds
+	}
 	have := map[string]string{} // content hash → a current file holding it
 	for rel, c := range u.cur {
 		if c.e.Type == EntryFile {
