@@ -374,24 +374,37 @@ func goPerm(p fs.FileMode) fs.FileMode {
 // that the policy says: the work is dominated by read latency, which
 // overlaps well. Files the stat cache vouches for are not read at all.
 func (s *Store) ingestFiles(ctx context.Context, r *os.Root, jobs []*ingestJob, cache *statCache, stage BlobPolicy) error {
+	// What the stat cache vouches for costs a lookup: done here, in one
+	// pass, and only the rest goes to the workers.
+	var rest []*ingestJob
+	for _, j := range jobs {
+		j.perm = unixPerm(j.info.Mode())
+		if stage != BlobsAll {
+			if d, ok := cache.lookup(j.rel, j.info); ok {
+				j.d = d
+				cache.record(j.rel, j.info, d, j.seen)
+				continue
+			}
+		}
+		rest = append(rest, j)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	var mu sync.Mutex
 	var fatal error
-	err := parallel(len(jobs), func(i int) error {
+	err := parallel(len(rest), func(i int) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		j := jobs[i]
-		j.perm = unixPerm(j.info.Mode())
-		if d, ok := cache.lookup(j.rel, j.info); ok {
-			if stage != BlobsAll {
-				j.d = d
-				cache.record(j.rel, j.info, d, j.seen)
-				return nil
-			}
-			if present, err := s.present(d); err == nil && present {
-				j.d = d
-				cache.record(j.rel, j.info, d, j.seen)
-				return nil
+		j := rest[i]
+		if stage == BlobsAll {
+			if d, ok := cache.lookup(j.rel, j.info); ok {
+				if present, err := s.present(d); err == nil && present {
+					j.d = d
+					cache.record(j.rel, j.info, d, j.seen)
+					return nil
+				}
 			}
 		}
 		j.d, j.staged, j.err = s.ingestFile(ctx, r, j.rel, stage)

@@ -100,6 +100,7 @@ func (s *Store) openStatCache(dir string) *statCache {
 	if f, err := os.Open(c.path); err == nil {
 		if d, entries, err := readStatCache(bufio.NewReaderSize(f, 64<<10)); err == nil && d == abs {
 			c.old = entries
+			c.fresh = make(map[string]statEntry, len(entries)) // a scan records about as many
 		}
 		f.Close()
 	}

@@ -341,6 +341,9 @@ func (u *Update) scan(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("update %s: read what it holds: %w", u.res.Path, err)
 	}
+	if len(u.cur) == 0 {
+		u.cur = make(map[string]curEntry, len(w.jobs)+len(w.jobs)/8)
+	}
 	var add func(n *ingestNode)
 	add = func(n *ingestNode) {
 		for _, e := range n.entries {
