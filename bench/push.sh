@@ -98,7 +98,7 @@ print(int(total))' "$WORK/rex.out"; }
 step() {
 	local name=$1 tool=$2 t
 	shift 2
-	t=$({ time "$@"; } 2>&1)
+	t=$({ time "$@" 2>>"$WORK/stderr"; } 2>&1) # only time's line: a tool's own stderr is not a time
 	printf '%s\t%s\t%s\n' "$name" "$tool" "$t" >>"$OUT/push.tsv"
 }
 # warm NAME: one more push by the warm process (coprocess W), timed as step NAME.

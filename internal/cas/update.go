@@ -196,6 +196,7 @@ type Update struct {
 	received map[string]string   // content hash → temp holding it (relative to root)
 	temps    map[string]bool     // every temp made and not yet renamed into place, for Abort
 	finished bool
+	creating sync.WaitGroup // creates under way: Abort waits for them before it removes temps
 }
 
 // Update writes tree into the directory name inside root, with every blob
@@ -910,6 +911,12 @@ func (u *Update) Receive(d Digest) (*BlobWriter, error) {
 func (u *Update) create(name string) (*os.File, error) {
 	dir, base := filepath.Split(name)
 	u.mu.Lock()
+	if u.finished {
+		u.mu.Unlock()
+		return nil, errors.New("the update is finished")
+	}
+	u.creating.Add(1)
+	defer u.creating.Done()
 	r := u.dirRoots[dir]
 	if r == nil {
 		var err error
@@ -1159,11 +1166,13 @@ func (u *Update) Abort() {
 	temps := u.temps
 	u.temps = nil
 	u.finished = true
-	for _, r := range u.dirRoots {
-		r.Close()
-	}
+	roots := u.dirRoots
 	u.dirRoots = nil
 	u.mu.Unlock()
+	u.creating.Wait() // a create that passed its check finishes: its file is in temps
+	for _, r := range roots {
+		r.Close()
+	}
 	for t := range temps {
 		if _, err := u.root.Lstat(t); err == nil {
 			u.root.RemoveAll(t)
@@ -1352,7 +1361,7 @@ func (u *Update) seedCache() {
 	if cache == nil || u.stage != "" {
 		cache = u.s.openStatCache(u.res.Path)
 		cache.mu.Lock()
-		cache.fresh = map[string]statEntry{}
+		clear(cache.fresh) // sized for what was there: about what the new tree holds
 		cache.changed = true
 		cache.mu.Unlock()
 	}
