@@ -136,6 +136,10 @@ func (s *Server) readFile(ctx context.Context, req *mcp.ReadResourceRequest) (*m
 	if err != nil {
 		return nil, resourceError(err)
 	}
+	// The host is the client's word: never a ^FILE read here.
+	if err := clientTarget(name); err != nil {
+		return nil, resourceError(err)
+	}
 	// Files are read where the tools run: on the hosts of the current
 	// target, unless the client may change the target anyway.
 	if !s.opts.AllowRetarget {

@@ -100,6 +100,9 @@ func (s *Server) useTarget(ctx context.Context, req *mcp.CallToolRequest, in use
 	if spec == "" {
 		return errorResult(fmt.Errorf("target is empty; call targets to see the names")), nil, nil
 	}
+	if err := clientTarget(spec); err != nil {
+		return errorResult(err), nil, nil
+	}
 	names, err := s.hostsOf(spec)
 	if err != nil {
 		return errorResult(fmt.Errorf("target %s: %w", spec, err)), nil, nil
@@ -112,6 +115,18 @@ func (s *Server) useTarget(ctx context.Context, req *mcp.CallToolRequest, in use
 		Meta:    mcp.Meta{"rex/target": spec, "rex/hosts": names},
 		Content: []mcp.Content{&mcp.TextContent{Text: text}},
 	}, nil, nil
+}
+
+// clientTarget refuses what a client may not put in a target it names: a
+// ^FILE host list, which rex reads on the operator's machine, and whose
+// lines would come back to the client as host names or in errors.
+func clientTarget(spec string) error {
+	for _, item := range strings.Split(spec, ",") {
+		if strings.HasPrefix(strings.TrimPrefix(strings.TrimSpace(item), "!"), "^") {
+			return fmt.Errorf("target %s: a client cannot name a host file (^FILE); call targets to see the devices and groups", spec)
+		}
+	}
+	return nil
 }
 
 // hostsOf is the host names a target expands to.
