@@ -221,6 +221,16 @@ func (c *conn) fsWrite(ctx context.Context, req *request) (any, *protocol.Error)
 			return nil, s.roots.fsError("create parent directories of", rp, err)
 		}
 	}
+	// A write to a symlink writes the file it names, as open(2) would and
+	// as a non-atomic write does: renaming over the link would replace it.
+	// (create keeps O_EXCL's rule: an existing name, link or not, is a
+	// conflict.)
+	if mode != protocol.WriteCreate {
+		if rp, perr = s.roots.followLink(rp); perr != nil {
+			return nil, perr
+		}
+	}
+	root = rp.root.dir
 	old, statErr := root.Stat(rp.rel)
 	exists := statErr == nil
 	if statErr != nil && !errors.Is(statErr, fs.ErrNotExist) {
@@ -323,7 +333,18 @@ func writeAtomic(root *os.Root, rp resolved, content []byte, perm fs.FileMode, o
 	cleanup := func() { root.Remove(tmp) }
 	_, werr := f.Write(content)
 	if werr == nil && old != nil {
-		werr = f.Chmod(old.Mode().Perm())
+		// The new file replaces the old one: it keeps its owner and group
+		// (a rexd running as root must not hand a user's file to root),
+		// as far as this user may give them (EPERM: not root, and the
+		// file was another's), and then its mode, which chown may clear.
+		if st, ok := old.Sys().(*syscall.Stat_t); ok {
+			if err := f.Chown(int(st.Uid), int(st.Gid)); err != nil && !errors.Is(err, syscall.EPERM) {
+				werr = err
+			}
+		}
+		if werr == nil {
+			werr = f.Chmod(old.Mode().Perm())
+		}
 	}
 	if werr == nil {
 		werr = f.Sync()

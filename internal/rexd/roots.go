@@ -223,3 +223,33 @@ func relOrDot(rel string) string {
 	}
 	return rel
 }
+
+// followLink resolves rp's last component while it is a symbolic link, to
+// the path it names (within the roots), so that a replace writes the file
+// a link points to rather than replacing the link. A path that is not a
+// link, or does not exist, is returned as it is.
+func (rs rootSet) followLink(rp resolved) (resolved, *protocol.Error) {
+	for range 40 {
+		if rp.rel == "." || rp.rel == "" {
+			return rp, nil
+		}
+		fi, err := rp.root.dir.Lstat(rp.rel)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			return rp, nil
+		}
+		target, err := rp.root.dir.Readlink(rp.rel)
+		if err != nil {
+			return resolved{}, rs.fsError("write", rp, err)
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(rp.abs), target)
+		}
+		next, perr := rs.resolve(target, "/")
+		if perr != nil {
+			return resolved{}, rs.forbidden(rp.abs, "a symbolic link leads outside the allowed roots")
+		}
+		rp = next
+	}
+	return resolved{}, protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"path": rp.abs},
+		"write %s: too many levels of symbolic links", rp.abs)
+}
