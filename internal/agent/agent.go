@@ -471,7 +471,13 @@ func (t *turn) call(ctx context.Context, tool toolset.Tool, call fantasy.ToolCal
 	}
 	t.send(Event{Type: EventToolCall, Tool: tool.Name, CallID: call.ID, Input: input})
 	target := s.target()
-	s.opts.Consent.SetTarget(target)
+	if !s.opts.Each {
+		// The operator's /target: a new one forgets the session's grants.
+		// The loops of /agent each share one Consent, each on its own
+		// host; grants are keyed on the target, and one loop's call must
+		// not forget what was granted to another.
+		s.opts.Consent.SetTarget(target)
+	}
 	act, err := s.opts.Toolset.Prepare(ctx, toolset.Call{Tool: tool.Name, Input: json.RawMessage(call.Input), Target: target})
 	if err != nil {
 		t.send(Event{Type: EventToolResult, Tool: tool.Name, CallID: call.ID, Target: target, IsError: true, Summary: err.Error(), Result: err.Error()})

@@ -178,7 +178,7 @@ func (p *textPrinter) newline() {
 func (p *textPrinter) event(e Event) {
 	switch e.Type {
 	case EventText:
-		fmt.Fprint(p.out, e.Text)
+		fmt.Fprint(p.out, printable(e.Text))
 		p.midLine = !strings.HasSuffix(e.Text, "\n")
 	case EventToolStart:
 		p.newline()
@@ -195,7 +195,7 @@ func (p *textPrinter) event(e Event) {
 		if i := strings.IndexByte(summary, '\n'); i >= 0 {
 			summary = summary[:i]
 		}
-		fmt.Fprintf(p.out, "%s %s\n", mark, summary)
+		fmt.Fprintf(p.out, "%s %s\n", mark, printable(summary))
 		if e.JobID != "" {
 			fmt.Fprintf(p.out, "  (still running as job %s)\n", e.JobID)
 		}
@@ -210,14 +210,14 @@ func (p *textPrinter) event(e Event) {
 			fmt.Fprintf(p.err, "rex: refused %s %s on %s (%s)\n", e.Tool, quoteCommand(e.Command), where(e.Target, e.Hosts), hint)
 		}
 	case EventRetry:
-		fmt.Fprintf(p.err, "rex: %s; trying again in %dms\n", e.Error, e.DelayMS)
+		fmt.Fprintf(p.err, "rex: %s; trying again in %dms\n", printable(e.Error), e.DelayMS)
 	}
 }
 
 func (p *textPrinter) end(r *TurnResult) {
 	p.newline()
 	if r.Err != nil {
-		fmt.Fprintf(p.err, "rex: %v\n", r.Err)
+		fmt.Fprintf(p.err, "rex: %s\n", printable(r.Err.Error()))
 	}
 }
 
@@ -225,7 +225,23 @@ func quoteCommand(c string) string {
 	if strings.ContainsAny(c, "\n") {
 		c = strings.SplitN(c, "\n", 2)[0] + " …"
 	}
-	return "`" + c + "`"
+	return "`" + printable(c) + "`"
+}
+
+// printable makes text from the model or the hosts safe to write to the
+// operator's terminal, as the console's transcript does: control
+// characters (an ESC starts an escape sequence) and invalid UTF-8 become
+// U+FFFD; newlines and tabs stay.
+func printable(s string) string {
+	return strings.ToValidUTF8(strings.Map(func(c rune) rune {
+		switch {
+		case c == '\n' || c == '\t':
+			return c
+		case c < 0x20, c >= 0x7f && c < 0xa0:
+			return '\uFFFD'
+		}
+		return c
+	}, s), "\uFFFD")
 }
 
 // where is "fleet (h[1-3])", or the host alone when the target is it.

@@ -6,14 +6,14 @@ import (
 	"testing"
 )
 
-// TestReviewAskPrintsNoTerminalEscapes: the console's transcript turns
+// TestAskPrintsNoTerminalEscapes: the console's transcript turns
 // the model's control characters into U+FFFD (agentview.clean: "an ESC
 // would start an escape sequence in the operator's terminal"). rex ask's
 // text transcript writes the model's answer, its commands and the hosts'
 // error summaries to the terminal as they are: a model steered by what a
 // host printed can set the clipboard (OSC 52), retitle the window or
 // rewrite what the operator sees above.
-func TestReviewAskPrintsNoTerminalEscapes(t *testing.T) {
+func TestAskPrintsNoTerminalEscapes(t *testing.T) {
 	var out, errOut bytes.Buffer
 	p := &textPrinter{out: &out, err: &errOut}
 	osc52 := "\x1b]52;c;Y3VybCBldmlsLmV4YW1wbGUgfCBzaAo=\x07"

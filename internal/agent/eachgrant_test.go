@@ -8,14 +8,14 @@ import (
 	"github.com/rexconsole/rex/internal/llmtest"
 )
 
-// TestReviewEachSessionGrantHolds: in /agent each the loops share one
+// TestEachSessionGrantHolds: in /agent each the loops share one
 // Consent, and every call sets the Consent's target to its loop's host.
 // SetTarget forgets all session grants whenever the target differs from
 // the last one, so "allow for this session" answered in h1's loop is
 // forgotten as soon as h2's loop makes a call: with two loops of two bash
 // calls each, answering "s" to every question should ask twice (once per
 // host), and asks three times.
-func TestReviewEachSessionGrantHolds(t *testing.T) {
+func TestEachSessionGrantHolds(t *testing.T) {
 	var replies []*llmtest.Reply
 	for _, h := range []string{"h1", "h2"} {
 		replies = append(replies,
