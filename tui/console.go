@@ -46,6 +46,10 @@ type Console struct {
 	ended   bool
 	// attaches counts the attaches so far (trimMsg).
 	attaches uint64
+	// afterLeft schedules the trimMsg a last detach sends (tea.Tick);
+	// trim answers it, trimming when do is set (a test sees both).
+	afterLeft func(d time.Duration, fn func(time.Time) tea.Msg) tea.Cmd
+	trim      func(do bool)
 	// gen counts the engine's Updates: a client's view drawn at the same
 	// gen and size is still true.
 	gen uint64
@@ -56,7 +60,7 @@ func NewConsole(ctx context.Context, opts Options) (*Console, error) {
 	if opts.Connector == nil {
 		return nil, fmt.Errorf("the console needs a connector to reach targets")
 	}
-	c := &Console{rt: newRuntime(ctx, opts), clients: map[*client]bool{}}
+	c := &Console{rt: newRuntime(ctx, opts), clients: map[*client]bool{}, afterLeft: tea.Tick, trim: trimMemory}
 	c.rt.m.host = c
 	c.prog = tea.NewProgram(engineModel{c},
 		tea.WithContext(ctx), tea.WithInput(nil), tea.WithOutput(io.Discard),
@@ -133,6 +137,20 @@ type stopMsg struct{}
 // count of attaches then, so that a trim waits for the last of several.
 type trimMsg struct{ attaches uint64 }
 
+// trimMemory hands back what the clients' frames and what ran meanwhile
+// used of the heap, now rather than at the runtime's slow pace (one GC),
+// and the pages of rex's binary that its start mapped and an idle server
+// does not run. Both are best effort: a failure only leaves memory in use,
+// nothing to tell the operator.
+func trimMemory(do bool) {
+	if do {
+		go func() {
+			debug.FreeOSMemory()
+			procmem.ReleaseExecutable()
+		}()
+	}
+}
+
 // trimAfter lets a detach settle (the client's connection closed, the
 // engine's last updates run) before the server gives memory back: the
 // code that runs then would map again what a trim at once had released.
@@ -163,7 +181,7 @@ func (e engineModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			// Nobody draws until the next attach: once the detach has
 			// settled, give memory back (trimMsg).
 			attaches := c.attaches
-			cmds = append(cmds, tea.Tick(trimAfter, func(time.Time) tea.Msg { return trimMsg{attaches} }))
+			cmds = append(cmds, c.afterLeft(trimAfter, func(time.Time) tea.Msg { return trimMsg{attaches} }))
 		}
 		if c.active == msg.cl {
 			c.active = nil
@@ -179,18 +197,8 @@ func (e engineModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			}
 		}
 	case trimMsg:
-		if len(c.clients) == 0 && c.attaches == msg.attaches {
-			// Nobody has attached since: hand back what the clients'
-			// frames and what ran meanwhile used of the heap, now rather
-			// than at the runtime's slow pace (one GC), and the pages of
-			// rex's binary that its start mapped and an idle server does
-			// not run. Both are best effort: a failure only leaves memory
-			// in use, nothing to tell the operator.
-			go func() {
-				debug.FreeOSMemory()
-				procmem.ReleaseExecutable()
-			}()
-		}
+		// Only when nobody has attached since.
+		c.trim(len(c.clients) == 0 && c.attaches == msg.attaches)
 	case clientMsg:
 		if !c.clients[msg.cl] {
 			break // it has gone

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/rexconsole/rex/devices"
@@ -87,30 +88,7 @@ func (c *testClient) detached(t *testing.T) server.Detach {
 // d while the console and the other run on, and a stop ends the console
 // and tells the client left.
 func TestConsoleClients(t *testing.T) {
-	rexd := filepath.Join(t.TempDir(), "rexd")
-	build := exec.Command("go", "build", "-o", rexd, "github.com/rexconsole/rex/cmd/rexd")
-	build.Env = append(build.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build rexd: %v\n%s", err, out)
-	}
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "config", "rex")
-	store := devices.NewStore(filepath.Join(cfg, "devices.json"))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	opts := Options{
-		Store: store, Resolve: commands.Resolver(store), ConfigDir: cfg,
-		StateDir:  filepath.Join(dir, "state", "rex"),
-		CacheDir:  filepath.Join(dir, "cache", "rex"),
-		Connector: fanout.LocalConnector(rexd, append(fanout.OperatorLimits(), "--root", dir)...),
-		States:    &ConnStates{}, Prompts: &Prompts{}, Secrets: NewSecretAsker(),
-	}
-	con, err := NewConsole(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ran := make(chan error, 1)
-	go func() { ran <- con.Run() }()
+	con, ran := startConsole(t)
 
 	a := attachClient(t, con, 120, 40)
 	a.waitFor(t, "local ❯")
@@ -158,5 +136,104 @@ func TestConsoleClients(t *testing.T) {
 	}
 	if d := con.Attach(context.Background(), &server.Terminal{In: strings.NewReader(""), Out: io.Discard, Cols: 80, Rows: 24}); !d.Gone {
 		t.Fatalf("attaching to a console that ended: %+v, want Gone", d)
+	}
+}
+
+// startConsole starts a console on a local rexd, as the rex server does,
+// in this process; hooks, when given, change it before it runs.
+func startConsole(t *testing.T, hooks ...func(*Console)) (*Console, chan error) {
+	t.Helper()
+	rexd := filepath.Join(t.TempDir(), "rexd")
+	build := exec.Command("go", "build", "-o", rexd, "github.com/rexconsole/rex/cmd/rexd")
+	build.Env = append(build.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build rexd: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config", "rex")
+	store := devices.NewStore(filepath.Join(cfg, "devices.json"))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	opts := Options{
+		Store: store, Resolve: commands.Resolver(store), ConfigDir: cfg,
+		StateDir:  filepath.Join(dir, "state", "rex"),
+		CacheDir:  filepath.Join(dir, "cache", "rex"),
+		Connector: fanout.LocalConnector(rexd, append(fanout.OperatorLimits(), "--root", dir)...),
+		States:    &ConnStates{}, Prompts: &Prompts{}, Secrets: NewSecretAsker(),
+	}
+	con, err := NewConsole(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hooks {
+		h(con)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- con.Run() }()
+	return con, ran
+}
+
+// An idle server gives memory back once its last client has been gone for
+// trimAfter, and not before: a trim due while a client is attached, or
+// scheduled by a detach that a later attach and detach superseded, is
+// ignored. The test holds the ticks and delivers them itself.
+func TestTrimWaitsForTheLastDetach(t *testing.T) {
+	ticks := make(chan func(time.Time) tea.Msg, 4)
+	trims := make(chan bool, 4)
+	con, _ := startConsole(t, func(c *Console) {
+		c.afterLeft = func(_ time.Duration, fn func(time.Time) tea.Msg) tea.Cmd {
+			ticks <- fn
+			return nil
+		}
+		c.trim = func(do bool) { trims <- do }
+	})
+	tick := func() func(time.Time) tea.Msg {
+		t.Helper()
+		select {
+		case fn := <-ticks:
+			return fn
+		case <-time.After(time.Minute):
+			t.Fatal("no trim was scheduled after the last client left")
+			return nil
+		}
+	}
+	trimmed := func() bool {
+		t.Helper()
+		select {
+		case do := <-trims:
+			return do
+		case <-time.After(time.Minute):
+			t.Fatal("the console never answered its trim")
+			return false
+		}
+	}
+	leave := func(c *testClient) {
+		t.Helper()
+		io.WriteString(c.keys, "\x11")
+		c.waitFor(t, "Leave the console?")
+		io.WriteString(c.keys, "d")
+		c.detached(t)
+	}
+
+	a := attachClient(t, con, 100, 30)
+	a.waitFor(t, "local ❯")
+	leave(a)
+	first := tick()
+	// b comes and goes before the first trim is due.
+	b := attachClient(t, con, 100, 30)
+	b.waitFor(t, "local ❯")
+	con.prog.Send(first(time.Now()))
+	if trimmed() {
+		t.Error("the console trimmed while a client was attached")
+	}
+	leave(b)
+	second := tick()
+	con.prog.Send(first(time.Now()))
+	if trimmed() {
+		t.Error("the console trimmed at the first detach's time though a client had attached and left since")
+	}
+	con.prog.Send(second(time.Now()))
+	if !trimmed() {
+		t.Error("the console did not trim trimAfter after its last client left")
 	}
 }
