@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -28,6 +29,11 @@ func sortedValues(values []string) []string {
 	for _, v := range values {
 		if v != "" {
 			out = append(out, v)
+			// A terminal turns each newline into CR LF (ONLCR): a
+			// multi-line value reaches a terminal pane that way.
+			if strings.Contains(v, "\n") {
+				out = append(out, strings.ReplaceAll(v, "\n", "\r\n"))
+			}
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
