@@ -170,11 +170,23 @@ func (b *broadcast) read() {
 		}
 		b.mu.Unlock()
 
+		// What one read gives goes out at once: input that comes a
+		// little at a time (a pipe from a program still writing) is
+		// streamed, not held until a whole chunk piled up.
 		buf := make([]byte, stdinChunk)
-		n, err := io.ReadFull(b.r, buf)
+		n, err := b.r.Read(buf)
+		for n == 0 && err == nil {
+			n, err = b.r.Read(buf)
+		}
 		b.mu.Lock()
 		if n > 0 {
-			b.chunks = append(b.chunks, buf[:n:n])
+			chunk := buf[:n:n]
+			if n < stdinChunk/2 {
+				// A short read keeps only its bytes, not the whole buffer,
+				// while late targets may still replay it.
+				chunk = append([]byte(nil), buf[:n]...)
+			}
+			b.chunks = append(b.chunks, chunk)
 			b.kept += n
 		}
 		if err != nil {
