@@ -204,14 +204,18 @@ func (l *Listener) Serve(ctx context.Context, c Console) error {
 			conns = append(conns, sc)
 		}
 		mu.Unlock()
-		t := time.NewTimer(detachNewsWait)
-		defer t.Stop()
+		// One deadline for all: a timer's channel fires once, so the
+		// clients after the first that timed out would wait for good (one
+		// that reads nothing is told only once its connection closes).
+		deadline := time.Now().Add(detachNewsWait)
 		for _, sc := range conns {
-			if sc.attached.Load() {
+			if wait := time.Until(deadline); sc.attached.Load() && wait > 0 {
+				t := time.NewTimer(wait)
 				select {
 				case <-sc.told:
 				case <-t.C:
 				}
+				t.Stop()
 			}
 			sc.replying.Lock()
 			sc.conn.Close()
