@@ -96,11 +96,19 @@ func (c *Console) Run() error {
 	for _, cl := range clients {
 		go cl.end(server.Detach{Reason: "the console quit: everything in it was stopped", Quit: true})
 	}
+	// One deadline for all: a timer's channel fires once, and a client
+	// that reads nothing quits only once its connection closes, which
+	// happens after Run.
 	deadline := time.NewTimer(clientsGone)
+	late := false
 	for _, cl := range clients {
+		if late {
+			break
+		}
 		select {
 		case <-cl.quit:
 		case <-deadline.C:
+			late = true
 		}
 	}
 	deadline.Stop()
