@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -314,26 +315,40 @@ func dialServer(ctx context.Context) (*server.Client, error) {
 }
 
 func printStatus(w io.Writer, st server.Status, now time.Time) {
-	fmt.Fprintf(w, "rex server pid %d, rex %s, up %s; target %s; %s attached\n", st.Pid, st.Version,
-		now.Sub(st.StartedAt).Round(time.Second), st.Target, count(st.Clients, "client", "clients"))
+	p := statusText
+	fmt.Fprintf(w, "rex server pid %d, rex %s, up %s; target %s; %s attached\n", st.Pid, p(st.Version),
+		now.Sub(st.StartedAt).Round(time.Second), p(st.Target), count(st.Clients, "client", "clients"))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if len(st.Tasks) == 0 {
 		fmt.Fprintf(tw, "tasks\tnone running (%d finished)\n", st.Finished)
 	}
 	for _, t := range st.Tasks {
-		fmt.Fprintf(tw, "task\t%s\ton %s\t%d running\tfor %s\n", t.Command, strings.Join(t.Targets, ","), t.Running,
+		fmt.Fprintf(tw, "task\t%s\ton %s\t%d running\tfor %s\n", p(t.Command), p(strings.Join(t.Targets, ",")), t.Running,
 			now.Sub(t.Since).Round(time.Second))
 	}
 	for _, t := range st.Terminals {
-		fmt.Fprintf(tw, "terminal\t%s\t%s\n", t.Target, t.Command)
+		fmt.Fprintf(tw, "terminal\t%s\t%s\n", p(t.Target), p(t.Command))
 	}
 	if st.Agent != "" {
-		fmt.Fprintf(tw, "agent\t%s\n", st.Agent)
+		fmt.Fprintf(tw, "agent\t%s\n", p(st.Agent))
 	}
 	for _, cn := range st.Connections {
-		fmt.Fprintf(tw, "connection\t%s\t%s\n", cn.Target, cn.State)
+		fmt.Fprintf(tw, "connection\t%s\t%s\n", p(cn.Target), p(cn.State))
 	}
 	tw.Flush()
+}
+
+// statusText is a string of the server's status as rex ls prints it: the
+// agent's commands come from the model (which a host's output can steer),
+// so control characters (an ESC starts an escape sequence; a newline or a
+// tab would break the table) become '?'.
+func statusText(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return '?'
+		}
+		return r
+	}, strings.ToValidUTF8(s, "?"))
 }
 
 func count(n int, one, many string) string {
