@@ -181,6 +181,13 @@ func (e *consoleRuntime) stop() {
 	opts.Prompts.detach()
 	opts.States.attach(func(string, string, error) {})
 	if opts.Secrets != nil {
+		// The question on screen, if any, was taken off the queue: its
+		// asker (a dial the pool's Close waits for) is answered too.
+		if m.secret != nil {
+			clear(m.secret.buf)
+			m.secret.req.answer <- secretAnswer{err: errors.New("the console has closed")}
+			m.secret = nil
+		}
 		opts.Secrets.close()
 	}
 	for _, t := range m.tasks.List() {
