@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
-	"unicode"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -315,7 +314,7 @@ func dialServer(ctx context.Context) (*server.Client, error) {
 }
 
 func printStatus(w io.Writer, st server.Status, now time.Time) {
-	p := statusText
+	p := commands.Printable // the agent's commands come from the model
 	fmt.Fprintf(w, "rex server pid %d, rex %s, up %s; target %s; %s attached\n", st.Pid, p(st.Version),
 		now.Sub(st.StartedAt).Round(time.Second), p(st.Target), count(st.Clients, "client", "clients"))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -336,19 +335,6 @@ func printStatus(w io.Writer, st server.Status, now time.Time) {
 		fmt.Fprintf(tw, "connection\t%s\t%s\n", p(cn.Target), p(cn.State))
 	}
 	tw.Flush()
-}
-
-// statusText is a string of the server's status as rex ls prints it: the
-// agent's commands come from the model (which a host's output can steer),
-// so control characters (an ESC starts an escape sequence; a newline or a
-// tab would break the table) become '?'.
-func statusText(s string) string {
-	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return '?'
-		}
-		return r
-	}, strings.ToValidUTF8(s, "?"))
 }
 
 func count(n int, one, many string) string {

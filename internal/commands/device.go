@@ -599,9 +599,11 @@ func dedupe(s []string) []string {
 	return out
 }
 
-// printable replaces control characters, so that a shared, hand-edited
-// registry cannot send escape sequences to the operator's terminal.
-func printable(s string) string {
+// Printable replaces control characters with '?', so that text from a
+// shared, hand-edited registry or from the model (which a host's output can
+// steer) cannot send escape sequences to the operator's terminal, nor break
+// a table with a newline or a tab.
+func Printable(s string) string {
 	return strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) {
 			return '?'
@@ -618,7 +620,7 @@ func renderTable(stdio IO, headers []string, rows [][]string) error {
 			if c == "" {
 				c = "-"
 			}
-			row[i] = printable(c)
+			row[i] = Printable(c)
 		}
 	}
 	if stdio.Styled {
@@ -660,7 +662,7 @@ func renderFields(stdio IO, rows [][]string) error {
 			// tabwriter sees for every row alike, so columns still align.
 			k = key.Render(k)
 		}
-		fmt.Fprintf(tw, "%s\t%s\n", k, printable(r[1]))
+		fmt.Fprintf(tw, "%s\t%s\n", k, Printable(r[1]))
 	}
 	return tw.Flush()
 }

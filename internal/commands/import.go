@@ -128,13 +128,13 @@ func DeviceImport(ctx context.Context, store *devices.Store, o IO, spec ImportSp
 		if d.SSHKey != "" {
 			extra += " key " + d.SSHKey
 		}
-		fmt.Fprintf(o.Out, "  %s device %s (%s)%s\n", verb("device", d.Name), d.Name, printable(d.Addr()), printable(extra))
+		fmt.Fprintf(o.Out, "  %s device %s (%s)%s\n", verb("device", d.Name), d.Name, Printable(d.Addr()), Printable(extra))
 	}
 	for _, g := range inv.Groups {
 		fmt.Fprintf(o.Out, "  %s group %s: %s\n", verb("group", g.Name), g.Name, devices.Fold(g.Members))
 	}
 	for _, s := range inv.Skipped {
-		fmt.Fprintf(o.Err, "skipped %s\n", printable(s))
+		fmt.Fprintf(o.Err, "skipped %s\n", Printable(s))
 	}
 	n, m := len(inv.Devices), len(inv.Groups)
 	summary := fmt.Sprintf("%d %s", n, plural(n, "device", "devices"))

@@ -16,8 +16,15 @@ type stuckConsole struct {
 }
 
 func (s *stuckConsole) Attach(ctx context.Context, t *Terminal) Detach {
-	s.attached <- struct{}{}
 	frame := bytes.Repeat([]byte("x"), 64<<10)
+	// Attached once the first frames are on their way: the writes that
+	// follow fill the socket's buffers, which nobody reads.
+	for range 2 {
+		if _, err := t.Out.Write(frame); err != nil {
+			return Detach{Reason: "the connection ended"}
+		}
+	}
+	s.attached <- struct{}{}
 	for {
 		if _, err := t.Out.Write(frame); err != nil {
 			return Detach{Reason: "the connection ended"}
@@ -62,7 +69,6 @@ func TestServeEndsWithStuckClients(t *testing.T) {
 			t.Fatal("the client was not attached")
 		}
 	}
-	time.Sleep(200 * time.Millisecond) // the socket buffers fill up
 	cancel()
 	select {
 	case <-served:
