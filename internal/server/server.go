@@ -185,6 +185,14 @@ type Terminal struct {
 // Resizes are the client's window sizes after the first.
 func (t *Terminal) Resizes() <-chan ResizeParams { return t.resizes }
 
+// maxCols and maxRows bound the window a client may ask for: the console
+// lays out and keeps a frame of that many cells for it, and terminal panes
+// emulate screens that size. A larger window sees the frame cut.
+const (
+	maxCols = 2000
+	maxRows = 1000
+)
+
 // Serve accepts clients until ctx ends. A peer of another uid is refused
 // before anything is read from it.
 func (l *Listener) Serve(ctx context.Context, c Console) error {
@@ -324,6 +332,7 @@ func (s *serverConn) serve(ctx context.Context) {
 			case MethodResize:
 				var p ResizeParams
 				if json.Unmarshal(m.Params, &p) == nil && p.Cols > 0 && p.Rows > 0 {
+					p.Cols, p.Rows = min(p.Cols, maxCols), min(p.Rows, maxRows)
 					select {
 					case term.resizes <- p:
 					case <-ctx.Done():
@@ -363,6 +372,7 @@ func (s *serverConn) serve(ctx context.Context) {
 				s.reply(m, nil, protocol.Errorf(protocol.CodeInvalidParams, nil, "console.attach needs the terminal's cols and rows"))
 				continue
 			}
+			p.Cols, p.Rows = min(p.Cols, maxCols), min(p.Rows, maxRows)
 			s.attached.Store(true)
 			s.reply(m, struct{}{}, nil)
 			pr, pw := io.Pipe()

@@ -371,3 +371,27 @@ func TestServerStopAnswered(t *testing.T) {
 		ln.Close()
 	}
 }
+
+// A client's window is bounded: a 65535×65535 attach must not make the
+// console lay out, and keep, four billion cells.
+func TestAttachSizeIsBounded(t *testing.T) {
+	serve(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a, err := Dial(ctx, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	defer inW.Close()
+	go func() {
+		a.Attach(ctx, Window{In: inR, Out: outW, Size: func() (int, int) { return 65535, 65535 }})
+		outW.Close()
+	}()
+	want := fmt.Sprintf("hello %dx%d\n", maxCols, maxRows)
+	if l, _ := bufio.NewReader(outR).ReadString('\n'); l != want {
+		t.Fatalf("first frame %q, want %q", l, want)
+	}
+}
