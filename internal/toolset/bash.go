@@ -131,7 +131,7 @@ func grepStatus(r *fanout.Result) (bool, string) {
 // arguments, never shell text.
 func (ts *Toolset) runGrep(ctx context.Context, a *Action, progress func(Event)) *Result {
 	in := a.input.(*GrepInput)
-	argv := []string{"grep", "-rnIE", "--color=never"}
+	argv := append([]string{"grep", "-rnIE", "--color=never"}, grepExcludes()...)
 	if in.Glob != "" {
 		argv = append(argv, "--include="+in.Glob)
 	}
@@ -149,6 +149,9 @@ func (ts *Toolset) runGrep(ctx context.Context, a *Action, progress func(Event))
 		var inside []fanout.Target
 		checked := fanout.Each(ctx, ts.opts.App.Pool, a.targets, ts.fanOpts(nil),
 			func(ctx context.Context, t fanout.Target, s *rexclient.Session) error {
+				if err := credentialPath(path, s.Info.Cwd, t.Name == commands.LocalName); err != nil {
+					return err
+				}
 				if _, err := s.Stat(ctx, path); err != nil {
 					return errors.New(homeRel(s, fsError(err)))
 				}

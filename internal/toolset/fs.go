@@ -31,7 +31,7 @@ func (ts *Toolset) runFS(ctx context.Context, a *Action, progress func(Event)) *
 	outs := map[string]outcome{}
 	res := fanout.Each(ctx, ts.opts.App.Pool, a.targets, ts.fanOpts(nil),
 		func(ctx context.Context, t fanout.Target, s *rexclient.Session) error {
-			body, status, err := ts.fsOne(ctx, a, s)
+			body, status, err := ts.fsOne(ctx, a, s, t.Name == commands.LocalName)
 			if err != nil {
 				status, body = "error", homeRel(s, fsError(err))
 			}
@@ -105,9 +105,13 @@ func fsError(err error) string {
 
 // fsOne does a file tool's work on one host and returns the text the
 // model sees of it and its status.
-func (ts *Toolset) fsOne(ctx context.Context, a *Action, s *rexclient.Session) (string, string, error) {
+// local says the host is rex's own machine.
+func (ts *Toolset) fsOne(ctx context.Context, a *Action, s *rexclient.Session, local bool) (string, string, error) {
 	switch in := a.input.(type) {
 	case *ReadInput:
+		if err := credentialPath(in.Path, s.Info.Cwd, local); err != nil {
+			return "", "", err
+		}
 		return readFile(ctx, s, in)
 	case *WriteInput:
 		res, err := s.WriteFile(ctx, protocol.FSWriteParams{SessionID: s.ID, Path: in.Path, Content: in.Content,
@@ -318,6 +322,9 @@ func (ts *Toolset) ReadFile(ctx context.Context, host, p string) (*File, error) 
 	var f *File
 	res := fanout.Each(ctx, ts.opts.App.Pool, targets, ts.fanOpts(nil),
 		func(ctx context.Context, t fanout.Target, s *rexclient.Session) error {
+			if err := credentialPath(p, s.Info.Cwd, t.Name == commands.LocalName); err != nil {
+				return fmt.Errorf("%s: %w", t.Name, err)
+			}
 			n := int64(maxReadBytes)
 			r, err := s.ReadFile(ctx, protocol.FSReadParams{SessionID: s.ID, Path: p, Length: &n, Encoding: protocol.EncodingUTF8})
 			if err != nil {
