@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/rexconsole/rex/devices"
-	"github.com/rexconsole/rex/internal/commands"
 	"github.com/rexconsole/rex/internal/fanout"
 	"github.com/rexconsole/rex/internal/server"
 )
@@ -29,26 +26,7 @@ func (w stuckWriter) Write(p []byte) (int, error) {
 // second waited for good (the deadline timer's channel fires once), so
 // what ran in the console was never stopped and the server never ended.
 func TestConsoleRunEndsWithStuckClients(t *testing.T) {
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "config", "rex")
-	store := devices.NewStore(filepath.Join(cfg, "devices.json"))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	opts := Options{
-		Store: store, Resolve: commands.Resolver(store), ConfigDir: cfg,
-		StateDir: filepath.Join(dir, "state", "rex"),
-		CacheDir: filepath.Join(dir, "cache", "rex"),
-		Connector: fanout.ConnectorFunc(func(context.Context, fanout.Target) (*fanout.Conn, error) {
-			return nil, errors.New("no targets in this test")
-		}),
-		States: &ConnStates{}, Prompts: &Prompts{}, Secrets: NewSecretAsker(),
-	}
-	con, err := NewConsole(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ran := make(chan error, 1)
-	go func() { ran <- con.Run() }()
+	con, ran := runConsole(t, t.TempDir(), fanout.ConnectorFunc(noTargets), nil)
 
 	release := make(chan struct{})
 	defer close(release)

@@ -3,6 +3,7 @@ package tui
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os/exec"
 	"path/filepath"
@@ -150,6 +151,22 @@ func startConsole(t *testing.T, hooks ...func(*Console)) (*Console, chan error) 
 		t.Fatalf("go build rexd: %v\n%s", err, out)
 	}
 	dir := t.TempDir()
+	return runConsole(t, dir, fanout.LocalConnector(rexd, append(fanout.OperatorLimits(), "--root", dir)...), nil, hooks...)
+}
+
+// noTargets connects a console whose test reaches no target.
+func noTargets(context.Context, fanout.Target) (*fanout.Conn, error) {
+	return nil, errors.New("no targets in this test")
+}
+
+// runConsole runs a console on a fresh configuration in dir that reaches
+// its targets through conn; secrets, when not nil, asks its questions.
+// hooks change the console before it runs.
+func runConsole(t *testing.T, dir string, conn fanout.Connector, secrets *SecretAsker, hooks ...func(*Console)) (*Console, chan error) {
+	t.Helper()
+	if secrets == nil {
+		secrets = NewSecretAsker()
+	}
 	cfg := filepath.Join(dir, "config", "rex")
 	store := devices.NewStore(filepath.Join(cfg, "devices.json"))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -158,8 +175,8 @@ func startConsole(t *testing.T, hooks ...func(*Console)) (*Console, chan error) 
 		Store: store, Resolve: commands.Resolver(store), ConfigDir: cfg,
 		StateDir:  filepath.Join(dir, "state", "rex"),
 		CacheDir:  filepath.Join(dir, "cache", "rex"),
-		Connector: fanout.LocalConnector(rexd, append(fanout.OperatorLimits(), "--root", dir)...),
-		States:    &ConnStates{}, Prompts: &Prompts{}, Secrets: NewSecretAsker(),
+		Connector: conn,
+		States:    &ConnStates{}, Prompts: &Prompts{}, Secrets: secrets,
 	}
 	con, err := NewConsole(ctx, opts)
 	if err != nil {

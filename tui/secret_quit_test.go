@@ -1,14 +1,9 @@
 package tui
 
 import (
-	"context"
-	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/rexconsole/rex/devices"
-	"github.com/rexconsole/rex/internal/commands"
 	"github.com/rexconsole/rex/internal/fanout"
 )
 
@@ -17,27 +12,8 @@ import (
 // it: the asker, a dial in the connection pool, would wait for good, and
 // so would the pool's Close at the end of Run (the server never ended).
 func TestQuitAnswersTheSecretOnScreen(t *testing.T) {
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "config", "rex")
-	store := devices.NewStore(filepath.Join(cfg, "devices.json"))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	asker := NewSecretAsker()
-	opts := Options{
-		Store: store, Resolve: commands.Resolver(store), ConfigDir: cfg,
-		StateDir: filepath.Join(dir, "state", "rex"),
-		CacheDir: filepath.Join(dir, "cache", "rex"),
-		Connector: fanout.ConnectorFunc(func(context.Context, fanout.Target) (*fanout.Conn, error) {
-			return nil, errors.New("no targets in this test")
-		}),
-		States: &ConnStates{}, Prompts: &Prompts{}, Secrets: asker,
-	}
-	con, err := NewConsole(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ran := make(chan error, 1)
-	go func() { ran <- con.Run() }()
+	con, ran := runConsole(t, t.TempDir(), fanout.ConnectorFunc(noTargets), asker)
 	c := attachClient(t, con, 100, 30)
 	c.waitFor(t, "❯")
 
