@@ -336,14 +336,15 @@ func writeAtomic(root *os.Root, rp resolved, content []byte, perm fs.FileMode, o
 		// The new file replaces the old one: it keeps its owner and group
 		// (a rexd running as root must not hand a user's file to root),
 		// as far as this user may give them (EPERM: not root, and the
-		// file was another's), and then its mode, which chown may clear.
+		// file was another's), and then its mode, setuid and setgid
+		// included, which chown clears.
 		if st, ok := old.Sys().(*syscall.Stat_t); ok {
 			if err := f.Chown(int(st.Uid), int(st.Gid)); err != nil && !errors.Is(err, syscall.EPERM) {
 				werr = err
 			}
 		}
 		if werr == nil {
-			werr = f.Chmod(old.Mode().Perm())
+			werr = f.Chmod(old.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky))
 		}
 	}
 	if werr == nil {

@@ -1,6 +1,7 @@
 package rexd_test
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -36,5 +37,29 @@ func TestReplaceKeepsTheOwner(t *testing.T) {
 	st := fi.Sys().(*syscall.Stat_t)
 	if st.Uid != 4321 || st.Gid != 4322 {
 		t.Errorf("after a replace the file belongs to %d:%d, not 4321:4322 as before", st.Uid, st.Gid)
+	}
+}
+
+// TestReplaceKeepsTheSpecialBits: a replace keeps the setuid and setgid
+// bits with the permissions (a setgid helper edited by the agent must stay
+// one); they used to be dropped with everything but Perm.
+func TestReplaceKeepsTheSpecialBits(t *testing.T) {
+	h := start(t)
+	sid := h.open()
+	p := filepath.Join(h.root, "helper")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want := 0o755 | fs.ModeSetuid | fs.ModeSetgid
+	if err := os.Chmod(p, want); err != nil {
+		t.Fatal(err)
+	}
+	h.ok(protocol.MethodFSWrite, protocol.FSWriteParams{SessionID: sid, Path: "helper", Content: "#!/bin/sh\nexit 0\n"}, nil)
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fi.Mode() &^ fs.ModeType; got != want {
+		t.Errorf("after a replace the mode is %v, was %v", got, want)
 	}
 }
