@@ -31,6 +31,7 @@ type progFamily int
 const (
 	famUnknown progFamily = iota
 	famWrapper            // env, sudo, nice, ...: run the program named by their first operand
+	famEval               // eval, ., source, trap: shell builtins that run shell code
 	famShell              // sh, bash, ...
 	famPython
 	famNode // node, tsx, bun, deno
@@ -52,8 +53,10 @@ func family(prog string) progFamily {
 	switch base {
 	case "sh", "bash", "dash", "zsh", "ksh", "ash", "mksh", "yash", "rbash", "ksh93", "busybox-sh":
 		return famShell
-	case "env", "sudo", "doas", "nice", "nohup", "timeout", "stdbuf", "setsid", "ionice", "time", "command", "exec", "busybox":
+	case "env", "sudo", "doas", "nice", "nohup", "timeout", "stdbuf", "setsid", "ionice", "chrt", "taskset", "xargs", "time", "command", "exec", "builtin", "busybox":
 		return famWrapper
+	case "eval", ".", "source", "trap":
+		return famEval
 	case "awk", "gawk", "mawk", "nawk":
 		return famAwk
 	case "sed", "gsed":
@@ -100,7 +103,7 @@ type argScanner struct {
 	data     bool    // everything that follows is data
 	pending  argRole // role of the next argument when an option awaits it
 	npending int     // how many arguments options still await
-	wrapSkip int     // operands a wrapper takes before the program (timeout DURATION)
+	wrapSkip int     // operands a wrapper has read before the program (timeout DURATION)
 	started  bool    // argv[0] has been read
 
 	shellC, shellS bool // sh -c, sh -s
@@ -138,8 +141,11 @@ func (s *argScanner) next(arg string) argRole {
 		return r
 	}
 	isOpt := !s.operands && len(arg) > 1 && (arg[0] == '-' || s.fam == famShell && arg[0] == '+')
-	if s.fam == famWrapper {
+	switch s.fam {
+	case famWrapper:
 		return s.wrapper(arg, isOpt)
+	case famEval:
+		return s.eval(arg, isOpt)
 	}
 	if isOpt {
 		if arg == "--" {
@@ -509,24 +515,72 @@ func (s *argScanner) wrapper(arg string, isOpt bool) argRole {
 			takes = len(arg) == 2 && strings.ContainsRune("cnpPu", rune(arg[1]))
 		case "exec":
 			takes = name == "-a"
+		case "command":
+			if name == "-v" || name == "-V" {
+				s.data = true // command -v NAME only looks the name up
+			}
+		case "xargs":
+			switch name {
+			case "-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s",
+				"--arg-file", "--delimiter", "--max-args", "--max-procs", "--max-chars", "--process-slot-var":
+				takes = !hasVal
+			}
+		case "chrt", "taskset":
+			if name == "-p" || name == "--pid" {
+				s.data = true // chrt -p / taskset -p act on a process, and run none
+			}
+			takes = s.prog == "chrt" && !hasVal && (name == "-T" || name == "-P" || name == "-D" ||
+				name == "--sched-runtime" || name == "--sched-period" || name == "--sched-deadline")
 		}
 		if takes {
 			s.pending, s.npending = roleOption, 1
 		}
 		return roleOption
 	}
+	if s.prog == "env" && arg == "-" && !s.operands {
+		return roleOption // env - is env -i
+	}
 	if (s.prog == "env" || s.prog == "sudo") && strings.Contains(arg, "=") && isName(arg[:strings.IndexByte(arg, '=')]) {
 		return roleData // NAME=VALUE
 	}
-	if s.prog == "timeout" && s.wrapSkip == 0 {
-		s.wrapSkip = 1
-		return roleData // the duration
+	if s.wrapSkip < wrapOperands[s.prog] {
+		s.wrapSkip++
+		return roleData // timeout's duration, chrt's priority, taskset's mask
 	}
 	if s.wrapShell {
 		s.pending, s.npending = roleCode, 1<<30
 		return roleCode
 	}
 	s.setProgram(arg)
+	return roleProgram
+}
+
+// wrapOperands are the operands a wrapper reads before the program it runs.
+var wrapOperands = map[string]int{"timeout": 1, "chrt": 1, "taskset": 1}
+
+// eval reads the arguments of the shell builtins that run shell code: eval
+// runs its arguments, trap its first operand when a signal comes, . and
+// source the script their first operand names.
+func (s *argScanner) eval(arg string, isOpt bool) argRole {
+	if s.prog == "eval" {
+		return roleCode
+	}
+	if isOpt {
+		if arg == "--" {
+			s.operands = true
+		} else if s.prog == "trap" {
+			s.data = true // trap -p, trap -l: print, run nothing
+		}
+		return roleOption
+	}
+	s.data = true
+	if s.prog == "trap" {
+		if arg == "-" {
+			return roleData // trap - SIGNAL resets the signals
+		}
+		return roleCode
+	}
+	s.script = true
 	return roleProgram
 }
 
@@ -539,7 +593,7 @@ func (s *argScanner) stdin() stdinRole {
 			return stdinData
 		}
 		return stdinShell
-	case famUnknown, famWrapper, famAwk, famSed:
+	case famUnknown, famWrapper, famEval, famAwk, famSed:
 		return stdinData
 	}
 	if s.stdinProg || !s.code && !s.script {

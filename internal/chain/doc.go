@@ -88,7 +88,8 @@
 //
 // The command is an argv. The planner reads it the way the program it
 // starts parses it (argScanner: shells, the common interpreters, awk, sed,
-// and wrappers such as env, sudo, nice and timeout), and decides for every
+// wrappers such as env, sudo, nice and timeout, and the shell builtins
+// that run code: eval, ., source, trap), and decides for every
 // argument and for stdin what a substituted value becomes:
 //
 //   - the program (argv[0], a wrapper's program, a shell's or an
@@ -100,7 +101,10 @@
 //     every substituted value is single-quoted as one word, and a
 //     placeholder where a single-quoted word is not one word (inside
 //     quotes, backquotes, $((...)), a comment or a here-document) is
-//     an error;
+//     an error; each simple command of the line is read as an argv by
+//     the same argScanner, so a placeholder that names its program
+//     (after nohup, env, exec, ... too), an option of a program rex
+//     knows, or code (eval, ., trap, sh -c, python -c) is an error;
 //   - program text of an interpreter (python -c, node -e, awk's program,
 //     and stdin when the interpreter has no script): no parameter text;
 //   - anything else is data, inserted verbatim.

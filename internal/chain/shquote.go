@@ -34,8 +34,10 @@ type shellLexer struct {
 	arith   bool
 	intVars map[string]bool // names declared integer (declare -i x): x=VALUE is arithmetic
 	err     string          // a verdict found after the placeholder (the left operand of -gt)
-	// cmdErr names a placeholder found in the word that names the program
-	// a simple command runs: the value would choose what runs.
+	// cmdErr says why a placeholder may not go where it was found: in the
+	// word that names the program a simple command runs (after wrappers
+	// like nohup or env too), or in shell code that eval, sh -c or an
+	// interpreter runs. The value would choose what runs.
 	cmdErr string
 }
 
@@ -73,6 +75,13 @@ type lexFrame struct {
 	cond    bool   // inside [[ ]]
 	condOp  string // the previous word in [[ ]] is this arithmetic operator (or -v)
 	prevPH  string // the previous word in [[ ]] held this placeholder
+
+	// args reads the words of the simple command as its program reads
+	// its argv (argv.go): after nohup, env, sudo, exec, ... the program
+	// is a later word, and eval, sh -c, python -c run a word as code.
+	args     argScanner
+	redir    bool // the next word is the target of a redirection
+	afterTim bool // the previous word was the time keyword (time -p)
 
 	// ${...}: bytes of the name, then the operator that follows it.
 	nameLen int
@@ -220,16 +229,22 @@ func (l *shellLexer) endWord(f *lexFrame) {
 		f.words++
 		return
 	}
-	if f.words == 0 && cmdPrefix[w] {
+	if f.redir {
+		f.redir = false
+		return // a file or descriptor, not an argument
+	}
+	if f.words == 0 && (cmdPrefix[w] || f.afterTim && w == "-p") {
+		f.afterTim = w == "time"
 		return // a command follows
 	}
 	if f.words == 0 {
 		if name, op := assignName(w); name != "" && (op != '[' || strings.Contains(w, "]=") || strings.Contains(w, "]+=")) {
 			return // an assignment before the command: the command follows
 		}
-		if ph != "" && l.cmdErr == "" {
-			l.cmdErr = ph
-		}
+	}
+	prog := f.args.prog
+	if role := f.args.next(w); ph != "" && l.cmdErr == "" {
+		l.cmdErr = argWhy(ph, role, prog, &f.args)
 	}
 	f.prev = w
 	switch {
@@ -263,6 +278,32 @@ func (l *shellLexer) finish() {
 func (l *shellLexer) endCommand(f *lexFrame) {
 	l.endWord(f)
 	f.words, f.cmd, f.prev, f.intDecl, f.nameref, f.cond, f.condOp, f.prevPH = 0, "", "", false, false, false, "", ""
+	f.args, f.redir, f.afterTim = argScanner{}, false, false
+}
+
+// argWhy says why the placeholder ph may not be a word the program prog
+// (before the word was read; "" for the first word) reads as role, or "".
+func argWhy(ph string, role argRole, prog string, a *argScanner) string {
+	switch role {
+	case roleProgram:
+		if a.fam == famEval {
+			return fmt.Sprintf("%s names the script %q runs as shell code, so the value would choose what runs; make it an argument of a fixed script", ph, a.prog)
+		}
+		if prog == "" {
+			return ph + " names the program the shell runs, so the value would choose what runs; make it an argument of a fixed program"
+		}
+		return ph + " names the program or script that " + prog + " runs, so the value would choose what runs; make it an argument of a fixed program"
+	case roleOption:
+		return ph + " is an option of " + a.prog + ", which a parameter never chooses; pass it as an argument after the options"
+	case roleShell:
+		return ph + " is run as shell code by " + a.prog + " -c, whatever quotes rex adds; pass it after the script as an argument (sh -c '... \"$1\"' sh " + ph + ")"
+	case roleCode:
+		if a.fam == famEval {
+			return ph + " is run as shell code by " + a.prog + ", whatever quotes rex adds; make it an argument of a fixed program instead"
+		}
+		return ph + " is program text of " + a.prog + ", where no quoting is safe; pass it as an argument after the program text"
+	}
+	return ""
 }
 
 // feed reads literal text.
@@ -390,6 +431,9 @@ func (l *shellLexer) step(s string, i int) int {
 	// Top level or inside $( ).
 	wordGoesOn := l.midWord
 	l.midWord = true
+	if n := l.redirection(f, s, i, wordGoesOn); n > 0 {
+		return n
+	}
 	sep := strings.IndexByte(" \t\n;&|()<>", c) >= 0
 	if sep {
 		l.endWord(f)
@@ -459,6 +503,35 @@ func (l *shellLexer) step(s string, i int) int {
 		f.cur = append(f.cur, c)
 	}
 	return 1
+}
+
+// redirection reads a redirection operator at s[i] (>, >>, >|, <, <>,
+// >&, <&, &>, &>>, and a descriptor number written before it) outside
+// [[ ]]: the word after it names a file or descriptor and is no argument
+// of the command. It returns the bytes taken, or 0. Here-documents,
+// here-strings and process substitutions <( ) >( ) are read elsewhere.
+func (l *shellLexer) redirection(f *lexFrame, s string, i int, wordGoesOn bool) int {
+	has := func(p string) bool { return strings.HasPrefix(s[i:], p) }
+	if f.cond || has("<<") || has("<(") || has(">(") {
+		return 0
+	}
+	n := 0
+	for _, op := range []string{"&>>", "&>", ">>", ">|", ">&", "<&", "<>", ">", "<"} {
+		if has(op) {
+			n = len(op)
+			break
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	if wordGoesOn && len(f.cur) > 0 && strings.Trim(string(f.cur), "0123456789") == "" {
+		f.cur = f.cur[:0] // 2>file: the descriptor is part of the operator
+	}
+	l.endWord(f)
+	f.redir = true
+	l.midWord = false
+	return n
 }
 
 // hereDocOp reads "<<[-] WORD" at s[i] and queues the here-document.

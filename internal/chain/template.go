@@ -294,7 +294,7 @@ func renderTaint(tmpl string, o renderOpts) (string, []string, []string, error) 
 		return "", nil, nil, arithError(o, "", lx.err)
 	}
 	if lx.cmdErr != "" {
-		return "", nil, nil, fmt.Errorf("%s: %s names the program the shell runs, so the value would choose what runs; make it an argument of a fixed program", o.what, lx.cmdErr)
+		return "", nil, nil, fmt.Errorf("%s: %s", o.what, lx.cmdErr)
 	}
 	return b.String(), unresolved, used, nil
 }
