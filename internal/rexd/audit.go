@@ -3,65 +3,19 @@ package rexd
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
-	"time"
 
+	"github.com/rexconsole/rex/internal/auditlog"
 	"github.com/rexconsole/rex/internal/protocol"
 )
 
-// auditLog appends one JSON object per request (and per process exit) to a
-// file. Contents, input, stdin and environment values are never written.
-type auditLog struct {
-	mu sync.Mutex
-	f  *os.File
-}
-
-type auditError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-}
-
-type auditEntry struct {
-	Time       time.Time      `json:"time"`
-	SessionID  string         `json:"session_id,omitempty"`
-	ClientName string         `json:"client_name,omitempty"`
-	Method     string         `json:"method,omitempty"`
-	Event      string         `json:"event,omitempty"`
-	Params     map[string]any `json:"params,omitempty"`
-	Result     any            `json:"result,omitempty"`
-	Error      *auditError    `json:"error,omitempty"`
-}
-
-func openAudit(path string) (*auditLog, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("open audit log %s: %w", path, err)
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open audit log %s: %w", path, err)
-	}
-	return &auditLog{f: f}, nil
-}
-
-func (a *auditLog) write(e auditEntry) {
-	if a == nil {
-		return
-	}
-	e.Time = time.Now().UTC()
-	b, err := json.Marshal(e)
-	if err != nil {
-		return
-	}
-	b = append(b, '\n')
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.f.Write(b) // one write per entry: O_APPEND keeps lines whole
-}
-
-func (a *auditLog) close() error { return a.f.Close() }
+// The audit log gets one JSON object per request (and per process exit).
+// Contents, input, stdin and environment values are never written.
+type (
+	auditLog   = auditlog.Log
+	auditEntry = auditlog.Entry
+	auditError = auditlog.Error
+)
 
 // isSecret reports whether a param's value must never reach the audit log.
 // Keys are compared as encoding/json matches them to fields, ignoring case

@@ -553,7 +553,7 @@ func (c *conn) finish(req *request, res any, perr *protocol.Error) {
 	// Audited before answered: whatever a client was told has happened is
 	// in the log, in the order it was told (a request answered on its own
 	// goroutine could otherwise be logged after the next one).
-	c.srv.audit.write(req.audit)
+	c.srv.audit.Write(req.audit)
 	c.reply(m)
 }
 
@@ -571,7 +571,7 @@ func (c *conn) auditRefused(msg *protocol.Message, perr *protocol.Error) {
 	if s != nil {
 		e.SessionID, e.ClientName = s.id, s.clientName
 	}
-	c.srv.audit.write(e)
+	c.srv.audit.Write(e)
 }
 
 // sessionNamedLocked is the session an audit entry of this connection

@@ -410,7 +410,7 @@ func (p *process) waitAndReport(pumps <-chan struct{}, closers []io.Closer) {
 		p.sess.ended(p.id)
 	}
 	p.sess.notify(method, ev)
-	p.sess.srv.audit.write(auditEntry{
+	p.sess.srv.audit.Write(auditEntry{
 		SessionID: p.sess.id, ClientName: p.sess.clientName, Event: method,
 		Result: map[string]any{"process_id": p.id, "exit_code": ev.ExitCode, "signal": ev.Signal,
 			"timed_out": ev.TimedOut, "bytes_stdout": ev.BytesStdout, "bytes_stderr": ev.BytesStderr,

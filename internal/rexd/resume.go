@@ -221,7 +221,7 @@ func (s *Server) acceptResumes(ln *net.UnixListener) {
 			return
 		}
 		if err := usock.SameUser(c); err != nil {
-			s.audit.write(auditEntry{Event: "session.resume_refused", Error: &auditError{
+			s.audit.Write(auditEntry{Event: "session.resume_refused", Error: &auditError{
 				Code: protocol.CodeUnauthorized, Message: "a connection to a session's socket was refused: " + err.Error()}})
 			c.Close()
 			continue
@@ -257,7 +257,7 @@ func (sess *session) orphan(c *conn) {
 	rs.orphaned, rs.orphanedAt = true, time.Now()
 	rs.timer = time.AfterFunc(rs.grace, sess.expire)
 	rs.mu.Unlock()
-	sess.srv.audit.write(auditEntry{SessionID: sess.id, ClientName: sess.clientName, Event: "session.orphaned",
+	sess.srv.audit.Write(auditEntry{SessionID: sess.id, ClientName: sess.clientName, Event: "session.orphaned",
 		Result: map[string]any{"resume_grace_ms": rs.grace.Milliseconds(), "processes": sess.liveCount()}})
 }
 
@@ -274,7 +274,7 @@ func (sess *session) expire() {
 	reason := fmt.Sprintf("its connection was not resumed within the resume grace of %s, so rexd stopped %s (REXD v1's disconnect rule)",
 		rs.grace, plural(n, "process", "processes"))
 	sess.endResumable(reason)
-	sess.srv.audit.write(auditEntry{SessionID: sess.id, ClientName: sess.clientName, Event: "session.expired",
+	sess.srv.audit.Write(auditEntry{SessionID: sess.id, ClientName: sess.clientName, Event: "session.expired",
 		Error:  &auditError{Code: protocol.CodeInvalidParams, Message: "session " + sess.id + " expired: " + reason},
 		Result: map[string]any{"processes_stopped": n}})
 	sess.close(true)

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rexconsole/rex/internal/auditlog"
 	"github.com/rexconsole/rex/internal/protocol"
 )
 
@@ -71,7 +72,7 @@ func New(cfg Config) (*Server, error) {
 	s.life, s.endLife = context.WithCancel(context.Background())
 	s.hostname, _ = os.Hostname()
 	if cfg.AuditPath != "" {
-		a, err := openAudit(cfg.AuditPath)
+		a, err := auditlog.Open(cfg.AuditPath)
 		if err != nil {
 			roots.close()
 			return nil, err
@@ -89,7 +90,7 @@ func (s *Server) Close() error {
 	s.usage.mu.Unlock()
 	s.roots.close()
 	if s.audit != nil {
-		return s.audit.close()
+		return s.audit.Close()
 	}
 	return nil
 }
