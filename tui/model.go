@@ -236,7 +236,7 @@ func newModel(ctx context.Context, opts Options, run runFunc, now func() time.Ti
 		}
 		m.workDir = wd
 	}
-	m.app = &commands.App{Resolve: m.resolve, ConfigDir: opts.ConfigDir, CacheDir: opts.CacheDir}
+	m.app = &commands.App{Resolve: m.resolve, ConfigDir: opts.ConfigDir, CacheDir: opts.CacheDir, StateDir: opts.StateDir}
 	m.push, m.pull = commands.PushTargets, commands.PullFrom
 	if opts.CacheDir != "" {
 		m.app.CASDir = filepath.Join(opts.CacheDir, "cas")

@@ -59,9 +59,16 @@ func TestMCPRuntimes(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "h1! it failed: boom") {
 		t.Errorf("mcp/fail: %d %q %q", code, out, errOut)
 	}
-	out, errOut, code = f.runIn(project, "", env, "tool", "run", "mcp/web-add", "--param", "a=1", "--param", "b=2", "--json")
-	if code != 0 || !strings.Contains(out, `"result":{"sum":3}`) {
+	// rex calls an HTTP MCP server itself: once, from this machine,
+	// whatever the target, recorded in rex's own audit log.
+	out, errOut, code = f.runIn(project, "", env, "tool", "run", "mcp/web-add", "--param", "a=1", "--param", "b=2", "--json", "--target", "local,h1")
+	if code != 0 || strings.Count(out, "\n") != 1 || !strings.Contains(out, `"target":"local"`) || !strings.Contains(out, `"result":{"sum":3}`) ||
+		!strings.Contains(out, "called once, from rex's machine (local), for target h1,local") {
 		t.Errorf("mcp/web-add: %d %q %q", code, out, errOut)
+	}
+	audit, err := os.ReadFile(filepath.Join(f.home, ".local", "state", "rex", "audit.log"))
+	if err != nil || !strings.Contains(string(audit), `"client_name":"rex","method":"tool.mcp_http"`) || !strings.Contains(string(audit), `"tool":"mcp/web-add"`) {
+		t.Errorf("rex's audit log: %v %s", err, audit)
 	}
 	// The server started for each call is gone afterwards.
 	if out, _ := exec.Command("pgrep", "-f", bin).Output(); strings.TrimSpace(string(out)) != "" {

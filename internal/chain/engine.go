@@ -143,6 +143,22 @@ func (c *Chain) Secrets() []string {
 	return out
 }
 
+// MCPTransport is the transport of a chain that ends at the MCP
+// primitive, as its merged config says ("stdio" or "http"; the tool's
+// config over its runtimes'), or "" for any other chain.
+func (c *Chain) MCPTransport() string {
+	if c.Elements[len(c.Elements)-1].ID != PrimitiveMCP {
+		return ""
+	}
+	for _, el := range c.Elements {
+		if v, ok := el.Meta.Config["transport"]; ok {
+			s, _ := v.(string)
+			return s
+		}
+	}
+	return ""
+}
+
 // Runnable says why id's chain cannot run as a tool, or returns nil: a
 // runtime or a primitive asked for directly runs nothing of its own.
 func (c *Chain) Runnable() error {

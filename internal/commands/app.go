@@ -24,6 +24,9 @@ type App struct {
 	// its .ai/); CacheDir is $XDG_CACHE_HOME/rex.
 	ConfigDir string
 	CacheDir  string
+	// StateDir is $XDG_STATE_HOME/rex, where rex keeps its own audit log
+	// (AuditPath); without it, calls only rex can audit are refused.
+	StateDir string
 	// AskSecretPassphrase asks for the encrypted secrets file's passphrase
 	// when REX_SECRETS_PASSPHRASE is not set; nil means it cannot be asked
 	// (the console). See SecretStore.

@@ -112,6 +112,7 @@ func (s *Setup) App(opts fanout.PoolOptions) *App {
 		CASDir:    filepath.Join(s.Paths.Cache, "cas"),
 		ConfigDir: s.Paths.Config,
 		CacheDir:  s.Paths.Cache,
+		StateDir:  s.Paths.State,
 	}
 	if opts.Secrets == nil {
 		opts.Secrets = app.DeviceSecrets

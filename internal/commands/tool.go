@@ -523,6 +523,9 @@ func RunTool(ctx context.Context, app *App, spec ToolRunSpec, targets []fanout.T
 	if c.Elements[len(c.Elements)-1].ID == chain.PrimitiveStateGraph {
 		return runGraph(ctx, app, eng, spec, targets, opts)
 	}
+	if c.MCPTransport() == "http" {
+		return runHTTPMCP(ctx, app, eng, c, spec, targets, opts)
+	}
 	needs := c.Secrets()
 	devSecrets := map[string][]string{}
 	for _, t := range targets {
@@ -549,7 +552,7 @@ func RunTool(ctx context.Context, app *App, spec ToolRunSpec, targets []fanout.T
 			plan.Trace.WriteText(&b)
 			opts.OnTrace(t.Name, secrets.Mask(b.String(), mask))
 		}
-		if ship != nil && !(plan.Kind == chain.PlanMCP && plan.MCP.Transport == "http") {
+		if ship != nil {
 			if err := ship(plan); err != nil {
 				return err
 			}
@@ -580,19 +583,7 @@ func RunTool(ctx context.Context, app *App, spec ToolRunSpec, targets []fanout.T
 		}
 		return nil
 	}
-	// result tells a front end how a target ended.
-	result := func(r fanout.EachResult) {
-		res := &fanout.Result{Target: r.Target, Err: r.Err, Unreachable: r.Unreachable, Duration: r.Duration}
-		var ee *ExitError
-		switch {
-		case r.Err == nil:
-			res.ExitCode = new(int)
-		case errors.As(r.Err, &ee):
-			code := ee.Code
-			res.ExitCode, res.Err = &code, nil
-		}
-		emit(fanout.Event{Target: r.Target, Kind: fanout.EventResult, Result: res})
-	}
+	result := func(r fanout.EachResult) { emitResult(emit, r) }
 	// Every target runs the tool through its rexd, local too: consent is
 	// the front end's, the audit log rexd's, under opts.ClientName.
 	// Local's rexd runs as the operator on this machine, so the plan uses
@@ -629,6 +620,20 @@ func RunTool(ctx context.Context, app *App, spec ToolRunSpec, targets []fanout.T
 	return results, nil
 }
 
+// emitResult tells a front end how a target ended.
+func emitResult(emit func(fanout.Event), r fanout.EachResult) {
+	res := &fanout.Result{Target: r.Target, Err: r.Err, Unreachable: r.Unreachable, Duration: r.Duration}
+	var ee *ExitError
+	switch {
+	case r.Err == nil:
+		res.ExitCode = new(int)
+	case errors.As(r.Err, &ee):
+		code := ee.Code
+		res.ExitCode, res.Err = &code, nil
+	}
+	emit(fanout.Event{Target: r.Target, Kind: fanout.EventResult, Result: res})
+}
+
 // ToolIDs lists the tools a `tool run` can name (runtimes and primitives
 // left out), for completion.
 func ToolIDs(app *App) ([]string, error) {
@@ -656,6 +661,9 @@ type ToolInfo struct {
 	// Schema is the tool's CONFIG_SCHEMA (a JSON Schema of its
 	// parameters); nil when it declares none.
 	Schema map[string]any
+	// Once is set for a tool rex calls itself from this machine (an MCP
+	// tool over HTTP): it runs once, whatever the target (RunTargets).
+	Once bool
 }
 
 // ToolInfos lists the usable tools with their parameter schemas, for the
@@ -678,7 +686,7 @@ func ToolInfos(app *App) ([]ToolInfo, error) {
 		if err != nil {
 			continue // an unusable chain is not offered
 		}
-		out = append(out, ToolInfo{ID: it.ID, Description: it.Description, Schema: c.Tool().Meta.ConfigSchema})
+		out = append(out, ToolInfo{ID: it.ID, Description: it.Description, Schema: c.Tool().Meta.ConfigSchema, Once: c.MCPTransport() == "http"})
 	}
 	return out, nil
 }

@@ -11,11 +11,13 @@ import (
 	"time"
 
 	"github.com/rexconsole/rex/devices"
+	"github.com/rexconsole/rex/internal/auditlog"
 	"github.com/rexconsole/rex/internal/chain"
 	"github.com/rexconsole/rex/internal/fanout"
 	"github.com/rexconsole/rex/internal/mcpcall"
 	"github.com/rexconsole/rex/internal/protocol"
 	"github.com/rexconsole/rex/internal/rexclient"
+	"github.com/rexconsole/rex/internal/secrets"
 )
 
 // mcpStopGrace is how long an MCP server started for one call may take to
@@ -197,8 +199,11 @@ func GraphTargets(app *App, spec ToolRunSpec, targets []fanout.Target) ([]fanout
 		return nil, err
 	}
 	c, err := eng.Chain(spec.ID, nil)
-	if err != nil || c.Elements[len(c.Elements)-1].ID != chain.PrimitiveStateGraph || c.Tool().Meta.Graph == nil {
+	if err != nil {
 		return targets, nil
+	}
+	if c.Elements[len(c.Elements)-1].ID != chain.PrimitiveStateGraph || c.Tool().Meta.Graph == nil {
+		return runTargets(c, targets), nil
 	}
 	g := c.Tool().Meta.Graph
 	params := map[string]any{}
@@ -216,7 +221,7 @@ func GraphTargets(app *App, spec ToolRunSpec, targets []fanout.Target) ([]fanout
 		if err != nil {
 			return nil, err
 		}
-		for _, t := range nts {
+		for _, t := range RunTargets(app, g.Nodes[n].Tool, nts) {
 			out = append(out, fanout.Target{Name: graphDisplay(n, t.Name), Key: t.Key, Spec: t.Spec})
 		}
 	}
@@ -290,12 +295,14 @@ func runGraph(ctx context.Context, app *App, eng *chain.Engine, spec ToolRunSpec
 		if err != nil {
 			return nil, err
 		}
+		// An MCP tool over HTTP reports once, as local.
+		shown := RunTargets(app, call.Tool, nts)
 		var names []string
-		for _, t := range nts {
+		for _, t := range shown {
 			names = append(names, graphDisplay(node, t.Name))
 		}
 		onNode(NodeEvent{Node: node, Tool: call.Tool, Targets: names, State: "running"})
-		col := NewToolCollector(nts, nil)
+		col := NewToolCollector(shown, nil)
 		rename := func(ev fanout.Event) {
 			col.Event(ev)
 			ev.Target = graphDisplay(node, ev.Target)
@@ -314,16 +321,16 @@ func runGraph(ctx context.Context, app *App, eng *chain.Engine, spec ToolRunSpec
 		}, ClientName: opts.ClientName, Confine: opts.Confine})
 		if err != nil {
 			// The node could not start anywhere: every target says why.
-			for _, t := range nts {
+			for _, t := range shown {
 				emit(fanout.Event{Target: graphDisplay(node, t.Name), Kind: fanout.EventResult,
 					Result: &fanout.Result{Target: graphDisplay(node, t.Name), Err: err}})
 			}
-			rr = make([]fanout.EachResult, len(nts))
-			for i, t := range nts {
+			rr = make([]fanout.EachResult, len(shown))
+			for i, t := range shown {
 				rr[i] = fanout.EachResult{Target: t.Name, Err: err}
 			}
 		}
-		nr := chain.NodeResult{Ran: true, Targets: len(nts), OK: true}
+		nr := chain.NodeResult{Ran: true, Targets: len(shown), OK: true}
 		for _, r := range rr {
 			code := 0
 			var ee *ExitError
@@ -379,7 +386,7 @@ func runGraph(ctx context.Context, app *App, eng *chain.Engine, spec ToolRunSpec
 			continue
 		}
 		var names []string
-		for _, t := range nts {
+		for _, t := range RunTargets(app, g.Nodes[n].Tool, nts) {
 			name := graphDisplay(n, t.Name)
 			names = append(names, name)
 			emit(fanout.Event{Target: name, Kind: fanout.EventResult, Result: &fanout.Result{Target: name, Err: ErrSkipped}})
@@ -391,3 +398,105 @@ func runGraph(ctx context.Context, app *App, eng *chain.Engine, spec ToolRunSpec
 
 // ErrSkipped ends a graph node the walk did not reach.
 var ErrSkipped = errors.New("skipped: the walk did not take an edge to this node")
+
+// RunTargets are the targets a run of tool id reports on: targets
+// themselves, except for a tool rex calls itself from this machine (an
+// MCP tool over HTTP), which runs once whatever the target and reports
+// as local.
+func RunTargets(app *App, id string, targets []fanout.Target) []fanout.Target {
+	eng, err := app.engine()
+	if err != nil {
+		return targets
+	}
+	c, err := eng.Chain(id, nil)
+	if err != nil {
+		return targets
+	}
+	return runTargets(c, targets)
+}
+
+func runTargets(c *chain.Chain, targets []fanout.Target) []fanout.Target {
+	if c.MCPTransport() != "http" || len(targets) == 0 {
+		return targets
+	}
+	return []fanout.Target{LocalTarget()}
+}
+
+// runHTTPMCP runs a tool of an MCP server over HTTP. No host's rexd runs
+// it: rex calls the server itself, from this machine. So it is planned
+// here and called once whatever the target, its one result reports as
+// local, and, as no rexd audit log sees it, rex's own audit log records
+// the call. The log is opened before the call: a call it cannot record
+// is not made.
+func runHTTPMCP(ctx context.Context, app *App, eng *chain.Engine, c *chain.Chain, spec ToolRunSpec, targets []fanout.Target, opts ToolRunOptions) ([]fanout.EachResult, error) {
+	if len(targets) == 0 {
+		return nil, nil
+	}
+	emit := opts.OnEvent
+	if emit == nil {
+		emit = func(fanout.Event) {}
+	}
+	values, err := secretValues(app, "tool "+spec.ID, c.Secrets())
+	if err != nil {
+		return nil, err
+	}
+	mask := valuesOf(values)
+	lt := &chain.LocalTarget{}
+	plan, err := eng.Plan(ctx, chain.PlanRequest{ID: spec.ID, Params: spec.Params, Target: lt, Trace: spec.Trace})
+	if err != nil {
+		return nil, errors.New(secrets.Mask(err.Error(), mask))
+	}
+	if spec.Trace && plan.Trace != nil && opts.OnTrace != nil {
+		var b strings.Builder
+		plan.Trace.WriteText(&b)
+		opts.OnTrace(LocalName, secrets.Mask(b.String(), mask))
+	}
+	log, err := openAudit(app)
+	if err != nil {
+		return nil, fmt.Errorf("tool %s is not called: %w", spec.ID, err)
+	}
+	defer log.Close()
+	var names []string
+	for _, t := range targets {
+		names = append(names, t.Name)
+	}
+	client := opts.ClientName
+	if client == "" {
+		client = "rex"
+	}
+	entry := auditlog.Entry{ClientName: client, Method: "tool.mcp_http", Params: map[string]any{
+		"tool":      spec.ID,
+		"url":       secrets.Mask(plan.MCP.URL, mask),
+		"tool_name": plan.MCP.Tool,
+		"arguments": maskedJSON(plan.Params, mask),
+		"targets":   names,
+	}}
+
+	start := time.Now()
+	emit(fanout.Event{Target: LocalName, Kind: fanout.EventStart})
+	out := secrets.NewMasker(&eventWriter{emit: emit, target: LocalName, kind: fanout.EventStdout}, mask)
+	errw := secrets.NewMasker(&eventWriter{emit: emit, target: LocalName, kind: fanout.EventStderr}, mask)
+	if len(targets) > 1 || targets[0].Name != LocalName {
+		fmt.Fprintf(errw, "called once, from rex's machine (local), for target %s: rex calls this MCP server over HTTP itself; no host runs it\n", devices.Fold(names))
+	}
+	code, err := runMCP(ctx, plan, lt, nil, spec.JSON, out, errw)
+	out.Flush()
+	errw.Flush()
+	switch {
+	case err != nil:
+		err = errors.New(secrets.Mask(err.Error(), mask))
+		entry.Error = &auditlog.Error{Message: err.Error()}
+	case code != 0:
+		entry.Result = map[string]any{"exit_code": code, "outcome": "the tool reported an error"}
+		err = &ExitError{Code: code, Err: fmt.Errorf("exit %d", code)}
+	default:
+		entry.Result = map[string]any{"exit_code": 0, "outcome": "ok"}
+	}
+	if werr := log.Write(entry); werr != nil {
+		// The call was made: say it went unrecorded, whatever its end.
+		err = fmt.Errorf("tool %s was called but its audit entry was not recorded: %w", spec.ID, werr)
+	}
+	r := fanout.EachResult{Target: LocalName, Err: err, Duration: time.Since(start)}
+	emitResult(emit, r)
+	return []fanout.EachResult{r}, nil
+}

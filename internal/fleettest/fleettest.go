@@ -179,6 +179,7 @@ func New(t testing.TB, opts Options) *Fleet {
 		ConnectTimeout: 60 * time.Second, // starting rexd is slow on a loaded machine
 		ConfigDir:      filepath.Join(dir, "config"),
 		CacheDir:       filepath.Join(dir, "cache"),
+		StateDir:       filepath.Join(dir, "state"),
 		CASDir:         filepath.Join(dir, "cache", "cas"),
 	}
 	// As commands.Setup wires it: a device's secrets reach its processes.
@@ -204,26 +205,41 @@ func (f *Fleet) AuditPath(host string) string {
 	return filepath.Join(f.Home(host), ".local", "state", "rexd", "audit.log")
 }
 
-// AuditEntry is the part of a rexd audit line tests look at.
+// AuditEntry is the part of an audit line (rexd's or rex's) tests look
+// at.
 type AuditEntry struct {
 	ClientName string         `json:"client_name"`
 	Method     string         `json:"method"`
 	Event      string         `json:"event"`
 	Params     map[string]any `json:"params"`
+	Result     any            `json:"result"`
+	Error      any            `json:"error"`
 }
 
 // Audit reads a host's audit log.
 func (f *Fleet) Audit(t testing.TB, host string) []AuditEntry {
 	t.Helper()
-	b, err := os.ReadFile(f.AuditPath(host))
+	return readAudit(t, host, f.AuditPath(host))
+}
+
+// RexAudit reads rex's own audit log (App.AuditPath): the calls rex makes
+// itself, which no rexd sees.
+func (f *Fleet) RexAudit(t testing.TB) []AuditEntry {
+	t.Helper()
+	return readAudit(t, "rex", f.App.AuditPath())
+}
+
+func readAudit(t testing.TB, whose, path string) []AuditEntry {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("audit log of %s: %v", host, err)
+		t.Fatalf("audit log of %s: %v", whose, err)
 	}
 	var out []AuditEntry
 	for _, l := range AuditLines(b) {
 		var e AuditEntry
 		if err := json.Unmarshal([]byte(l), &e); err != nil {
-			t.Fatalf("audit log of %s: bad line %q: %v", host, l, err)
+			t.Fatalf("audit log of %s: bad line %q: %v", whose, l, err)
 		}
 		out = append(out, e)
 	}

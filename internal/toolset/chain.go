@@ -37,7 +37,11 @@ func (ts *Toolset) chainTools() ([]Tool, error) {
 		if d == "" {
 			d = "Runs the executor-chain tool " + info.ID + "."
 		}
-		d += fmt.Sprintf("\n\nThis is the rex tool %s; it runs on every host of the current target and needs the operator's consent.", info.ID)
+		if info.Once {
+			d += fmt.Sprintf("\n\nThis is the rex tool %s, a tool of an MCP server that rex calls itself: it runs once, from the operator's machine, whatever the target, and needs the operator's consent.", info.ID)
+		} else {
+			d += fmt.Sprintf("\n\nThis is the rex tool %s; it runs on every host of the current target and needs the operator's consent.", info.ID)
+		}
 		tools = append(tools, Tool{Name: name, Description: d, Schema: chainSchema(info.Schema), Destructive: true, ChainID: info.ID})
 	}
 	return tools, nil
@@ -108,6 +112,12 @@ func (ts *Toolset) prepareChain(a *Action, raw json.RawMessage) error {
 		fmt.Fprintf(&b, " --param %s=%s", k, params[k])
 	}
 	a.Command = b.String()
+	// A tool rex calls itself (an MCP tool over HTTP) runs once, from
+	// this machine, whatever the target.
+	if shown := commands.RunTargets(ts.opts.App, a.chainID, a.targets); len(shown) != len(a.targets) || shown[0].Name != a.targets[0].Name {
+		a.reports = []string{shown[0].Name}
+		a.Detail = fmt.Sprintf("rex calls this MCP tool over HTTP itself: once, from this machine (local), for target %s; no host runs it", a.HostsFolded())
+	}
 	return nil
 }
 

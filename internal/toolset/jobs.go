@@ -38,6 +38,8 @@ type job struct {
 	ended   time.Time
 	// graph is set once events come named node@host: a state graph.
 	graph bool
+	// hosts are those the result names (Action.reported).
+	hosts []string
 }
 
 // runner runs a job's fan-out, sending every fan-out event to onEvent.
@@ -49,11 +51,11 @@ type runner func(ctx context.Context, onEvent func(fanout.Event))
 func (ts *Toolset) startJob(a *Action, progress func(Event), classify func(*fanout.Result) (bool, string), run runner) *job {
 	jctx, cancel := context.WithCancel(ts.ctx)
 	j := &job{ts: ts, action: a, cancel: cancel, done: make(chan struct{}), progress: progress, classify: classify,
-		caps: map[string]*capture{}, results: map[string]*fanout.Result{}}
-	for _, h := range a.Hosts {
+		caps: map[string]*capture{}, results: map[string]*fanout.Result{}, hosts: a.reported()}
+	for _, h := range j.hosts {
 		j.caps[h] = newCapture()
 	}
-	progress(Event{Kind: EventStart, Tool: a.Tool.Name, Hosts: a.Hosts})
+	progress(Event{Kind: EventStart, Tool: a.Tool.Name, Hosts: j.hosts})
 	ts.wg.Add(1)
 	go func() {
 		defer ts.wg.Done()
@@ -149,9 +151,9 @@ func exitStatus(r *fanout.Result) (bool, string) {
 func (j *job) result(note string) *Result {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	outs := make([]outcome, 0, len(j.action.Hosts))
+	outs := make([]outcome, 0, len(j.hosts))
 	graphEnded := j.graph && j.finishedLocked()
-	for _, h := range j.action.Hosts {
+	for _, h := range j.hosts {
 		o := outcome{host: h, status: statusRunning}
 		if graphEnded {
 			// A state graph leaves a host without an end when none of
@@ -183,7 +185,7 @@ func (j *job) result(note string) *Result {
 		}
 		outs = append(outs, o)
 	}
-	r := render(j.action.Target, j.action.Hosts, outs, note)
+	r := render(j.action.Target, j.hosts, outs, note)
 	r.JobID = j.id
 	r.Running = !j.finishedLocked()
 	return r
@@ -213,7 +215,7 @@ func (ts *Toolset) wait(ctx context.Context, j *job, timeout time.Duration) *Res
 		// It ended as the timer fired: no job to speak of.
 		return j.result("")
 	}
-	j.progress(Event{Kind: EventBackground, Tool: j.action.Tool.Name, JobID: id, Hosts: j.action.Hosts})
+	j.progress(Event{Kind: EventBackground, Tool: j.action.Tool.Name, JobID: id, Hosts: j.hosts})
 	return j.result(fmt.Sprintf("still running after %s; it goes on in the background as job %s: call job_output with job_id %q to wait for it, job_kill to stop it",
 		timeout, id, id))
 }
@@ -350,7 +352,7 @@ func (ts *Toolset) jobKill(ctx context.Context, a *Action) *Result {
 
 // routed names where a job ran in a job_output or job_kill result.
 func (j *job) routed(r *Result) *Result {
-	r.Target, r.Hosts = j.action.Target, j.action.Hosts
+	r.Target, r.Hosts = j.action.Target, j.hosts
 	return r
 }
 

@@ -143,6 +143,17 @@ type Action struct {
 	targets []fanout.Target
 	chainID string
 	params  map[string]string
+	// reports, when set, are the hosts the result names in place of
+	// Hosts: local alone for a tool rex calls once itself.
+	reports []string
+}
+
+// reported are the hosts a call's result names.
+func (a *Action) reported() []string {
+	if a.reports != nil {
+		return a.reports
+	}
+	return a.Hosts
 }
 
 // Key identifies the whole call, for a grant that covers "this exact
