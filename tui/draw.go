@@ -71,8 +71,12 @@ func wrapText(s string, w int) []string {
 	}
 	var out []string
 	for _, para := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
-		for _, r := range wrapCells(para, ansi.StringWidth(para), w) {
-			out = append(out, strings.TrimRight(r.text, " "))
+		for i, r := range wrapCells(para, ansi.StringWidth(para), w) {
+			l := strings.TrimRight(r.text, " ")
+			if i > 0 {
+				l = strings.TrimLeft(l, " ") // the space a break fell on
+			}
+			out = append(out, l)
 		}
 	}
 	return out
