@@ -386,8 +386,14 @@ func (m *Model) agentAnswer(id string, choice int) bool {
 // agentShowTask shows a tool call's task in its target's host panes:
 // the current target's, which plain lines share, or (an /agent each
 // loop's host, another target) panes of that target, reused by its next
-// calls. The focus stays on the agent.
+// calls. The focus stays on the agent; while the operator types in a
+// terminal, the keys and the layout stay where they are: a call made in
+// the background must not send the rest of a typed line elsewhere.
 func (m *Model) agentShowTask(t *engine.Task) {
+	if m.keyPane() != nil {
+		m.addToTarget(t)
+		return
+	}
 	focus := m.focus
 	m.showInTarget(t)
 	if p := m.ag.pane; p != nil {

@@ -382,6 +382,12 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 			m.onWheel(msg)
 		}
 	case tea.PasteMsg:
+		if p := m.typing(); p != nil {
+			for _, tp := range m.keyTargets(p) {
+				tp.sendPaste(msg.Content)
+			}
+			return nil
+		}
 		if m.secret != nil {
 			m.secretPaste(msg.Content)
 			return nil
@@ -555,6 +561,18 @@ func errorText(err error) string {
 // typed, then pane keys, then the command line.
 func (m *Model) onKey(msg tea.KeyPressMsg) tea.Cmd {
 	k := &m.keys
+	// A live terminal with the keys keeps them when a question opens by
+	// itself (a host key or the agent's consent for a connection in the
+	// background, a sudo password): the "y" of "yum" must not answer it.
+	// The question waits for ctrl+], and the status line says so.
+	if p := m.typing(); p != nil {
+		if key.Matches(msg, k.Detach) {
+			m.detach()
+			return nil
+		}
+		m.typeKey(p, msg)
+		return nil
+	}
 	if m.secret != nil {
 		return m.secretKey(msg)
 	}
@@ -862,9 +880,23 @@ func (m *Model) targetPanes(spec string) map[string]int {
 // showInTarget appends t's runs to the target's panes, opening panes for
 // hosts that have none yet.
 func (m *Model) showInTarget(t *engine.Task) {
+	first, mine, opened := m.addToTarget(t)
+	if opened {
+		m.zoom = false
+	}
+	if !mine {
+		// The focus stays on a host of the target the operator looks at.
+		m.setFocus(first, false)
+	}
+}
+
+// addToTarget appends t's runs to the target's panes, opening panes for
+// hosts that have none yet, and leaves the focus and the layout as they
+// are. It says which pane comes first, whether one of them has the focus,
+// and whether any was opened.
+func (m *Model) addToTarget(t *engine.Task) (first int, mine, opened bool) {
 	have := m.targetPanes(t.Spec)
-	first, opened := -1, false
-	mine := false
+	first = -1
 	for _, r := range t.Runs {
 		i, ok := have[r.Target]
 		if !ok {
@@ -880,13 +912,7 @@ func (m *Model) showInTarget(t *engine.Task) {
 		}
 		mine = mine || i == m.focus
 	}
-	if opened {
-		m.zoom = false
-	}
-	if !mine {
-		// The focus stays on a host of the target the operator looks at.
-		m.setFocus(first, false)
-	}
+	return first, mine, opened
 }
 
 // showTask opens a pane per run of t.

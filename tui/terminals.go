@@ -169,6 +169,17 @@ func (m *Model) keyPane() *ptyPane {
 	return tp
 }
 
+// typing is the key pane when its terminal is live: the operator types
+// into a program there, and a question that opens meanwhile waits (see
+// onKey). A pane still opening does not keep the keys from a question:
+// its own dial may be what asks (a new host key, a sudo password).
+func (m *Model) typing() *ptyPane {
+	if p := m.keyPane(); p != nil && p.phase() == termLive {
+		return p
+	}
+	return nil
+}
+
 // focusedTerm is the focused pane when it is a terminal.
 func (m *Model) focusedTerm() *ptyPane {
 	tp, _ := m.focusedPane().(*ptyPane)
@@ -185,14 +196,21 @@ func (m *Model) typeKey(p *ptyPane, msg tea.KeyPressMsg) {
 	}
 }
 
-// keyTargets are the panes a keystroke into p reaches.
+// keyTargets are the panes a keystroke into p reaches: with broadcast on,
+// every pane of its task whose terminal is live or opening (one opening,
+// p itself after a drop say, keeps the keys until it opens), so no host
+// misses what the others ran.
 func (m *Model) keyTargets(p *ptyPane) []*ptyPane {
-	if m.broadcast != nil && m.broadcast == p.task {
-		if live := p.task.live(); len(live) > 0 {
-			return live
+	if m.broadcast == nil || m.broadcast != p.task {
+		return []*ptyPane{p}
+	}
+	var out []*ptyPane
+	for _, tp := range p.task.panes {
+		if ph := tp.phase(); ph == termLive || ph == termOpening || tp == p {
+			out = append(out, tp)
 		}
 	}
-	return []*ptyPane{p}
+	return out
 }
 
 // detach gives the keys back to the command line; the program goes on.
@@ -369,7 +387,7 @@ func (m *Model) attachedHelp(p *ptyPane) string {
 	k := &m.keys
 	s := fmt.Sprintf(" every key goes to %s but %s, which gives the keys back to the command line", p.Title(), bindingHelp(k.Detach))
 	if m.broadcast == p.task {
-		s = fmt.Sprintf(" ⇶ BROADCAST: keys go to %s · %s back to the command line", plural(len(p.task.live()), "terminal", "terminals"), bindingHelp(k.Detach))
+		s = fmt.Sprintf(" ⇶ BROADCAST: keys go to %s · %s back to the command line", plural(len(m.keyTargets(p)), "terminal", "terminals"), bindingHelp(k.Detach))
 	}
 	return s
 }

@@ -348,10 +348,14 @@ func (m *Model) statusView(g geometry, w int) string {
 	hm := m.help
 	hm.SetWidth(max(0, w-rw-1))
 	left := st.Status.Render(" ") + hm.ShortHelpView(m.keys.ShortHelp())
-	if d := m.dialogs.Front(); d != nil {
+	if d := m.dialogs.Front(); d != nil && m.typing() == nil {
 		left = st.Status.Render(" ") + hm.ShortHelpView(d.Help())
 	} else if p := m.keyPane(); p != nil {
-		left = st.StatusRight.Render(fit(m.attachedHelp(p), max(0, w-rw)))
+		help := m.attachedHelp(p)
+		if m.typing() != nil && (m.dialogs.Len() > 0 || m.secret != nil) {
+			help = "a question waits: " + bindingHelp(m.keys.Detach) + " to answer it · " + help
+		}
+		left = st.StatusRight.Render(fit(help, max(0, w-rw)))
 	} else if p := m.focusedTerm(); p != nil && m.search == nil && m.gather == nil {
 		left = st.Status.Render(fit(m.termHelp(p), max(0, w-rw)))
 	}
@@ -659,7 +663,7 @@ func (m *Model) helpLines(w int) []string {
 			}
 		}
 		if gi == len(m.keys.FullHelp())-1 {
-			para(st.Overlay, "While a terminal pane has the keys, every key goes to its program except "+bindingHelp(m.keys.Detach)+", which gives the keys back to the command line. The other keys above act from the command line on the focused terminal pane: "+bindingHelp(m.keys.Broadcast)+" turns broadcast on (and gives the terminal the keys) or off, "+bindingHelp(m.keys.EnterPane)+" types in it again.")
+			para(st.Overlay, "While a terminal pane has the keys, every key goes to its program except "+bindingHelp(m.keys.Detach)+", which gives the keys back to the command line; a question that opens meanwhile waits for it. The other keys above act from the command line on the focused terminal pane: "+bindingHelp(m.keys.Broadcast)+" turns broadcast on (and gives the terminal the keys) or off, "+bindingHelp(m.keys.EnterPane)+" types in it again.")
 		}
 		add(spaces(w))
 	}
