@@ -239,6 +239,35 @@ func TestHistoryFile(t *testing.T) {
 	}
 }
 
+// TestHistoryOfLongLinesIsCompacted: a file of long entries, whose last
+// MiB holds fewer than twice the limit of lines, is compacted too once it
+// is larger than what a load reads; it grew without end.
+func TestHistoryOfLongLinesIsCompacted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), HistoryFile)
+	long := strings.Repeat("x", 1000)
+	var b strings.Builder
+	for i := range 3000 {
+		fmt.Fprintf(&b, "echo %d %s\n", i, long)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h, err := loadHistory(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() > historyReadMax {
+		t.Errorf("the history file stays at %d bytes, more than a load reads (%d)", fi.Size(), historyReadMax)
+	}
+	if last := h.entries[len(h.entries)-1]; !strings.HasPrefix(last, "echo 2999 ") {
+		t.Errorf("the last entry is %.20q…", last)
+	}
+}
+
 // TestHistoryAcrossRuns: what one console ran, the next one recalls with
 // the up key.
 func TestHistoryAcrossRuns(t *testing.T) {

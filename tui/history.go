@@ -55,14 +55,19 @@ func loadHistory(path string) (*history, error) {
 	if err != nil {
 		return h, fmt.Errorf("read history %s: %w", path, err)
 	}
+	fi, err := f.Stat()
+	if err != nil {
+		return h, fmt.Errorf("read history %s: %w", path, err)
+	}
 	h.entries = parseHistory(data)
 	lines := bytes.Count(data, []byte{'\n'})
 	if len(h.entries) > historyMax {
 		h.entries = h.entries[len(h.entries)-historyMax:]
 	}
 	h.pos = len(h.entries)
-	// The file only grows by appends; shrink it now and then.
-	if lines > 2*historyMax {
+	// The file only grows by appends; shrink it now and then: when it
+	// holds twice the entries kept, or more than a load reads (long ones).
+	if lines > 2*historyMax || fi.Size() > historyReadMax {
 		if err := h.rewrite(); err != nil {
 			return h, err
 		}
