@@ -455,6 +455,17 @@ func Sanitize(raw []byte) string {
 	return text
 }
 
+// OneLine is s as one line of printable text: Sanitize's rules, and of a
+// text of several lines (a model's heredoc, a loop) the first and " …".
+// For commands and messages shown in headers, titles and status lines.
+func OneLine(s string) string {
+	first, rest, more := strings.Cut(strings.TrimRight(s, "\n"), "\n")
+	if more && strings.TrimSpace(rest) != "" {
+		return Sanitize([]byte(first)) + " …"
+	}
+	return Sanitize([]byte(first))
+}
+
 // newParser returns a parser for parseLine, which reads the parameters of
 // SGR sequences and drops every other sequence: the data of OSC, DCS and
 // the like is never read, so the parser keeps one byte of it, where

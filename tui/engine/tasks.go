@@ -23,7 +23,7 @@ func (l *Tasks) New(ctx context.Context, command, spec string, targets []string,
 	l.nextID++
 	t := &Task{
 		ID:      l.nextID,
-		Command: command,
+		Command: OneLine(command), // it may come from a model or a host
 		Spec:    spec,
 		Started: started,
 		byName:  make(map[string]*Run, len(targets)),
