@@ -17,6 +17,7 @@ import (
 
 	"github.com/rexconsole/rex/devices"
 	"github.com/rexconsole/rex/internal/agent"
+	"github.com/rexconsole/rex/tui/engine"
 )
 
 // Styles are the transcript's styles, made by the console from its theme.
@@ -187,15 +188,15 @@ func (v *View) Apply(e agent.Event) {
 		v.version++
 	case agent.EventToolStart:
 		c := v.call(e, loop)
-		c.command, c.target, c.hosts, c.state = e.Command, e.Target, e.Hosts, "running"
+		c.command, c.target, c.hosts, c.state = oneLine(e.Command), oneLine(e.Target), e.Hosts, "running"
 		c.dirty = true
 		v.version++
 	case agent.EventToolResult:
 		c := v.call(e, loop)
 		if c.state != "refused" {
-			c.state, c.summary, c.failed, c.job = "done", firstLine(e.Summary), e.IsError, e.JobID
+			c.state, c.summary, c.failed, c.job = "done", oneLine(e.Summary), e.IsError, e.JobID
 			if c.target == "" {
-				c.target = e.Target
+				c.target = oneLine(e.Target)
 			}
 		}
 		c.dirty = true
@@ -215,7 +216,7 @@ func (v *View) Apply(e agent.Event) {
 // Asking marks a call as waiting for the operator's answer.
 func (v *View) Asking(r agent.Request, host string) {
 	c := v.call(agent.Event{CallID: r.CallID, Tool: r.Tool}, host)
-	c.command, c.target, c.hosts, c.state = r.Command, r.Target, r.Hosts, "asking"
+	c.command, c.target, c.hosts, c.state = oneLine(r.Command), oneLine(r.Target), r.Hosts, "asking"
 	c.dirty = true
 	v.version++
 }
@@ -227,7 +228,7 @@ func (v *View) call(e agent.Event, loop string) *entry {
 		return c
 	}
 	delete(v.open, loop)
-	c := v.add(&entry{kind: kindTool, callID: key, tool: e.Tool, command: e.Command, target: e.Target, hosts: e.Hosts, host: loop})
+	c := v.add(&entry{kind: kindTool, callID: key, tool: e.Tool, command: oneLine(e.Command), target: oneLine(e.Target), hosts: e.Hosts, host: loop})
 	v.calls[key] = c
 	return c
 }
@@ -285,7 +286,7 @@ func (v *View) toolLines(e *entry, width int) []string {
 	if cmd == "" {
 		cmd = e.tool
 	}
-	head := v.st.Tool.Render("⚙ "+e.tool) + " " + v.st.Command.Render(firstLine(cmd))
+	head := v.st.Tool.Render("⚙ "+e.tool) + " " + v.st.Command.Render(cmd)
 	if where != "" {
 		head += v.st.Muted.Render(" → ") + v.st.Target.Render(where)
 	}
@@ -353,12 +354,10 @@ func wrapStyled(st lipgloss.Style, text string, width int, indent string) []stri
 	return out
 }
 
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i] + " …"
-	}
-	return s
-}
+// oneLine is a tool call's text (the model's command, a summary that
+// quotes it) as it is kept: one line with no control characters, which
+// would reach the operator's terminal.
+func oneLine(s string) string { return engine.OneLine(s) }
 
 func ms(d int64) string {
 	if d < 1000 {
