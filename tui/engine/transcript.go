@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -97,7 +98,9 @@ func (r BufferReader) lenDone() int {
 
 // Trim keeps the transcript within its limit: whole commands go first,
 // oldest first, then lines at the top of the oldest that ended. Commands
-// still running are never cut here (each buffer bounds itself).
+// still running are passed over, not cut (each buffer bounds itself): one
+// left running (a tail -f) must not pin every later command's output. The
+// newest command always stays.
 func (tr *Transcript) Trim() {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
@@ -105,10 +108,11 @@ func (tr *Transcript) Trim() {
 	for _, e := range tr.entries {
 		total += entryLines(e)
 	}
-	for total > tr.limit && len(tr.entries) > 1 {
-		e := tr.entries[0]
+	for i := 0; total > tr.limit && i < len(tr.entries)-1; {
+		e := tr.entries[i]
 		if !e.ended {
-			break
+			i++
+			continue
 		}
 		n := entryLines(e)
 		if total-n < tr.limit {
@@ -120,7 +124,7 @@ func (tr *Transcript) Trim() {
 		rd := e.run.Buf.Read()
 		tr.removed += int64(n) + rd.Dropped()
 		rd.Done()
-		tr.entries = tr.entries[1:]
+		tr.entries = slices.Delete(tr.entries, i, i+1)
 		total -= n
 		tr.version++
 	}
