@@ -120,7 +120,7 @@ func toolTableLines(rows []tableRow) []engine.Line {
 				cells[i][j] = ""
 				continue
 			}
-			cells[i][j] = cellText(r.result[c])
+			cells[i][j] = engine.OneLine(cellText(r.result[c])) // a host's text
 		}
 	}
 	common := make([]string, len(cols))
@@ -140,14 +140,18 @@ func toolTableLines(rows []tableRow) []engine.Line {
 		}
 		common[j], shared[j] = best, bestN >= 2
 	}
-	// Widths.
+	// Widths. Names and statuses come from the hosts too: cleaned first.
+	names := make([]string, len(cols))
+	for j, c := range cols {
+		names[j] = engine.OneLine(c)
+	}
 	clip := func(s string) string { return ansi.Truncate(s, maxCell, "…") }
 	hostW := len("HOST")
 	for _, r := range rows {
 		hostW = max(hostW, ansi.StringWidth(r.target))
 	}
 	widths := make([]int, len(cols))
-	for j, c := range cols {
+	for j, c := range names {
 		widths[j] = ansi.StringWidth(clip(c))
 		for i := range rows {
 			widths[j] = max(widths[j], ansi.StringWidth(clip(cells[i][j])))
@@ -157,7 +161,7 @@ func toolTableLines(rows []tableRow) []engine.Line {
 	var out []engine.Line
 	var b strings.Builder
 	b.WriteString(pad("HOST", hostW))
-	for j, c := range cols {
+	for j, c := range names {
 		b.WriteString("  " + pad(clip(c), widths[j]))
 	}
 	b.WriteString("  STATUS")
@@ -178,7 +182,7 @@ func toolTableLines(rows []tableRow) []engine.Line {
 			}
 			b.WriteString(pad(text, widths[j]))
 		}
-		b.WriteString("  " + r.status)
+		b.WriteString("  " + engine.OneLine(r.status))
 		kind := engine.Out
 		switch {
 		case odd:
