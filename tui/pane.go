@@ -450,7 +450,8 @@ func resultSegs(st *Styles, r *fanout.Result) []boxSeg {
 	case r.TimedOut:
 		return bad("timed out", "✗")
 	case r.Signal != "":
-		return bad("signal "+r.Signal, r.Signal)
+		sig := engine.SignalName(r.Signal)
+		return bad("signal "+sig, sig)
 	case r.ExitCode != nil && *r.ExitCode == 0 && r.Err == nil:
 		return []boxSeg{seg(st.Pane.ExitOK, "exit 0"+dur), seg(st.Pane.ExitOK, "exit 0"), seg(st.Pane.ExitOK, "0")}
 	case r.ExitCode != nil:

@@ -663,7 +663,7 @@ func exitText(e *protocol.ExitEvent) (string, bool) {
 	case e.ExitCode != nil:
 		return fmt.Sprintf("exit %d", *e.ExitCode), *e.ExitCode == 0
 	case e.Signal != nil:
-		return "signal " + *e.Signal, false
+		return "signal " + engine.SignalName(*e.Signal), false
 	}
 	return "ended", false
 }
@@ -710,10 +710,10 @@ func (p *ptyPane) notice() (string, styleKind) {
 	case termExited:
 		text, _ := exitText(exit)
 		return fmt.Sprintf("%s ended (%s): %s to start it again, /close to close the pane.", p.task.command, text, again), styleMuted
-	case termLost:
-		return fmt.Sprintf("The connection to %s was lost (%v): %s for a new terminal on a new connection.", p.target.Name, err, again), styleError
+	case termLost: // an error may quote what a host said: cleaned
+		return fmt.Sprintf("The connection to %s was lost (%s): %s for a new terminal on a new connection.", p.target.Name, engine.Sanitize([]byte(errorText(err))), again), styleError
 	case termFailed:
-		return fmt.Sprintf("%s %s to try again.", sentence(errorText(err)), capitalize(again)), styleError
+		return fmt.Sprintf("%s %s to try again.", sentence(engine.Sanitize([]byte(errorText(err)))), capitalize(again)), styleError
 	}
 	return "", styleMuted
 }

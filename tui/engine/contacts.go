@@ -143,7 +143,7 @@ func (c *Contacts) Report(src Source, target, state string, err error) {
 		if st, reason := Classify(err); st != "" {
 			r.last = Contact{State: st, Reason: reason, At: c.now()}
 			if err != nil {
-				r.last.Err = err.Error()
+				r.last.Err = Sanitize([]byte(err.Error())) // it may quote a host's stderr
 			}
 		}
 	case fanout.StateIdle, fanout.StateClosed:

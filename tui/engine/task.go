@@ -352,7 +352,7 @@ func ResultText(r *fanout.Result) (string, bool) {
 	case r.TimedOut:
 		return "timed out" + dur, false
 	case r.Signal != "":
-		return "signal " + r.Signal + dur, false
+		return "signal " + SignalName(r.Signal) + dur, false
 	case r.ExitCode != nil && *r.ExitCode == 0 && r.Err == nil:
 		return "exit 0" + dur, true
 	case r.ExitCode != nil:
@@ -399,4 +399,19 @@ func cutText(s string, w int) string {
 		r = r[:len(r)-1]
 	}
 	return string(r) + "…"
+}
+
+// SignalName is a signal's name as rexd reported it ("KILL", "RTMIN+3")
+// when it looks like one, else "?": the host sends it, and it is drawn in
+// status lines and headers.
+func SignalName(s string) string {
+	if s == "" || len(s) > 16 {
+		return "?"
+	}
+	for _, c := range []byte(s) {
+		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '+' || c == '-') {
+			return "?"
+		}
+	}
+	return s
 }
