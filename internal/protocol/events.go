@@ -42,3 +42,18 @@ type ErrorEvent struct {
 	Message    string `json:"message"`
 	SessionSeq uint64 `json:"session_seq,omitempty"`
 }
+
+// ValidSignal reports whether s looks like a signal's name as rexd reports
+// it ("KILL", "RTMIN+3", a number): clients show it to the operator and to
+// a model, and whatever answers at a host's address can send anything.
+func ValidSignal(s string) bool {
+	if s == "" || len(s) > 16 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '+' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

@@ -267,3 +267,12 @@ func TestEncoderClose(t *testing.T) {
 		t.Fatalf("the writer got %q, want only what came before Close", out.String())
 	}
 }
+
+func TestValidSignal(t *testing.T) {
+	for s, want := range map[string]bool{"KILL": true, "RTMIN+3": true, "34": true, "": false,
+		"KILL\x1b[2J": false, "kill": false, "ABCDEFGHIJKLMNOPQ": false, "TERM\n": false} {
+		if got := ValidSignal(s); got != want {
+			t.Errorf("ValidSignal(%q) = %v, want %v", s, got, want)
+		}
+	}
+}

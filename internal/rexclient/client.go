@@ -416,6 +416,10 @@ func (c *Client) route(msg *protocol.Message) {
 		if json.Unmarshal(msg.Params, &x) != nil {
 			return
 		}
+		if x.Signal != nil && !protocol.ValidSignal(*x.Signal) {
+			unknown := "?" // every front end prints it: never a host's raw text
+			x.Signal = &unknown
+		}
 		ev, pid = Event{Kind: Exit, Exit: &x}, x.ProcessID
 	case protocol.EventExecError:
 		var e protocol.ErrorEvent

@@ -11,6 +11,7 @@ import (
 	"github.com/rexconsole/rex/internal/cas"
 	"github.com/rexconsole/rex/internal/commands"
 	"github.com/rexconsole/rex/internal/fanout"
+	"github.com/rexconsole/rex/internal/protocol"
 )
 
 // Phase is where a task is on one target.
@@ -401,17 +402,11 @@ func cutText(s string, w int) string {
 	return string(r) + "…"
 }
 
-// SignalName is a signal's name as rexd reported it ("KILL", "RTMIN+3")
-// when it looks like one, else "?": the host sends it, and it is drawn in
-// status lines and headers.
+// SignalName is a signal's name when it looks like one, else "?": the
+// client checks it too (rexclient), but a Result can come from elsewhere.
 func SignalName(s string) string {
-	if s == "" || len(s) > 16 {
+	if !protocol.ValidSignal(s) {
 		return "?"
-	}
-	for _, c := range []byte(s) {
-		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '+' || c == '-') {
-			return "?"
-		}
 	}
 	return s
 }
