@@ -662,7 +662,8 @@ type ToolInfo struct {
 	// parameters); nil when it declares none.
 	Schema map[string]any
 	// Once is set for a tool rex calls itself from this machine (an MCP
-	// tool over HTTP): it runs once, whatever the target (RunTargets).
+	// tool over HTTP): it runs once, whatever the target, and reports as
+	// local.
 	Once bool
 }
 

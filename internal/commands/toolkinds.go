@@ -221,7 +221,7 @@ func GraphTargets(app *App, spec ToolRunSpec, targets []fanout.Target) ([]fanout
 		if err != nil {
 			return nil, err
 		}
-		for _, t := range RunTargets(app, g.Nodes[n].Tool, nts) {
+		for _, t := range toolTargets(eng, g.Nodes[n].Tool, nts) {
 			out = append(out, fanout.Target{Name: graphDisplay(n, t.Name), Key: t.Key, Spec: t.Spec})
 		}
 	}
@@ -296,7 +296,7 @@ func runGraph(ctx context.Context, app *App, eng *chain.Engine, spec ToolRunSpec
 			return nil, err
 		}
 		// An MCP tool over HTTP reports once, as local.
-		shown := RunTargets(app, call.Tool, nts)
+		shown := toolTargets(eng, call.Tool, nts)
 		var names []string
 		for _, t := range shown {
 			names = append(names, graphDisplay(node, t.Name))
@@ -386,7 +386,7 @@ func runGraph(ctx context.Context, app *App, eng *chain.Engine, spec ToolRunSpec
 			continue
 		}
 		var names []string
-		for _, t := range RunTargets(app, g.Nodes[n].Tool, nts) {
+		for _, t := range toolTargets(eng, g.Nodes[n].Tool, nts) {
 			name := graphDisplay(n, t.Name)
 			names = append(names, name)
 			emit(fanout.Event{Target: name, Kind: fanout.EventResult, Result: &fanout.Result{Target: name, Err: ErrSkipped}})
@@ -399,15 +399,11 @@ func runGraph(ctx context.Context, app *App, eng *chain.Engine, spec ToolRunSpec
 // ErrSkipped ends a graph node the walk did not reach.
 var ErrSkipped = errors.New("skipped: the walk did not take an edge to this node")
 
-// RunTargets are the targets a run of tool id reports on: targets
+// toolTargets are the targets a run of tool id reports on: targets
 // themselves, except for a tool rex calls itself from this machine (an
 // MCP tool over HTTP), which runs once whatever the target and reports
 // as local.
-func RunTargets(app *App, id string, targets []fanout.Target) []fanout.Target {
-	eng, err := app.engine()
-	if err != nil {
-		return targets
-	}
+func toolTargets(eng *chain.Engine, id string, targets []fanout.Target) []fanout.Target {
 	c, err := eng.Chain(id, nil)
 	if err != nil {
 		return targets

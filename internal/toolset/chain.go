@@ -42,7 +42,7 @@ func (ts *Toolset) chainTools() ([]Tool, error) {
 		} else {
 			d += fmt.Sprintf("\n\nThis is the rex tool %s; it runs on every host of the current target and needs the operator's consent.", info.ID)
 		}
-		tools = append(tools, Tool{Name: name, Description: d, Schema: chainSchema(info.Schema), Destructive: true, ChainID: info.ID})
+		tools = append(tools, Tool{Name: name, Description: d, Schema: chainSchema(info.Schema), Destructive: true, ChainID: info.ID, Once: info.Once})
 	}
 	return tools, nil
 }
@@ -114,8 +114,8 @@ func (ts *Toolset) prepareChain(a *Action, raw json.RawMessage) error {
 	a.Command = b.String()
 	// A tool rex calls itself (an MCP tool over HTTP) runs once, from
 	// this machine, whatever the target.
-	if shown := commands.RunTargets(ts.opts.App, a.chainID, a.targets); len(shown) != len(a.targets) || shown[0].Name != a.targets[0].Name {
-		a.reports = []string{shown[0].Name}
+	if a.Tool.Once && (len(a.targets) != 1 || a.targets[0].Name != commands.LocalName) {
+		a.reports = []string{commands.LocalName}
 		a.Detail = fmt.Sprintf("rex calls this MCP tool over HTTP itself: once, from this machine (local), for target %s; no host runs it", a.HostsFolded())
 	}
 	return nil

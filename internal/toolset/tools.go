@@ -26,6 +26,9 @@ type Tool struct {
 	// ChainID is the executor-chain tool behind a chain tool, "" for the
 	// built-in ones.
 	ChainID string
+	// Once is set for a chain tool rex calls itself (an MCP tool over
+	// HTTP): it runs once, from this machine, whatever the target.
+	Once bool
 
 	decode func(json.RawMessage) (any, error)
 }
