@@ -383,9 +383,7 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 		}
 	case tea.PasteMsg:
 		if p := m.typing(); p != nil {
-			for _, tp := range m.keyTargets(p) {
-				tp.sendPaste(msg.Content)
-			}
+			m.pasteInto(p, msg.Content)
 			return nil
 		}
 		if m.secret != nil {
@@ -396,9 +394,7 @@ func (m *Model) update(msg tea.Msg) tea.Cmd {
 			return nil
 		}
 		if p := m.keyPane(); p != nil {
-			for _, tp := range m.keyTargets(p) {
-				tp.sendPaste(msg.Content)
-			}
+			m.pasteInto(p, msg.Content)
 			return nil
 		}
 		// A pasted block is one line here: newlines would submit half of it.
@@ -566,11 +562,7 @@ func (m *Model) onKey(msg tea.KeyPressMsg) tea.Cmd {
 	// background, a sudo password): the "y" of "yum" must not answer it.
 	// The question waits for ctrl+], and the status line says so.
 	if p := m.typing(); p != nil {
-		if key.Matches(msg, k.Detach) {
-			m.detach()
-			return nil
-		}
-		m.typeKey(p, msg)
+		m.terminalKey(p, msg)
 		return nil
 	}
 	if m.secret != nil {
@@ -585,11 +577,7 @@ func (m *Model) onKey(msg tea.KeyPressMsg) tea.Cmd {
 	// A terminal pane with the keys gets every key but the one that
 	// gives them back.
 	if p := m.keyPane(); p != nil {
-		if key.Matches(msg, k.Detach) {
-			m.detach()
-			return nil
-		}
-		m.typeKey(p, msg)
+		m.terminalKey(p, msg)
 		return nil
 	}
 	switch {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/rexconsole/rex/internal/commands"
@@ -178,6 +179,24 @@ func (m *Model) typing() *ptyPane {
 		return p
 	}
 	return nil
+}
+
+// terminalKey is a key pressed while p has the keys: every key goes to
+// its program (and the panes broadcast reaches) but the one that gives the
+// keys back.
+func (m *Model) terminalKey(p *ptyPane, msg tea.KeyPressMsg) {
+	if key.Matches(msg, m.keys.Detach) {
+		m.detach()
+		return
+	}
+	m.typeKey(p, msg)
+}
+
+// pasteInto pastes text into p and the panes broadcast reaches.
+func (m *Model) pasteInto(p *ptyPane, text string) {
+	for _, tp := range m.keyTargets(p) {
+		tp.sendPaste(text)
+	}
 }
 
 // focusedTerm is the focused pane when it is a terminal.
