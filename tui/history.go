@@ -51,11 +51,7 @@ func loadHistory(path string) (*history, error) {
 		return h, fmt.Errorf("read history %s: %w", path, err)
 	}
 	defer f.Close()
-	data, err := readTail(f, historyReadMax)
-	if err != nil {
-		return h, fmt.Errorf("read history %s: %w", path, err)
-	}
-	fi, err := f.Stat()
+	data, cut, err := readTail(f, historyReadMax)
 	if err != nil {
 		return h, fmt.Errorf("read history %s: %w", path, err)
 	}
@@ -67,7 +63,7 @@ func loadHistory(path string) (*history, error) {
 	h.pos = len(h.entries)
 	// The file only grows by appends; shrink it now and then: when it
 	// holds twice the entries kept, or more than a load reads (long ones).
-	if lines > 2*historyMax || fi.Size() > historyReadMax {
+	if lines > 2*historyMax || cut {
 		if err := h.rewrite(); err != nil {
 			return h, err
 		}
@@ -75,11 +71,12 @@ func loadHistory(path string) (*history, error) {
 	return h, nil
 }
 
-// readTail reads the last max bytes of f, from a line start.
-func readTail(f *os.File, max int64) ([]byte, error) {
+// readTail reads the last max bytes of f, from a line start, and says
+// whether the file held more.
+func readTail(f *os.File, max int64) ([]byte, bool, error) {
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	off := int64(0)
 	if fi.Size() > max {
@@ -87,14 +84,14 @@ func readTail(f *os.File, max int64) ([]byte, error) {
 	}
 	data, err := io.ReadAll(io.NewSectionReader(f, off, fi.Size()-off))
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if off > 0 {
 		if i := bytes.IndexByte(data, '\n'); i >= 0 {
 			data = data[i+1:]
 		}
 	}
-	return data, nil
+	return data, off > 0, nil
 }
 
 // parseHistory splits a history file into entries, dropping blank lines
