@@ -543,7 +543,7 @@ func (s *argScanner) wrapper(arg string, isOpt bool) argRole {
 	if (s.prog == "env" || s.prog == "sudo") && strings.Contains(arg, "=") && isName(arg[:strings.IndexByte(arg, '=')]) {
 		return roleData // NAME=VALUE
 	}
-	if s.wrapSkip < wrapOperands[s.prog] {
+	if s.wrapSkip < wrapOperands(s.prog) {
 		s.wrapSkip++
 		return roleData // timeout's duration, chrt's priority, taskset's mask
 	}
@@ -555,8 +555,15 @@ func (s *argScanner) wrapper(arg string, isOpt bool) argRole {
 	return roleProgram
 }
 
-// wrapOperands are the operands a wrapper reads before the program it runs.
-var wrapOperands = map[string]int{"timeout": 1, "chrt": 1, "taskset": 1}
+// wrapOperands is how many operands a wrapper reads before the program it
+// runs: timeout's duration, chrt's priority, taskset's mask.
+func wrapOperands(prog string) int {
+	switch prog {
+	case "timeout", "chrt", "taskset":
+		return 1
+	}
+	return 0
+}
 
 // eval reads the arguments of the shell builtins that run shell code: eval
 // runs its arguments, trap its first operand when a signal comes, . and
