@@ -382,7 +382,7 @@ func (s *Store) ingestFiles(ctx context.Context, r *os.Root, jobs []*ingestJob, 
 		if stage != BlobsAll {
 			if d, ok := cache.lookup(j.rel, j.info); ok {
 				j.d = d
-				cache.record(j.rel, j.info, d, j.seen)
+				cache.keep(j.rel) // not racy then, so not now
 				continue
 			}
 		}

@@ -83,14 +83,20 @@ type plan struct {
 // all (limit < 0: no limit) is refused before its paths are listed: a small
 // DAG can name terabytes.
 func (s *Store) plan(ctx context.Context, root Digest, limit int64) (*plan, error) {
+	// Each distinct tree is read once per plan (a DAG may name one many
+	// times), and once per process while the store's cache keeps it.
 	cache := map[Digest]Tree{}
 	read := func(d Digest, rel string) (Tree, error) {
 		if t, ok := cache[d]; ok {
 			return t, nil
 		}
-		t, err := s.ReadTree(d)
-		if err != nil {
-			return Tree{}, &MaterializeError{Path: rel, Err: err}
+		t, ok := s.trees.get(d)
+		if !ok {
+			var err error
+			if t, err = s.ReadTree(d); err != nil {
+				return Tree{}, &MaterializeError{Path: rel, Err: err}
+			}
+			s.trees.put(d, t)
 		}
 		cache[d] = t
 		return t, nil

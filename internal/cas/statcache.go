@@ -62,6 +62,7 @@ type statCache struct {
 	path string // the cache file
 	dir  string // the directory it describes
 	now  func() time.Time
+	memo *statMemo
 
 	mu      sync.Mutex
 	old     map[string]statEntry
@@ -96,15 +97,116 @@ func (s *Store) openStatCache(dir string) *statCache {
 	if err != nil {
 		return nil
 	}
-	c := &statCache{path: s.statCacheFile(abs), dir: abs, now: s.now, old: map[string]statEntry{}, fresh: map[string]statEntry{}}
+	c := &statCache{path: s.statCacheFile(abs), dir: abs, now: s.now, memo: s.stats, old: map[string]statEntry{}, fresh: map[string]statEntry{}}
 	if f, err := os.Open(c.path); err == nil {
-		if d, entries, err := readStatCache(bufio.NewReaderSize(f, 64<<10)); err == nil && d == abs {
+		id, idOK := fileIDOf(f)
+		if entries, ok := s.stats.get(c.path, id); idOK && ok {
 			c.old = entries
-			c.fresh = make(map[string]statEntry, len(entries)) // a scan records about as many
+		} else if d, entries, err := readStatCache(bufio.NewReaderSize(f, 64<<10)); err == nil && d == abs {
+			c.old = entries
+			if idOK {
+				s.stats.put(c.path, id, entries)
+			}
 		}
+		c.fresh = make(map[string]statEntry, len(c.old)) // a scan records about as many
 		f.Close()
 	}
 	return c
+}
+
+// fileID tells one version of a cache file from another: each save writes a
+// new file (a new inode) and renames it into place.
+type fileID struct {
+	ino, size uint64
+	mtime     int64
+}
+
+func fileIDOf(f *os.File) (fileID, bool) {
+	fi, err := f.Stat()
+	if err != nil {
+		return fileID{}, false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileID{}, false
+	}
+	return fileID{ino: uint64(st.Ino), size: uint64(fi.Size()), mtime: fi.ModTime().UnixNano()}, true
+}
+
+// statMemo keeps the entries of the cache files a long-lived process (rexd,
+// the console) read or wrote last, so a scan of the same directory soon
+// after does not read and decode its cache file again. The maps it holds
+// are never written to: a scan records into a fresh map.
+type statMemo struct {
+	mu    sync.Mutex
+	order []string // cache files, least recently used first
+	m     map[string]memoEntry
+	held  int // entries held in all
+}
+
+type memoEntry struct {
+	id      fileID
+	entries map[string]statEntry
+}
+
+const (
+	maxMemoFiles   = 8
+	maxMemoEntries = 1 << 17
+)
+
+func (m *statMemo) get(file string, id fileID) (map[string]statEntry, bool) {
+	if m == nil {
+		return nil, false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.m[file]
+	if !ok || e.id != id {
+		return nil, false
+	}
+	m.touch(file)
+	return e.entries, true
+}
+
+func (m *statMemo) put(file string, id fileID, entries map[string]statEntry) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.m == nil {
+		m.m = map[string]memoEntry{}
+	}
+	if e, ok := m.m[file]; ok {
+		m.held -= len(e.entries)
+		delete(m.m, file)
+		m.order = removeString(m.order, file)
+	}
+	if len(entries) > maxMemoEntries {
+		return
+	}
+	for len(m.order) > 0 && (len(m.order) >= maxMemoFiles || m.held+len(entries) > maxMemoEntries) {
+		old := m.order[0]
+		m.order = m.order[1:]
+		m.held -= len(m.m[old].entries)
+		delete(m.m, old)
+	}
+	m.m[file] = memoEntry{id: id, entries: entries}
+	m.order = append(m.order, file)
+	m.held += len(entries)
+}
+
+func (m *statMemo) touch(file string) {
+	m.order = append(removeString(m.order, file), file)
+}
+
+func removeString(list []string, s string) []string {
+	for i, o := range list {
+		if o == s {
+			return append(list[:i:i], list[i+1:]...)
+		}
+	}
+	return list
 }
 
 // lookup returns the cached digest of rel when fi still matches.
@@ -121,6 +223,17 @@ func (c *statCache) lookup(rel string, fi fs.FileInfo) (Digest, bool) {
 		return Digest{}, false
 	}
 	return Digest{Hash: hex.EncodeToString(e.Hash[:]), Size: k.Size}, true
+}
+
+// keep notes for the next scan that rel is as lookup found it: its entry
+// stands as it was, without being made again.
+func (c *statCache) keep(rel string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.fresh[rel] = c.old[rel]
+	c.mu.Unlock()
 }
 
 // record notes rel's digest for the next scan. seen is when fi was taken
@@ -178,8 +291,13 @@ func (c *statCache) save() {
 	if werr == nil {
 		werr = w.Flush()
 	}
+	// The file's identity survives the rename (inode, size, mtime).
+	id, idOK := fileIDOf(tmp)
 	if cerr := tmp.Close(); werr == nil && cerr == nil {
 		if os.Rename(tmp.Name(), c.path) == nil {
+			if idOK {
+				c.memo.put(c.path, id, c.fresh)
+			}
 			c.old, c.changed = c.fresh, false
 			c.fresh = map[string]statEntry{}
 			return

@@ -90,8 +90,10 @@ type Store struct {
 	quarantine string
 	refs       string
 
-	loc *locator
-	now func() time.Time // the clock of the stat caches; tests move it
+	loc   *locator
+	trees *treeCache
+	stats *statMemo
+	now   func() time.Time // the clock of the stat caches; tests move it
 
 	// scratch, when set, holds what this view stores, in memory: see
 	// Scratch.
@@ -142,6 +144,8 @@ func Open(root string) (*Store, error) {
 		quarantine: filepath.Join(abs, "quarantine"),
 		refs:       filepath.Join(abs, "refs"),
 		loc:        &locator{byHash: map[string][]blobLoc{}},
+		trees:      &treeCache{},
+		stats:      &statMemo{},
 		now:        time.Now,
 	}
 	for _, dir := range []string{s.objects, s.tmp, s.quarantine, s.refs} {
