@@ -371,6 +371,12 @@ func recordSnapshot(ctx context.Context, st *cas.Store, key cas.RefKey, tree cas
 		}
 		var parents []cas.Digest
 		if !ref.Snapshot.IsZero() {
+			// A sync that found both sides as last recorded (an unchanged
+			// push) has nothing to record: the base stays, and no object
+			// and ref are written per target and push.
+			if last, err := st.ReadSnapshot(ref.Snapshot); err == nil && last.Root == tree {
+				return nil
+			}
 			parents = append(parents, ref.Snapshot)
 		}
 		snap, err := st.PutSnapshot(cas.NewSnapshot(tree, msg, parents...))

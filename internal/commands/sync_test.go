@@ -761,3 +761,36 @@ func newSyncFixture(t *testing.T) syncFixture {
 	f.remote, f.local = filepath.Join(f.remoteRoot, "site"), filepath.Join(f.localRoot, "site")
 	return f
 }
+
+// A sync that finds the tree as last recorded (an unchanged push) leaves
+// the sync record as it was: no snapshot object and no ref written per
+// target and push. A changed tree records a snapshot on top of it.
+func TestUnchangedSyncRecordsNothing(t *testing.T) {
+	ctx := context.Background()
+	st, err := cas.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := refKey("h1", "/srv/site", "/home/op/site")
+	one, _ := st.PutTree(cas.Tree{})
+	two, _ := st.PutTree(cas.Tree{Entries: []cas.Entry{{Name: "d", Type: cas.EntryDir, Digest: one}}})
+	if err := recordSnapshot(ctx, st, key, one, "push"); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := st.ReadRef(key)
+	if err := recordSnapshot(ctx, st, key, one, "push"); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := st.ReadRef(key)
+	if again != first {
+		t.Fatalf("an unchanged sync rewrote the record: %+v, was %+v", again, first)
+	}
+	if err := recordSnapshot(ctx, st, key, two, "push"); err != nil {
+		t.Fatal(err)
+	}
+	next, _ := st.ReadRef(key)
+	sn, err := st.ReadSnapshot(next.Snapshot)
+	if err != nil || sn.Root != two || len(sn.Parents) != 1 || sn.Parents[0] != first.Snapshot {
+		t.Fatalf("a changed tree recorded %+v (%v); want root %s on top of %s", sn, err, two, first.Snapshot)
+	}
+}
