@@ -19,7 +19,10 @@
 # which ran later, a tenth. Run it 6 minutes or more after deleting big trees.
 #
 # Environment: SHARED_BENCH (default: shared/bench beside the main checkout), FILES (10000),
-# MB (100), REPS (3), FLEET_PORT (2422, so the fleet does not meet another on the default port).
+# MB (100), REPS (3), FLEET_PORT (2422, so the fleet does not meet another on the default port),
+# WARM (5: warm pushes timed per step and rep), PUSHWARM_BEFORE (a pushwarm built from another
+# commit, e.g. `go build -o /tmp/pw-old ./bench/pushwarm` in its checkout: its warm steps are
+# timed too, in the same reps, as tool rex-warm-before).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd -P)
@@ -30,6 +33,8 @@ N=${1:-8}
 FILES=${FILES:-10000}
 MB=${MB:-100}
 REPS=${REPS:-3}
+WARM=${WARM:-5}
+BEFORE=${PUSHWARM_BEFORE:-}
 export FLEET_PORT=${FLEET_PORT:-2422}
 SSH_EXTRA="-o KexAlgorithms=curve25519-sha256 -o Ciphers=aes128-gcm@openssh.com"
 WORK=$(mktemp -d /tmp/rexpush.XXXXXX)
@@ -101,14 +106,24 @@ step() {
 	t=$({ time "$@" 2>>"$WORK/stderr"; } 2>&1) # only time's line: a tool's own stderr is not a time
 	printf '%s\t%s\t%s\n' "$name" "$tool" "$t" >>"$OUT/push.tsv"
 }
-# warm NAME: one more push by the warm process (coprocess W), timed as step NAME.
+# warm NAME TOOL: one more push by the warm process (coprocess W), timed as step NAME of TOOL.
 warm() {
 	local t
 	echo >&"${W[1]}"
 	read -r t <&"${W[0]}" || { echo "push.sh: pushwarm failed" >&2; exit 1; }
-	printf '%s\trex-warm\t%s\n' "$1" "$t" >>"$OUT/push.tsv"
+	printf '%s\t%s\t%s\n' "$1" "$2" "$t" >>"$OUT/push.tsv"
 }
 change() { head -c 100 /dev/urandom >>"$SRC/d07/f00007.bin"; }
+# warmsteps PUSHWARM TOOL: a warm process dials every host (not timed), then WARM unchanged
+# pushes and WARM pushes of one changed file each, timed as TOOL.
+warmsteps() {
+	coproc W { "${ENV[@]}" "$1" "$SRC" pushed all-bench; }
+	echo >&"${W[1]}" && read -r _ <&"${W[0]}"
+	for _ in $(seq 1 "$WARM"); do warm unchanged "$2"; done
+	for _ in $(seq 1 "$WARM"); do change; warm one-changed "$2"; done
+	eval "exec ${W[1]}>&-"
+	wait "$W_PID"
+}
 
 printf 'step\ttool\twall_s\n' >"$OUT/push.tsv"
 printf 'tool\tother_dir_bytes_out\n' >"$OUT/push-bytes.tsv"
@@ -122,13 +137,8 @@ for rep in $(seq 1 "$REPS"); do
 	sync
 	step first rsync rsync_all rsynced
 	step unchanged rsync rsync_all rsynced
-	coproc W { "${ENV[@]}" "$WORK/pushwarm" "$SRC" pushed all-bench; }
-	echo >&"${W[1]}" && read -r _ <&"${W[0]}" # the warm process dials every host: not timed
-	warm unchanged
-	change
-	warm one-changed
-	eval "exec ${W[1]}>&-"
-	wait "$W_PID"
+	warmsteps "$WORK/pushwarm" rex-warm
+	if [[ -n $BEFORE ]]; then warmsteps "$BEFORE" rex-warm-before; fi
 	change # rsync sees this file changed once since its last push, as rex's cold push does
 	step one-changed rex rexpush pushed
 	step one-changed rsync rsync_all rsynced
@@ -150,11 +160,13 @@ ratio() { if [[ -n $1 ]]; then awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a 
 	echo "rex's first push includes reading the tree into the local store. $(nproc) cores, $(date -u +%Y-%m-%d);"
 	echo "load average (1, 5, 15 min) $LOAD0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end."
 	echo
-	echo "| step | rex push (cold) | rex, warm | rsync -a ×$N | cold / rsync | warm / rsync |"
-	echo "|---|---:|---:|---:|---:|---:|"
+	echo "Warm: medians of $WARM pushes per rep of one process${BEFORE:+; before: $BEFORE}."
+	echo
+	echo "| step | rex push (cold) | rex, warm | rsync -a ×$N | cold / rsync | warm / rsync |${BEFORE:+ warm before | before / rsync |}"
+	echo "|---|---:|---:|---:|---:|---:|${BEFORE:+---:|---:|}"
 	for s in first unchanged one-changed other-dir; do
-		r=$(med "$s" rex) w=$(med "$s" rex-warm) y=$(med "$s" rsync)
-		echo "| $s | $r | ${w:-} | $y | $(ratio "$r" "$y") | $(ratio "$w" "$y") |"
+		r=$(med "$s" rex) w=$(med "$s" rex-warm) y=$(med "$s" rsync) b=$(med "$s" rex-warm-before)
+		echo "| $s | $r | ${w:-} | $y | $(ratio "$r" "$y") | $(ratio "$w" "$y") |${BEFORE:+ ${b:-} | $(ratio "$b" "$y") |}"
 	done
 	echo
 	rb=$(awk -F'\t' '$1=="rex" {print $2}' "$OUT/push-bytes.tsv" | median)
