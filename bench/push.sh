@@ -160,7 +160,7 @@ ratio() { if [[ -n $1 ]]; then awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a 
 	echo "rex's first push includes reading the tree into the local store. $(nproc) cores, $(date -u +%Y-%m-%d);"
 	echo "load average (1, 5, 15 min) $LOAD0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end."
 	echo
-	echo "Warm: medians of $WARM pushes per rep of one process${BEFORE:+; before: $BEFORE}."
+	echo "Warm: the median of $WARM pushes per rep of one process, over all reps${BEFORE:+; before: $BEFORE}."
 	echo
 	echo "| step | rex push (cold) | rex, warm | rsync -a ×$N | cold / rsync | warm / rsync |${BEFORE:+ warm before | before / rsync |}"
 	echo "|---|---:|---:|---:|---:|---:|${BEFORE:+---:|---:|}"
