@@ -171,17 +171,7 @@ func NewEncoder(w io.Writer) *Encoder {
 }
 
 // WriteLine writes one pre-encoded line; it must end in a newline.
-func (e *Encoder) WriteLine(line []byte) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		return ErrEncoderClosed
-	}
-	if _, err := e.w.Write(line); err != nil {
-		return err
-	}
-	return e.w.Flush()
-}
+func (e *Encoder) WriteLine(line []byte) error { return e.WriteFrame(line, nil) }
 
 // WriteFrame writes a raw frame whole: line (ending in a newline), then
 // each of data, with no copy of data into one buffer.
