@@ -340,13 +340,24 @@ func (h *hostKeyChecker) learn(remote net.Addr, key ssh.PublicKey) error {
 	}
 	defer f.Close()
 	// A file whose last line has no newline would glue our line to it.
-	if st, err := f.Stat(); err == nil && st.Size() > 0 {
+	size := int64(-1)
+	if st, err := f.Stat(); err == nil {
+		size = st.Size()
 		last := make([]byte, 1)
-		if _, err := f.ReadAt(last, st.Size()-1); err == nil && last[0] != '\n' {
-			line = "\n" + line
+		if size > 0 {
+			if _, err := f.ReadAt(last, size-1); err == nil && last[0] != '\n' {
+				line = "\n" + line
+			}
 		}
 	}
-	if _, err := f.WriteString(line); err != nil {
+	if n, err := f.WriteString(line); err != nil {
+		// A write that stopped part way (a full disk) would leave a
+		// partial line, and a file with a line it cannot parse fails
+		// every later load: cut it off again, unless the file has grown
+		// by more than what was written here (another writer meanwhile).
+		if st, serr := f.Stat(); n > 0 && size >= 0 && serr == nil && st.Size() == size+int64(n) {
+			f.Truncate(size)
+		}
 		return fail(err)
 	}
 	if err := f.Close(); err != nil && !errors.Is(err, fs.ErrClosed) {
