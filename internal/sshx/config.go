@@ -358,6 +358,12 @@ func (d *Dialer) resolve(t Target) (*endpoint, error) {
 		e.hashKnownHosts = b
 	}
 	if v := cfg.get(alias, "HostKeyAlias"); v != "" {
+		// It becomes the host field of a known_hosts line: a comma, a
+		// space or a pattern character there would name other hosts, or
+		// none, or break the file.
+		if !validHost(v) {
+			return nil, cfgErr("HostKeyAlias", v, "one host name (letters, digits, '.', '-', '_')")
+		}
 		e.hostKeyAlias = v
 	}
 

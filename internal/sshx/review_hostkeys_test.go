@@ -1,10 +1,13 @@
 package sshx
 
 import (
+	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rexconsole/rex/internal/sshtest"
 )
@@ -54,5 +57,38 @@ func TestFailedLearnLeavesNoPartialLine(t *testing.T) {
 	}
 	if kh := readFile(t, e.knownHosts); !strings.HasPrefix(kh, before) || !strings.Contains(kh, sshtest.KnownHostsName(s.Addr)+" ") {
 		t.Errorf("known_hosts is %q, want the old line and one for %s", kh, sshtest.KnownHostsName(s.Addr))
+	}
+}
+
+// TestHostKeyAliasMustBeOneName: HostKeyAlias is written into known_hosts
+// as the line's host pattern field, so a comma makes it two hosts (the key
+// would vouch for the other one too), whitespace makes a line no loader
+// can parse (and every later load of the file fails), and a wildcard
+// makes the key every host's. Such an alias is refused as a configuration
+// error before anything is dialled or written.
+func TestHostKeyAliasMustBeOneName(t *testing.T) {
+	for _, alias := range []string{"web,other.example", "web other", "*", "!web"} {
+		t.Run(alias, func(t *testing.T) {
+			e := newEnv(t)
+			s := e.server(sshtest.Options{})
+			cfg := filepath.Join(e.home, "config")
+			writeFile(t, cfg, s.ConfigBlock("h1", e.key, "")+"    HostKeyAlias "+alias+"\n")
+			o := e.opts()
+			o.ConfigFile = cfg
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			c, err := NewDialer(o).Connect(ctx, Target{Host: "h1"})
+			if err == nil {
+				c.Close()
+				t.Fatalf("HostKeyAlias %q was accepted, and known_hosts now reads %q", alias, readFile(t, e.knownHosts))
+			}
+			if !errors.Is(err, ErrConfig) {
+				t.Fatalf("error %v, want a configuration error", err)
+			}
+			assertOneSentence(t, err, "HostKeyAlias", cfg)
+			if kh := readFile(t, e.knownHosts); kh != "" {
+				t.Errorf("known_hosts was written: %q", kh)
+			}
+		})
 	}
 }
