@@ -8,8 +8,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/rexconsole/rex/internal/fdlimit"
 	"github.com/rexconsole/rex/internal/payload"
@@ -234,5 +236,17 @@ func newError(target string, kind error, cause error, msg string) *Error {
 		}
 		msg = fdlimit.Explain(doing, cause)
 	}
-	return &Error{Target: target, Kind: kind, Msg: msg, Err: cause}
+	return &Error{Target: target, Kind: kind, Msg: printable(msg), Err: cause}
+}
+
+// printable replaces control characters with '?': messages quote what a
+// target printed (its stderr, the paths it reports), which must not send
+// escape sequences to the operator's terminal nor break the sentence.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return '?'
+		}
+		return r
+	}, s)
 }
