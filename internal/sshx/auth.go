@@ -2,6 +2,7 @@ package sshx
 
 import (
 	"bytes"
+	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -180,6 +181,13 @@ type authPlan struct {
 	mu      sync.Mutex
 }
 
+// Close closes the agent connection: an agent that does not answer a
+// signing request then lets the handshake end (handshakeOnce's watch).
+func (p *authPlan) Close() error {
+	p.close()
+	return nil
+}
+
 func (p *authPlan) close() {
 	if p.agent != nil {
 		p.agent.Close()
@@ -198,7 +206,10 @@ func (p *authPlan) setSignErr(err error) {
 // (only those matching the configured identities when one is configured, so
 // a full agent does not exhaust MaxAuthTries), then identity files the agent
 // does not hold; a certificate goes before its plain key.
-func (d *Dialer) authPlan(e *endpoint, b *budget) *authPlan {
+// The agent's answer is waited for only as long as the handshake may
+// take (ctx and the budget b): an agent that accepts and never answers (a
+// stopped or wedged one) must not hold the connect forever.
+func (d *Dialer) authPlan(ctx context.Context, e *endpoint, b *budget) *authPlan {
 	p := &authPlan{}
 	var idents []*ident
 	for _, path := range e.identities {
@@ -246,7 +257,12 @@ func (d *Dialer) authPlan(e *endpoint, b *budget) *authPlan {
 	if e.agentSocket != "" {
 		if conn, err := net.DialTimeout("unix", e.agentSocket, agentDialTimeout); err == nil {
 			p.agent = conn
-			if signers, err := agent.NewClient(conn).Signers(); err == nil {
+			stop := b.watch(ctx, conn)
+			signers, err := agent.NewClient(conn).Signers()
+			if stop() {
+				err = errors.New("the agent did not answer in time")
+			}
+			if err == nil {
 				for _, s := range signers {
 					pub := plainKey(s.PublicKey())
 					if filter && !identityHas(idents, pub) {

@@ -182,7 +182,7 @@ func (d *Dialer) handshakeOnce(ctx context.Context, e *endpoint, b *budget, via 
 		return nil, nil, false, err
 	}
 	hk.b = b
-	plan := d.authPlan(e, b)
+	plan := d.authPlan(ctx, e, b)
 	defer plan.close()
 	cfg := &ssh.ClientConfig{
 		User: e.user,
@@ -193,7 +193,8 @@ func (d *Dialer) handshakeOnce(ctx context.Context, e *endpoint, b *budget, via 
 		HostKeyAlgorithms: algos,
 		ClientVersion:     "SSH-2.0-rex_" + version.Version,
 	}
-	stop := b.watch(ctx, conn)
+	// Out of time, both the server and the agent (signing) are let go.
+	stop := b.watch(ctx, closers{conn, plan})
 	sc, chans, reqs, err := ssh.NewClientConn(conn, addr, cfg)
 	fired := stop()
 	if err == nil && fired {
@@ -218,6 +219,16 @@ func (d *Dialer) handshakeOnce(ctx context.Context, e *endpoint, b *budget, via 
 		return nil, nil, false, handshakeError(e, plan, err)
 	}
 	return ssh.NewClient(sc, chans, reqs), conn, false, nil
+}
+
+// closers closes each of its closers.
+type closers []io.Closer
+
+func (cs closers) Close() error {
+	for _, c := range cs {
+		c.Close()
+	}
+	return nil
 }
 
 // isDropped says whether err is a connection the server closed or reset.
