@@ -306,7 +306,7 @@ func cutStamp(s string) (path, stamp string) {
 // remember records the rexd a launch ran with its stat: bootScript runs
 // one only once it has checked it (hashed, uploaded now, or known).
 func (d *Dialer) remember(account string, h header) {
-	if h.exec == "" || h.stamp == "" {
+	if h.exec == "" || h.stamp == "" || len(h.exec) > maxStampPath {
 		return
 	}
 	d.verifiedMu.Lock()
@@ -319,11 +319,34 @@ func (d *Dialer) remember(account string, h header) {
 		d.verified[account] = map[string]string{}
 	}
 	d.verified[account][h.exec] = h.stamp
+	trimStamps(d.verified[account], h.exec)
 	d.writeStampsLocked(account, h.exec, h.stamp)
 }
 
 // maxStampAccounts bounds the stamps file: the accounts seen last are kept.
 const maxStampAccounts = 4096
+
+// maxStampsPerAccount bounds the rexds remembered for one account (each
+// is a known= argument of every boot script there): what a target reports
+// is not trusted, and each rex version adds a directory. maxStampPath
+// bounds one path (PATH_MAX).
+const (
+	maxStampsPerAccount = 32
+	maxStampPath        = 4096
+)
+
+// trimStamps drops stamps of m other than keep's until it holds at most
+// maxStampsPerAccount: one dropped costs a hash on its next use.
+func trimStamps(m map[string]string, keep string) {
+	for p := range m {
+		if len(m) <= maxStampsPerAccount {
+			return
+		}
+		if p != keep {
+			delete(m, p)
+		}
+	}
+}
 
 // readStampsLocked loads Options.StampsFile once. A missing or unreadable
 // file only means hashing again. d.verifiedMu is held.
@@ -336,6 +359,7 @@ func (d *Dialer) readStampsLocked() {
 	}
 	d.stampsRead = true
 	for a, m := range loadStamps(d.opts.StampsFile) {
+		trimStamps(m, "")
 		d.verified[a] = m
 	}
 }
@@ -364,6 +388,7 @@ func (d *Dialer) writeStampsLocked(account, path, stamp string) {
 		m[account] = map[string]string{}
 	}
 	m[account][path] = stamp
+	trimStamps(m[account], path)
 	for a := range m {
 		if len(m) <= maxStampAccounts {
 			break

@@ -1,7 +1,9 @@
 package sshx
 
 import (
+	"encoding/json"
 	"errors"
+	"path/filepath"
 	"testing"
 	"unicode"
 
@@ -26,5 +28,36 @@ func TestRemoteTextInErrorsIsPrintable(t *testing.T) {
 		if unicode.IsControl(r) {
 			t.Fatalf("error carries control character %U from the target: %q", r, err.Error())
 		}
+	}
+}
+
+// TestStampsStayBoundedPerAccount: the stamps file remembers the rexd a
+// target says it ran ("rexd-exec PATH STAT"), and every later boot script
+// for that account carries all of them as known= arguments. What a target
+// prints is not trusted: one that names a new path each time (or simply
+// every rex version, each in its own directory) must not grow the file and
+// the command line without end. At most 32 are kept per account.
+func TestStampsStayBoundedPerAccount(t *testing.T) {
+	e := newEnv(t)
+	s := e.server(sshtest.Options{Extra: []string{
+		`ForceCommand echo "rexd-exec /nonexistent/$$/v-0123456789ab/rexd 1:2:3:4:5"; exit 1`,
+	}})
+	o := e.opts()
+	o.StampsFile = filepath.Join(e.home, "stamps.json")
+	d := NewDialer(o)
+	for range 40 {
+		dialErr(t, d, e.target("h1", s))
+	}
+	var m map[string]map[string]string
+	if err := json.Unmarshal([]byte(readFile(t, o.StampsFile)), &m); err != nil {
+		t.Fatal(err)
+	}
+	for account, paths := range m {
+		if len(paths) > 32 {
+			t.Errorf("account %q has %d stamps after 40 connections, want at most 32", account, len(paths))
+		}
+	}
+	if n := len(d.knownArgs(s.User+"@"+s.Addr+" h1", nil)); n > 32 {
+		t.Errorf("the boot script gets %d known= arguments, want at most 32", n)
 	}
 }
