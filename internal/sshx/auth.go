@@ -124,50 +124,68 @@ func readSmall(path string) ([]byte, error) {
 }
 
 // unlock returns the key's signer, asking for its passphrase if needed.
-// The handshake deadline is paused while the operator types.
+// The handshake deadline is paused while the operator types, and while
+// another handshake asks (for this key or another): kf.mu is not held
+// meanwhile, so other handshakes still read the key's public half.
 func (d *Dialer) unlock(kf *keyFile, e *endpoint, b *budget) (ssh.Signer, error) {
-	kf.mu.Lock()
-	defer kf.mu.Unlock()
-	if kf.signer != nil || kf.err != nil {
-		return kf.signer, kf.err
+	if s, err := kf.unlocked(); s != nil || err != nil {
+		return s, err
 	}
 	if d.opts.Passphrase == nil || e.batchMode {
 		return nil, fmt.Errorf("key %s is encrypted and rex cannot ask for its passphrase here; load it into ssh-agent with ssh-add %s", kf.path, Quote(kf.path))
 	}
-	d.promptMu.Lock()
-	defer d.promptMu.Unlock()
 	b.pause()
 	defer b.resume()
+	d.promptMu.Lock()
+	defer d.promptMu.Unlock()
+	// Another handshake may have asked meanwhile.
+	if s, err := kf.unlocked(); s != nil || err != nil {
+		return s, err
+	}
+	kf.mu.Lock()
+	data, pub := kf.data, kf.pub
+	kf.mu.Unlock()
+	fail := func(err error) (ssh.Signer, error) {
+		kf.mu.Lock()
+		kf.err = err
+		kf.mu.Unlock()
+		return nil, err
+	}
 	for range passphraseTries {
 		pw, err := d.opts.Passphrase(kf.path)
 		if err != nil {
 			// Not cached: the prompt may work next time.
 			return nil, fmt.Errorf("no passphrase for key %s: %v", kf.path, err)
 		}
-		raw, err := ssh.ParseRawPrivateKeyWithPassphrase(kf.data, pw)
+		raw, err := ssh.ParseRawPrivateKeyWithPassphrase(data, pw)
 		clear(pw)
 		if errors.Is(err, x509.IncorrectPasswordError) {
 			continue
 		}
 		if err != nil {
-			kf.err = fmt.Errorf("cannot decrypt key %s: %v", kf.path, err)
-			return nil, kf.err
+			return fail(fmt.Errorf("cannot decrypt key %s: %v", kf.path, err))
 		}
 		s, err := ssh.NewSignerFromKey(raw)
 		if err != nil {
-			kf.err = fmt.Errorf("cannot use key %s: %v", kf.path, err)
-			return nil, kf.err
+			return fail(fmt.Errorf("cannot use key %s: %v", kf.path, err))
 		}
-		if kf.pub != nil && !bytes.Equal(s.PublicKey().Marshal(), kf.pub.Marshal()) {
-			kf.err = fmt.Errorf("key %s does not match its public key %s.pub", kf.path, kf.path)
-			return nil, kf.err
+		if pub != nil && !bytes.Equal(s.PublicKey().Marshal(), pub.Marshal()) {
+			return fail(fmt.Errorf("key %s does not match its public key %s.pub", kf.path, kf.path))
 		}
+		kf.mu.Lock()
 		kf.signer, kf.pub = s, s.PublicKey()
 		kf.data = nil
+		kf.mu.Unlock()
 		return s, nil
 	}
-	kf.err = fmt.Errorf("wrong passphrase for key %s (asked %d times); check it, or load the key into ssh-agent", kf.path, passphraseTries)
-	return nil, kf.err
+	return fail(fmt.Errorf("wrong passphrase for key %s (asked %d times); check it, or load the key into ssh-agent", kf.path, passphraseTries))
+}
+
+// unlocked is the key's signer once decrypted, or why it cannot be used.
+func (kf *keyFile) unlocked() (ssh.Signer, error) {
+	kf.mu.Lock()
+	defer kf.mu.Unlock()
+	return kf.signer, kf.err
 }
 
 // authPlan is what one handshake offers, and what it said it offered.

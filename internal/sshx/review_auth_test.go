@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,5 +80,57 @@ func TestHungAgentDoesNotHangConnect(t *testing.T) {
 		t.Logf("canceled: %v", err)
 	case <-time.After(20 * time.Second):
 		t.Fatal("Connect still waits for the agent 20s after its context was canceled")
+	}
+}
+
+// TestTypingAPassphraseDoesNotTimeOutOtherHosts: connecting to many hosts
+// with one encrypted key, the first handshake asks for its passphrase.
+// The others wait for that answer (they use the key it unlocks, without
+// asking again), and that wait is the operator's typing, not a slow host:
+// it must not count against their connect timeout, as it does not for
+// the handshake that asks.
+func TestTypingAPassphraseDoesNotTimeOutOtherHosts(t *testing.T) {
+	e := newEnv(t)
+	key := sshtest.NewEncryptedKey(t, "ed25519", "open sesame")
+	s1 := sshtest.Start(t, sshtest.Options{Authorized: []*sshtest.Key{key}})
+	s2 := sshtest.Start(t, sshtest.Options{Authorized: []*sshtest.Key{key}})
+	o := e.opts()
+	// Check: a handshake and one command, no rexd start, so a short
+	// bound holds even on a loaded machine.
+	o.ConnectTimeout = 5 * time.Second
+	prompting := make(chan struct{})
+	var calls atomic.Int32
+	o.Passphrase = func(string) ([]byte, error) {
+		if calls.Add(1) == 1 {
+			close(prompting)
+			time.Sleep(o.ConnectTimeout + 2*time.Second) // the operator types
+		}
+		return []byte("open sesame"), nil
+	}
+	d := NewDialer(o)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tg := func(name string, s *sshtest.Server) Target {
+		return Target{Name: name, Host: s.Host, Port: s.Port, User: s.User, KeyPath: key.Path}
+	}
+	first := make(chan error, 1)
+	go func() {
+		_, err := d.Check(ctx, tg("h1", s1))
+		first <- err
+	}()
+	select {
+	case <-prompting:
+	case err := <-first:
+		t.Fatalf("h1 ended before asking for the passphrase: %v", err)
+	}
+	_, err := d.Check(ctx, tg("h2", s2))
+	if err != nil {
+		t.Errorf("h2, connected while h1 asked for the passphrase: %v", err)
+	}
+	if err := <-first; err != nil {
+		t.Errorf("h1: %v", err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("the passphrase was asked %d times, want once", n)
 	}
 }
