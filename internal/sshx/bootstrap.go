@@ -182,6 +182,11 @@ func (d *Dialer) bootstrap(ctx context.Context, client *ssh.Client, name string,
 		}
 	}
 	b := pickBuild(builds, h.uname)
+	if b.SHA256 == "" {
+		// The target claimed a directory for a platform rex has no
+		// build of (bootScript itself exits 4 then): say which.
+		return fail(d.probeError(name, h, exitUnsupported, ""))
+	}
 	d.state(name, StateBootstrapping, nil)
 	l = nil
 	canGzip := h.gzip

@@ -61,3 +61,20 @@ func TestStampsStayBoundedPerAccount(t *testing.T) {
 		t.Errorf("the boot script gets %d known= arguments, want at most 32", n)
 	}
 }
+
+// TestClaimedPlatformMustBeOneRexCarries: a target that claims a cache
+// directory (exit 3, rexd-dir) for a platform rex has no build of (a
+// hostile or broken shell; the real script exits 4 then) is told apart as
+// an unsupported platform, in words that name it, not sent into the
+// upload with an empty build.
+func TestClaimedPlatformMustBeOneRexCarries(t *testing.T) {
+	e := newEnv(t)
+	s := e.server(sshtest.Options{Extra: []string{
+		`ForceCommand printf 'rexd-uname Plan9 mips\nrexd-dir /tmp\n'; exit 3`,
+	}})
+	err, _ := dialErr(t, NewDialer(e.opts()), e.target("h1", s))
+	if !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("error %v, want an unsupported platform", err)
+	}
+	assertOneSentence(t, err, "h1", "Plan9 mips")
+}
