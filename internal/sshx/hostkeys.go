@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gofrs/flock"
@@ -291,8 +292,15 @@ func (h *hostKeyChecker) learn(remote net.Addr, key ssh.PublicKey) error {
 	e, d := h.e, h.d
 	file := e.knownHosts[0]
 	fail := func(err error) error {
+		advice := "fix that file's permissions"
+		switch {
+		case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+			advice = "free space on its file system"
+		case errors.Is(err, syscall.EFBIG):
+			advice = "raise the file size limit (ulimit -f)"
+		}
 		return newError(e.name, ErrHostKeyUnknown, err, fmt.Sprintf(
-			"cannot record the host key of %s in %s: %v; fix that file's permissions or set StrictHostKeyChecking", e.name, file, unwrapPath(err)))
+			"cannot record the host key of %s in %s: %v; %s or set StrictHostKeyChecking", e.name, file, unwrapPath(err), advice))
 	}
 	d.knownHostsMu.Lock()
 	defer d.knownHostsMu.Unlock()

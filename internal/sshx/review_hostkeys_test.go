@@ -45,7 +45,11 @@ func TestFailedLearnLeavesNoPartialLine(t *testing.T) {
 	if !errors.Is(err, ErrHostKeyUnknown) {
 		t.Fatalf("error %v, want the host key could not be recorded", err)
 	}
-	assertOneSentence(t, err, "cannot record the host key", e.knownHosts)
+	// The advice fits the cause: no permission is wrong here.
+	assertOneSentence(t, err, "cannot record the host key", e.knownHosts, "ulimit -f")
+	if strings.Contains(err.Error(), "permissions") {
+		t.Errorf("error %q sends the operator to the file's permissions", err)
+	}
 	if got := readFile(t, e.knownHosts); got != before {
 		t.Errorf("known_hosts after the failed append is %q, want it as it was, %q", got, before)
 	}
