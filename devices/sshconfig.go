@@ -103,13 +103,19 @@ func splitSSHLine(line string) (string, []string) {
 	}
 	var words []string
 	var cur strings.Builder
-	inQuote, have := false, false
+	inQuote, have, sawEq := false, false, false
 	for i := 0; i < len(line); i++ {
 		ch := line[i]
+		// One '=' may stand between the keyword and its value, with or
+		// without spaces around it ("Port = 22"), as in OpenSSH.
+		eq := ch == '=' && !sawEq && (len(words) == 0 || len(words) == 1 && !have)
 		switch {
 		case ch == '"':
 			inQuote, have = !inQuote, true
-		case !inQuote && (ch == ' ' || ch == '\t' || ch == '=' && len(words) == 0):
+		case !inQuote && (ch == ' ' || ch == '\t' || eq):
+			if eq {
+				sawEq = true
+			}
 			if have {
 				words = append(words, cur.String())
 				cur.Reset()

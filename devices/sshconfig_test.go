@@ -97,3 +97,29 @@ func FuzzSSHConfigLine(f *testing.F) {
 		}
 	})
 }
+
+func TestSplitSSHLine(t *testing.T) {
+	// ssh_config(5): "Configuration options may be separated by whitespace
+	// or optional whitespace and exactly one '='".
+	tests := []struct {
+		line string
+		key  string
+		args []string
+	}{
+		{"HostName db1.lan", "HostName", []string{"db1.lan"}},
+		{"HostName=db1.lan", "HostName", []string{"db1.lan"}},
+		{"HostName = db1.lan", "HostName", []string{"db1.lan"}},
+		{"HostName =db1.lan", "HostName", []string{"db1.lan"}},
+		{"HostName= db1.lan", "HostName", []string{"db1.lan"}},
+		{"Host = web1 web2", "Host", []string{"web1", "web2"}},
+		{"\tPort\t=\t2222", "Port", []string{"2222"}},
+		{"SetEnv = A=b", "SetEnv", []string{"A=b"}},
+		{`User = "db admin"`, "User", []string{"db admin"}},
+	}
+	for _, tt := range tests {
+		key, args := splitSSHLine(tt.line)
+		if key != tt.key || !slices.Equal(args, tt.args) {
+			t.Errorf("splitSSHLine(%q) = %q %q, want %q %q", tt.line, key, args, tt.key, tt.args)
+		}
+	}
+}
