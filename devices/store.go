@@ -83,9 +83,17 @@ func OpenDefault() (*Store, error) {
 // Path is the registry file's path.
 func (s *Store) Path() string { return s.path }
 
-// LockPath is the lock file every writer holds: the registry path plus
-// ".lock", in the same directory.
-func (s *Store) LockPath() string { return s.path + ".lock" }
+// LockPath is the lock file every writer holds: the registry file's path
+// plus ".lock", in the same directory. A symlinked registry (dotfiles) is
+// locked beside the file the link points to, so that every path to one
+// registry takes the same lock.
+func (s *Store) LockPath() string {
+	target, err := followLinks(s.path)
+	if err != nil {
+		target = s.path
+	}
+	return target + ".lock"
+}
 
 // Load reads a snapshot of the registry. A missing file is an empty
 // registry. Readers take no lock: saves replace the file by rename, so a
@@ -164,18 +172,28 @@ func (s *Store) Update(ctx context.Context, fn func(*Registry) error) error {
 }
 
 func (s *Store) lock(ctx context.Context) (unlock func(), err error) {
+	target, err := followLinks(s.path)
+	if err != nil {
+		return nil, err
+	}
+	// A link may point into a directory that does not exist yet; the save
+	// creates it, and the lock lives there.
+	if err := os.MkdirAll(filepath.Dir(target), 0o700); err != nil {
+		return nil, fmt.Errorf("create registry directory: %w", err)
+	}
+	lockPath := target + ".lock"
 	lctx, cancel := context.WithTimeout(ctx, s.lockTimeout)
 	defer cancel()
-	l := flock.New(s.LockPath(), flock.SetPermissions(0o600))
+	l := flock.New(lockPath, flock.SetPermissions(0o600))
 	ok, err := l.TryLockContext(lctx, 5*time.Millisecond)
 	if err == nil && !ok {
 		err = lctx.Err()
 	}
 	if err != nil {
 		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			return nil, fmt.Errorf("lock %s: another rex process has been editing the registry for %s; try again when it has finished", s.LockPath(), s.lockTimeout)
+			return nil, fmt.Errorf("lock %s: another rex process has been editing the registry for %s; try again when it has finished", lockPath, s.lockTimeout)
 		}
-		return nil, fmt.Errorf("lock %s: %w", s.LockPath(), err)
+		return nil, fmt.Errorf("lock %s: %w", lockPath, err)
 	}
 	return func() { _ = l.Unlock() }, nil
 }

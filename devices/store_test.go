@@ -247,6 +247,48 @@ func TestStoreWritesThroughSymlink(t *testing.T) {
 	}
 }
 
+// TestStoreLockIsSharedThroughSymlinks: two paths to one registry (a
+// dotfiles link and the file itself, or two links) must exclude each
+// other, or two saves lose one another's change and one deletes the
+// other's temporary file as stale.
+func TestStoreLockIsSharedThroughSymlinks(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "dotfiles", "devices.json")
+	if err := os.MkdirAll(filepath.Dir(real), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link1 := filepath.Join(dir, "a", "devices.json")
+	link2 := filepath.Join(dir, "b", "devices.json")
+	for _, l := range []string{link1, link2} {
+		if err := os.MkdirAll(filepath.Dir(l), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(real, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct{ name, holder, other string }{
+		{"link and link", link1, link2},
+		{"link and file", link1, real},
+		{"file and link", real, link2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			unlock, err := NewStore(tt.holder).lock(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unlock()
+			s := NewStore(tt.other)
+			s.lockTimeout = 50 * time.Millisecond
+			err = s.Update(context.Background(), addDevice(strings.ReplaceAll(tt.name, " ", "-"), "h"))
+			if err == nil || !strings.Contains(err.Error(), "another rex process") {
+				t.Errorf("Update through %s while %s holds the lock = %v; want it to wait for the lock", tt.other, tt.holder, err)
+			}
+		})
+	}
+}
+
 func mustRead(t *testing.T, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
