@@ -87,7 +87,7 @@ func (r *Registry) Resolve(targets string) ([]Target, error) {
 //     width of the first bound), n[1,3,5-7], rack[1-2]-n[1-3];
 //   - a glob over device names: web-*, db?, web[ab]; it must match one;
 //   - an ad-hoc host: [user@]host[:port] or [user@][ipv6]:port, or
-//     ssh://[user@]host[:port] for any host name;
+//     ssh://[user@]host[:port] for any host name (ranges expand in it);
 //   - an explicit Host alias of ssh_config (opts.Aliases), by its bare name;
 //   - ^FILE: the lines of FILE, one item each ('#' starts a comment), where
 //     a bare word that names nothing is a host name;
@@ -248,7 +248,21 @@ func (rs *resolver) item(item string) error {
 		}
 		return nil
 	case strings.HasPrefix(item, "ssh://"):
-		return rs.adhoc(item, strings.TrimSuffix(strings.TrimPrefix(item, "ssh://"), "/"))
+		spec := strings.TrimSuffix(strings.TrimPrefix(item, "ssh://"), "/")
+		if isBracketedIPv6(spec) {
+			return rs.adhoc(item, spec)
+		}
+		// ssh://node[1-3] is three hosts, as root@node[1-3] is.
+		words, err := expandRanges(spec, MaxTargets)
+		if err != nil {
+			return fmt.Errorf("target %q: %w", item, err)
+		}
+		for _, w := range words {
+			if err := rs.adhoc(item, w); err != nil {
+				return err
+			}
+		}
+		return nil
 	case isBracketedIPv6(item):
 		return rs.adhoc(item, item)
 	}

@@ -80,6 +80,10 @@ func TestResolve(t *testing.T) {
 		{"ssh://myhost", []string{"adhoc:myhost"}},
 		{"ssh://admin@myhost:2200,myhost.lan", []string{"adhoc:admin@myhost:2200", "adhoc:myhost.lan"}},
 		{"root@node[1-2]", []string{"adhoc:root@node1", "adhoc:root@node2"}},
+		// The error for an unregistered range says "or ssh://node[1-3]".
+		{"ssh://node[1-2]", []string{"adhoc:node1", "adhoc:node2"}},
+		{"ssh://admin@n[1-2].lan:2200", []string{"adhoc:admin@n1.lan:2200", "adhoc:admin@n2.lan:2200"}},
+		{"ssh://[::1]:2200", []string{"adhoc:[::1]:2200"}},
 		{"h[8-10].lan", []string{"adhoc:h8.lan", "adhoc:h9.lan", "adhoc:h10.lan"}},
 		{"r[1-2]-n[1-2].lan", []string{"adhoc:r1-n1.lan", "adhoc:r1-n2.lan", "adhoc:r2-n1.lan", "adhoc:r2-n2.lan"}},
 		{"root@10.0.0.9,root@10.0.0.9:22,root@10.0.0.9", []string{"adhoc:root@10.0.0.9", "adhoc:root@10.0.0.9:22"}},
