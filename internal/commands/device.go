@@ -482,7 +482,7 @@ func GroupDelete(ctx context.Context, store *devices.Store, stdio IO, name strin
 	}
 	msg := "deleted group " + name
 	if n := len(members); n > 0 {
-		msg += fmt.Sprintf(" (its %d %s stay registered)", n, plural(n, "device", "devices"))
+		msg += fmt.Sprintf(" (its %d %s registered)", n, plural(n, "device stays", "devices stay"))
 	}
 	_, err = fmt.Fprintln(stdio.Out, msg)
 	return err

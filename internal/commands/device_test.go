@@ -269,6 +269,9 @@ func TestDeviceGroupMessages(t *testing.T) {
 		{[]string{"group", "create", "h"}, "created group h\n"},
 		{[]string{"group", "add", "h", "a", "b"}, "added a, b to group h\n"},
 		{[]string{"group", "delete", "h"}, "deleted group h (its 2 devices stay registered)\n"},
+		{[]string{"group", "create", "i"}, "created group i\n"},
+		{[]string{"group", "add", "i", "a"}, "added a to group i\n"},
+		{[]string{"group", "delete", "i"}, "deleted group i (its 1 device stays registered)\n"},
 	}
 	for _, s := range steps {
 		if got := mustRun(t, store, s.args...); got != s.want {
