@@ -275,7 +275,8 @@ func FromAnsibleINI(data []byte) (Inventory, error) {
 				}
 				vars[k] = v
 			}
-			names, err := expandAnsible(fields[0])
+			pattern := withAnsiblePort(fields[0], vars)
+			names, err := expandAnsible(pattern)
 			if err != nil {
 				return Inventory{}, fmt.Errorf("line %d: %w", n, err)
 			}
@@ -332,6 +333,39 @@ func unquote(s string) string {
 		return s[1 : len(s)-1]
 	}
 	return s
+}
+
+// withAnsiblePort takes the port off a host pattern written
+// "host.example.com:5309", as Ansible writes a non-standard SSH port, and
+// sets it in vars as ansible_port unless vars sets that already (a
+// variable on the same line wins, as in Ansible). A pattern with another
+// ':' outside a range (an IPv6 address) is returned as it is.
+func withAnsiblePort(pattern string, vars map[string]string) string {
+	i := strings.LastIndexByte(pattern, ':')
+	if i < 0 || strings.LastIndexByte(pattern, ']') > i {
+		return pattern
+	}
+	host, port := pattern[:i], pattern[i+1:]
+	if port == "" || len(port) > 5 || strings.Trim(port, "0123456789") != "" {
+		return pattern
+	}
+	depth := 0
+	for _, c := range host {
+		switch {
+		case c == '[':
+			depth++
+		case c == ']' && depth > 0:
+			depth--
+		case c == ':' && depth == 0:
+			return pattern
+		}
+	}
+	_, ok1 := vars["ansible_port"]
+	_, ok2 := vars["ansible_ssh_port"]
+	if !ok1 && !ok2 {
+		vars["ansible_port"] = port
+	}
+	return host
 }
 
 // expandAnsible expands Ansible's host patterns: www[01:50].lan,
@@ -426,11 +460,11 @@ func FromAnsibleYAML(data []byte) (Inventory, error) {
 					continue
 				}
 				for j := 0; j+1 < len(val.Content); j += 2 {
-					names, err := expandAnsible(val.Content[j].Value)
+					vars := scalarMap(val.Content[j+1])
+					names, err := expandAnsible(withAnsiblePort(val.Content[j].Value, vars))
 					if err != nil {
 						return fmt.Errorf("group %s: %w", name, err)
 					}
-					vars := scalarMap(val.Content[j+1])
 					for _, h := range names {
 						if err := a.host(name, h, vars); err != nil {
 							return err

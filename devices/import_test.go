@@ -78,6 +78,33 @@ func TestImportAnsibleYAML(t *testing.T) {
 	}
 }
 
+// TestImportAnsibleHostPort: Ansible writes a non-standard SSH port after
+// the host name, "badwolf.example.com:5309", in both inventory forms; a
+// port set as a variable on the same line wins, as in Ansible.
+func TestImportAnsibleHostPort(t *testing.T) {
+	tests := []struct {
+		name string
+		read func([]byte) (Inventory, error)
+		data string
+		want []string
+	}{
+		{"ini", FromAnsibleINI, "badwolf.example.com:5309\n[web]\nw[1:2].lan:2222 ansible_user=u\nv.lan:2200 ansible_port=2201\n",
+			[]string{"badwolf.example.com badwolf.example.com:5309", "w1.lan u@w1.lan:2222", "w2.lan u@w2.lan:2222", "v.lan v.lan:2201", "web: w1.lan,w2.lan,v.lan"}},
+		{"yaml", FromAnsibleYAML, "all:\n  hosts:\n    badwolf.example.com:5309:\n    w[1:2].lan:2222:\n      ansible_user: u\n",
+			[]string{"badwolf.example.com badwolf.example.com:5309", "w1.lan u@w1.lan:2222", "w2.lan u@w2.lan:2222"}},
+	}
+	for _, tt := range tests {
+		inv, err := tt.read([]byte(tt.data))
+		if err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+			continue
+		}
+		if got := summary(inv); !slices.Equal(got, tt.want) || len(inv.Skipped) != 0 {
+			t.Errorf("%s inventory:\n%s\nskipped %q\nwant:\n%s", tt.name, strings.Join(got, "\n"), inv.Skipped, strings.Join(tt.want, "\n"))
+		}
+	}
+}
+
 func TestImportHostsFile(t *testing.T) {
 	inv, err := FromHostsFile(readTestdata(t, "hosts"))
 	if err != nil {
