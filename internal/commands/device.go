@@ -561,7 +561,7 @@ func DeviceReach(ctx context.Context, store *devices.Store, remote DeviceRemote,
 	if err != nil {
 		return fmt.Errorf("%s: %w", verb, err)
 	}
-	targets, err := r.Resolve(strings.Join(words, ","))
+	targets, err := r.ResolveWith(strings.Join(words, ","), devices.ResolveOptions{Aliases: SSHAliases})
 	if err != nil {
 		return fmt.Errorf("%s: %w", verb, err)
 	}

@@ -509,3 +509,28 @@ func TestDeviceConcurrentProcesses(t *testing.T) {
 		t.Errorf("%d devices after %d concurrent adds", got, n)
 	}
 }
+
+// TestDeviceRemoteVerbsTakeSSHAliases: check, prepare and clean take
+// TARGETS as every other verb does, explicit Host aliases of
+// ~/.ssh/config included (README: TARGETS, and -x "in every verb that
+// takes TARGETS (..., device check|prepare|clean, ...)").
+func TestDeviceRemoteVerbsTakeSSHAliases(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	if err := os.MkdirAll(filepath.Join(home, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".ssh", "config"), []byte("Host jumpbox\n  HostName 10.0.0.7\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	store := tempStore(t)
+	mustRun(t, store, "add", "web1", "a.lan")
+	for _, verb := range []string{"check", "prepare", "clean"} {
+		f := &fakeRemote{}
+		var out bytes.Buffer
+		err := DeviceWith(context.Background(), store, f, IO{Out: &out, Err: &out}, []string{verb, "web1,jumpbox"})
+		if err != nil || !slices.Equal(f.targets, []string{"web1", "jumpbox"}) {
+			t.Errorf("rex device %s web1,jumpbox = %v, reached %v; want web1 and the ssh_config alias jumpbox", verb, err, f.targets)
+		}
+	}
+}
