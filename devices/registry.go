@@ -270,6 +270,10 @@ func (e *UnknownError) Error() string {
 	case "device":
 		return fmt.Sprintf("no device is named %q; rex device list shows the devices", e.Name)
 	}
+	if _, _, _, err := ParseHost(e.Name); err != nil {
+		// Not a host name either: ssh://NAME would fail in turn.
+		return fmt.Sprintf("no %s is named %q; rex device list shows them", e.What, e.Name)
+	}
 	return fmt.Sprintf("no %s is named %q; rex device list shows them, and a host that is not registered is written ssh://%s or user@%s", e.What, e.Name, e.Name, e.Name)
 }
 

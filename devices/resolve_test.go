@@ -425,3 +425,45 @@ func BenchmarkResolve(b *testing.B) {
 		}
 	}
 }
+
+// TestReviewExcludeByAddress: an operator used to pdsh and clush leaves a
+// machine out by its address. The fixture's web2 is root@10.0.0.2; the
+// exclusion resolves to an ad-hoc target named 10.0.0.2, which is not the
+// device web2, so web2 stays in the list and the command runs on the
+// machine meant to be left out, without a word.
+func TestReviewExcludeByAddress(t *testing.T) {
+	r := fixture(t)
+	for _, in := range []string{"web,!10.0.0.2", "web,!root@10.0.0.2", "web,!ssh://10.0.0.2"} {
+		got, err := r.Resolve(in)
+		if err == nil && slices.Contains(names(got), "device:web2") {
+			t.Errorf("Resolve(%q) = %v: web2 (root@10.0.0.2) is still chosen; want it left out, or an error saying !web2 leaves it out", in, names(got))
+		}
+	}
+}
+
+// TestResolveUnknownHintIsUsable: the error for an unknown bare word says
+// how to write it as a host that is not registered, ssh://NAME, only when
+// that would work; ssh://-x would fail in turn ("must not start with '-'").
+func TestResolveUnknownHintIsUsable(t *testing.T) {
+	r := fixture(t)
+	tests := []struct {
+		in   string
+		hint bool
+	}{
+		{"xyzzy", true},
+		{"my_host", true},
+		{"-x", false},
+		{"]", false},
+		{"x]", false},
+	}
+	for _, tt := range tests {
+		_, err := r.Resolve(tt.in)
+		if err == nil {
+			t.Errorf("Resolve(%q) succeeded", tt.in)
+			continue
+		}
+		if got := strings.Contains(err.Error(), "ssh://"+tt.in); got != tt.hint {
+			t.Errorf("Resolve(%q) = %q; want the ssh://%s hint: %v", tt.in, err, tt.in, tt.hint)
+		}
+	}
+}
