@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -21,7 +22,11 @@ type SSHConfig struct {
 type sshBlock struct {
 	patterns []string // nil for a Match block, which rex never applies here
 	match    bool
-	kv       [][2]string
+	// outer are the Host patterns of the blocks the Include that read this
+	// block sits in, outermost first: the block applies only where every
+	// one of them does, as in OpenSSH.
+	outer [][]string
+	kv    [][2]string
 }
 
 // maxSSHConfigDepth bounds nested Includes, as OpenSSH does.
@@ -32,13 +37,13 @@ const maxSSHConfigDepth = 16
 // file is an empty config.
 func ParseSSHConfig(path, home string) (*SSHConfig, error) {
 	c := &SSHConfig{}
-	if err := c.read(path, home, 0, true); err != nil {
+	if err := c.read(path, home, 0, true, nil, false); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-func (c *SSHConfig) read(path, home string, depth int, top bool) error {
+func (c *SSHConfig) read(path, home string, depth int, top bool, outer [][]string, inMatch bool) error {
 	if depth > maxSSHConfigDepth {
 		return fmt.Errorf("%s: Include nests deeper than %d files; check for a loop", path, maxSSHConfigDepth)
 	}
@@ -62,10 +67,15 @@ func (c *SSHConfig) read(path, home string, depth int, top bool) error {
 		}
 		switch strings.ToLower(key) {
 		case "host":
-			c.blocks = append(c.blocks, sshBlock{patterns: args})
+			c.blocks = append(c.blocks, sshBlock{patterns: args, outer: outer, match: inMatch})
 		case "match":
-			c.blocks = append(c.blocks, sshBlock{match: true})
+			c.blocks = append(c.blocks, sshBlock{match: true, outer: outer})
 		case "include":
+			// The included files sit in the current block: their Host
+			// blocks apply only where it does, and the lines after the
+			// Include belong to it again (OpenSSH restores its state).
+			cur := c.blocks[len(c.blocks)-1]
+			inner := append(slices.Clip(cur.outer), cur.patterns)
 			for _, pat := range args {
 				p := expandTildeHome(pat, home)
 				if !filepath.IsAbs(p) {
@@ -76,8 +86,12 @@ func (c *SSHConfig) read(path, home string, depth int, top bool) error {
 					return fmt.Errorf("%s:%d: Include %s: %v", path, n, pat, err)
 				}
 				for _, f := range files {
-					if err := c.read(f, home, depth+1, false); err != nil {
+					n := len(c.blocks)
+					if err := c.read(f, home, depth+1, false, inner, cur.match); err != nil {
 						return err
+					}
+					if len(c.blocks) > n {
+						c.blocks = append(c.blocks, sshBlock{patterns: cur.patterns, outer: cur.outer, match: cur.match})
 					}
 				}
 			}
@@ -152,7 +166,7 @@ func (c *SSHConfig) Aliases() []string {
 	seen := map[string]bool{}
 	for _, b := range c.blocks {
 		for _, p := range b.patterns {
-			if strings.ContainsAny(p, "*?!") || seen[p] {
+			if strings.ContainsAny(p, "*?!") || seen[p] || b.match || !outerMatches(b.outer, p) {
 				continue
 			}
 			seen[p] = true
@@ -167,7 +181,7 @@ func (c *SSHConfig) Aliases() []string {
 func (c *SSHConfig) Get(alias, key string) string {
 	key = strings.ToLower(key)
 	for _, b := range c.blocks {
-		if b.match || !hostMatches(b.patterns, alias) {
+		if b.match || !hostMatches(b.patterns, alias) || !outerMatches(b.outer, alias) {
 			continue
 		}
 		for _, kv := range b.kv {
@@ -177,6 +191,17 @@ func (c *SSHConfig) Get(alias, key string) string {
 		}
 	}
 	return ""
+}
+
+// outerMatches reports whether every enclosing block of an Include applies
+// to host.
+func outerMatches(outer [][]string, host string) bool {
+	for _, patterns := range outer {
+		if patterns == nil || !hostMatches(patterns, host) {
+			return false
+		}
+	}
+	return true
 }
 
 // hostMatches applies a Host line's patterns: some pattern matches and no

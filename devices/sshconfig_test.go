@@ -123,3 +123,40 @@ func TestSplitSSHLine(t *testing.T) {
 		}
 	}
 }
+
+// TestSSHConfigIncludeInsideHost: an Include sits in the Host block it is
+// written in, as in OpenSSH's readconf.c: the included file's settings
+// apply only where that block does (its own Host blocks too), and the
+// lines after the Include still belong to that block, whatever Host lines
+// the included file has.
+func TestSSHConfigIncludeInsideHost(t *testing.T) {
+	home := t.TempDir()
+	ssh := filepath.Join(home, ".ssh")
+	os.MkdirAll(ssh, 0o700)
+	os.WriteFile(filepath.Join(ssh, "config"), []byte("Include top.conf\nUser bob\nHost web1\n  Include extra.conf\n  HostName 10.0.0.1\n  Port 2200\n"), 0o600)
+	os.WriteFile(filepath.Join(ssh, "top.conf"), []byte("Host gw\n  HostName gw.lan\n"), 0o600)
+	os.WriteFile(filepath.Join(ssh, "extra.conf"), []byte("IdentityFile ~/.ssh/web\nHost other\n  HostName other.lan\n"), 0o600)
+	c, err := ParseSSHConfig(filepath.Join(ssh, "config"), home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ alias, key, want string }{
+		{"web1", "IdentityFile", "~/.ssh/web"},
+		{"web1", "HostName", "10.0.0.1"},
+		{"web1", "Port", "2200"},
+		{"web1", "User", "bob"}, // after a top-level Include: every host
+		{"gw", "HostName", "gw.lan"},
+		{"gw", "User", "bob"},
+		{"gw", "Port", ""},
+		{"other", "HostName", ""}, // its block sits inside Host web1
+		{"other", "Port", ""},
+	}
+	for _, tt := range tests {
+		if got := c.Get(tt.alias, tt.key); got != tt.want {
+			t.Errorf("Get(%s, %s) = %q, want %q", tt.alias, tt.key, got, tt.want)
+		}
+	}
+	if got, want := c.Aliases(), []string{"gw", "web1"}; !slices.Equal(got, want) {
+		t.Errorf("Aliases = %v, want %v", got, want)
+	}
+}
