@@ -162,7 +162,10 @@ type resolver struct {
 
 	group    string // the group being expanded, for Target.Group
 	hostFile bool   // reading a ^FILE: bare words are host names
-	aliases  map[string]bool
+	// excluding: resolving exclusions, where an empty group (a drain
+	// group with nobody in it right now) leaves nothing out.
+	excluding bool
+	aliases   map[string]bool
 }
 
 func (rs *resolver) add(t Target) error {
@@ -184,7 +187,7 @@ func (rs *resolver) add(t Target) error {
 // chosen; anything else resolves as a target would, with the same rules
 // (an unknown name is an error).
 func (rs *resolver) excluded(items []string) (func(Target) bool, error) {
-	sub := resolver{reg: rs.reg, home: rs.home, opts: rs.opts, seen: map[string]bool{}}
+	sub := resolver{reg: rs.reg, home: rs.home, opts: rs.opts, seen: map[string]bool{}, excluding: true}
 	chosen := map[string]bool{}
 	for _, t := range rs.out {
 		chosen[t.Name] = true
@@ -387,6 +390,9 @@ func (rs *resolver) word(w string) (bool, error) {
 	}
 	if members, ok := rs.reg.groups[w]; ok {
 		if len(members) == 0 {
+			if rs.excluding {
+				return true, nil
+			}
 			return true, fmt.Errorf("group %q has no devices; add some with rex device group add %s DEVICE...", w, w)
 		}
 		defer rs.inGroup(w)()

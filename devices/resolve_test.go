@@ -241,6 +241,9 @@ func TestResolveExclusions(t *testing.T) {
 		{in: "web1,root@10.0.0.9,!root@10.0.0.9", want: []string{"device:web1"}},
 		{in: "web1,10.0.0.9,!10.0.0.*", want: []string{"device:web1"}},
 		{in: "web,!nomatch*", want: []string{"device:web2", "device:web1"}},
+		// A drain group that is empty right now leaves nothing out.
+		{in: "web,!empty", want: []string{"device:web2", "device:web1"}},
+		{in: "web,!dangling", err: `group "dangling" lists "ghost"`},
 		{in: "node[1-6],!^~/drain", want: []string{"device:node1", "device:node3", "device:node6"}},
 		{in: "^hosts", want: []string{"device:web1", "device:web2", "adhoc:new-box", "adhoc:root@10.9.0.1:2222"}},
 		{in: "^hosts,!new-box", want: []string{"device:web1", "device:web2", "adhoc:root@10.9.0.1:2222"}},
