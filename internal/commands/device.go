@@ -102,8 +102,15 @@ func DeviceWith(ctx context.Context, store *devices.Store, remote DeviceRemote, 
 		}
 	case "check", "prepare", "clean":
 		var connect time.Duration
+		var excl TargetFlags
 		var pos []string
-		if pos, err = parse(verb, func(fs *pflag.FlagSet) { BindConnectTimeout(fs, &connect) }); err == nil {
+		if pos, err = parse(verb, func(fs *pflag.FlagSet) {
+			BindConnectTimeout(fs, &connect)
+			excl.BindExclude(fs)
+		}); err == nil {
+			if len(pos) > 0 {
+				pos = []string{excl.Spec(strings.Join(pos, ","))}
+			}
 			return DeviceReach(ctx, store, remote, stdio, verb, pos, connect)
 		}
 	default:
@@ -130,9 +137,9 @@ const deviceUsageText = `usage: rex device COMMAND [ARGS]
   group list [--json]          list the groups and their members
   import ssh-config [FILE] | ansible INVENTORY | hosts FILE [--force] [--dry-run]
                                add an inventory's hosts (and groups) at once
-  check TARGETS                test reachability, login and the cached rexd
-  prepare TARGETS              install rexd without running anything
-  clean TARGETS                remove the cached rexd
+  check TARGETS [-x NAMES]     test reachability, login and the cached rexd
+  prepare TARGETS [-x NAMES]   install rexd without running anything
+  clean TARGETS [-x NAMES]     remove the cached rexd
 
 TARGETS is a comma-separated list of device and group names, all, local,
 globs (web-*), ranges (node[1-16], node[01-16], n[1,3,5-7]) and hosts that

@@ -534,3 +534,21 @@ func TestDeviceRemoteVerbsTakeSSHAliases(t *testing.T) {
 		}
 	}
 }
+
+// TestDeviceRemoteVerbsTakeExclude: the console's /device check|prepare|
+// clean parse the same flags as rex device check (-x NAMES among them):
+// flags are declared once for both front ends.
+func TestDeviceRemoteVerbsTakeExclude(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	store := tempStore(t)
+	mustRun(t, store, "add", "web1", "a.lan")
+	mustRun(t, store, "add", "web2", "b.lan")
+	for _, verb := range []string{"check", "prepare", "clean"} {
+		f := &fakeRemote{}
+		var out bytes.Buffer
+		err := DeviceWith(context.Background(), store, f, IO{Out: &out, Err: &out}, []string{verb, "web*", "-x", "web2", "--connect-timeout", "5s"})
+		if err != nil || !slices.Equal(f.targets, []string{"web1"}) {
+			t.Errorf("/device %s web* -x web2 = %v, reached %v; want web1 alone", verb, err, f.targets)
+		}
+	}
+}
