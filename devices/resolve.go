@@ -90,7 +90,8 @@ func (r *Registry) Resolve(targets string) ([]Target, error) {
 //     ssh://[user@]host[:port] for any host name (ranges expand in it);
 //   - an explicit Host alias of ssh_config (opts.Aliases), by its bare name;
 //   - ^FILE: the lines of FILE, one item each ('#' starts a comment), where
-//     a bare word that names nothing is a host name;
+//     a bare word that names nothing is a host name (in an exclusion, only
+//     when a chosen target has that name; otherwise it is unknown);
 //   - !ITEM: an exclusion. Whatever ITEM names (a glob: whatever target it
 //     matches) is left out of the list, wherever the exclusion is written.
 //
@@ -163,8 +164,11 @@ type resolver struct {
 	group    string // the group being expanded, for Target.Group
 	hostFile bool   // reading a ^FILE: bare words are host names
 	// excluding: resolving exclusions, where an empty group (a drain
-	// group with nobody in it right now) leaves nothing out.
+	// group with nobody in it right now) leaves nothing out, and a bare
+	// word in a host file must name something (chosen holds the names of
+	// the targets chosen), so that a typo never keeps a machine in.
 	excluding bool
+	chosen    map[string]bool
 	aliases   map[string]bool
 }
 
@@ -187,11 +191,11 @@ func (rs *resolver) add(t Target) error {
 // chosen; anything else resolves as a target would, with the same rules
 // (an unknown name is an error).
 func (rs *resolver) excluded(items []string) (func(Target) bool, error) {
-	sub := resolver{reg: rs.reg, home: rs.home, opts: rs.opts, seen: map[string]bool{}, excluding: true}
 	chosen := map[string]bool{}
 	for _, t := range rs.out {
 		chosen[t.Name] = true
 	}
+	sub := resolver{reg: rs.reg, home: rs.home, opts: rs.opts, seen: map[string]bool{}, excluding: true, chosen: chosen}
 	byName := map[string]bool{}
 	var globs []string
 	for _, item := range items {
@@ -429,9 +433,11 @@ func (rs *resolver) word(w string) (bool, error) {
 	if strings.ContainsAny(w, "@.:") {
 		return true, rs.adhoc(w, w)
 	}
-	if rs.alias(w) || rs.hostFile {
+	if rs.alias(w) || rs.hostFile && (!rs.excluding || rs.chosen[w]) {
 		// An ssh_config alias, or a host name in a host file: ssh_config
-		// applies to it as to `ssh w`.
+		// applies to it as to `ssh w`. In an exclusion's host file, only
+		// the name of a chosen host is one: anything else may be a typo
+		// of the machine meant to be left out.
 		return true, rs.adhoc(w, w)
 	}
 	return false, nil

@@ -224,6 +224,10 @@ func TestResolveExclusions(t *testing.T) {
 				return []byte("^hosts\n"), nil
 			case "bad":
 				return []byte("web1\n!web2\n"), nil
+			case "typo":
+				return []byte("node2\nnoed4\n"), nil
+			case "drain-new":
+				return []byte("new-box\n"), nil
 			}
 			return nil, &os.PathError{Op: "open", Path: name, Err: os.ErrNotExist}
 		},
@@ -247,6 +251,11 @@ func TestResolveExclusions(t *testing.T) {
 		{in: "node[1-6],!^~/drain", want: []string{"device:node1", "device:node3", "device:node6"}},
 		{in: "^hosts", want: []string{"device:web1", "device:web2", "adhoc:new-box", "adhoc:root@10.9.0.1:2222"}},
 		{in: "^hosts,!new-box", want: []string{"device:web1", "device:web2", "adhoc:root@10.9.0.1:2222"}},
+		// A typo in an exclusion file fails as one on the command line
+		// does, rather than leaving node4 in; a bare word that names a
+		// chosen host (from a ^FILE) still leaves it out.
+		{in: "node[1-6],!^typo", err: `typo:2: no device or group is named "noed4"`},
+		{in: "^hosts,!^drain-new", want: []string{"device:web1", "device:web2", "adhoc:root@10.9.0.1:2222"}},
 		{in: "bastion,web1", want: []string{"adhoc:bastion", "device:web1"}},
 		{in: "web,!web1,!web2", err: "leave out every one of the 2 targets"},
 		{in: "!web1", err: "only leave machines out"},

@@ -19,7 +19,7 @@ import (
 var manSections = []struct{ name, text string }{
 	{"TARGETS", `TARGETS is a comma-separated list of: device names; group names; all (every device); local (this machine); globs over device names (web-*); ranges (node[1-16], node[01-16], n[1,3,5-7]); hosts that are not registered ([user@]host[:port], [user@][ipv6]:port, ssh://host); explicit Host aliases of ~/.ssh/config, by their bare name.
 
-!NAME, !GLOB and !^FILE leave targets out, wherever they are written; -x NAMES does the same for every name it lists. ^FILE reads one target per line (# starts a comment); a bare word there that names nothing registered is a host name.
+!NAME, !GLOB and !^FILE leave targets out, wherever they are written; -x NAMES does the same for every name it lists. ^FILE reads one target per line (# starts a comment); a bare word there that names nothing registered is a host name, except in an exclusion, where it must name a device, a group or a chosen host, so that a typo fails.
 
 An unknown bare name is an error that suggests the closest names: a typo never turns into a connection to another machine.`},
 	{"OUTPUT", `rex run prints each output line as it completes, prefixed by its target: "web1: " for stdout and "web1! " for stderr, names padded to one width. A line longer than 64 KiB is printed in pieces of 64 KiB (cut before a UTF-8 character that straddles the size); every piece after the first has the continuation mark "web1:+" (or "web1!+") in place of "web1: ", so a line can be joined again: drop the mark and the newline before it.
