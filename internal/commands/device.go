@@ -230,19 +230,36 @@ func DeviceAdd(ctx context.Context, store *devices.Store, stdio IO, spec DeviceA
 		return fmt.Errorf("add device %s: %w", name, err)
 	}
 	var replaced bool
+	var old devices.Device
 	err = store.Update(ctx, func(r *devices.Registry) error {
 		var err error
+		old, _ = r.Device(name)
 		replaced, err = r.Add(d, spec.Force)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("add device %s: %w", name, err)
 	}
-	verb := "added"
-	if replaced {
-		verb = "replaced"
+	if !replaced {
+		_, err = fmt.Fprintf(stdio.Out, "added device %s (%s)\n", name, d.Addr())
+		return err
 	}
-	_, err = fmt.Fprintf(stdio.Out, "%s device %s (%s)\n", verb, name, d.Addr())
+	// A replace says what it drops, as a removal says what it removes.
+	var was []string
+	if a := old.Addr(); a != d.Addr() {
+		was = append(was, a)
+	}
+	if old.SSHKey != "" && old.SSHKey != d.SSHKey {
+		was = append(was, "key "+old.SSHKey)
+	}
+	if old.Description != "" && old.Description != d.Description {
+		was = append(was, fmt.Sprintf("description %q", old.Description))
+	}
+	msg := fmt.Sprintf("replaced device %s (%s)", name, d.Addr())
+	if len(was) > 0 {
+		msg += "; it was " + Printable(strings.Join(was, ", "))
+	}
+	_, err = fmt.Fprintln(stdio.Out, msg)
 	return err
 }
 

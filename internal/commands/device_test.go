@@ -159,8 +159,16 @@ func TestDeviceAddForce(t *testing.T) {
 	if err == nil || ExitCode(err) != 1 || !strings.Contains(err.Error(), `device "web1" already exists (a.lan); add --force to replace it`) {
 		t.Fatalf("second add = %v", err)
 	}
-	if got := mustRun(t, store, "add", "web1", "b.lan", "--force"); got != "replaced device web1 (b.lan)\n" {
+	if got := mustRun(t, store, "add", "web1", "b.lan", "--force"); got != "replaced device web1 (b.lan); it was a.lan\n" {
 		t.Errorf("add --force printed %q", got)
+	}
+	// What a replace drops is said, as a removal says what it removes.
+	mustRun(t, store, "add", "web1", "b.lan", "--force", "--key", "/keys/web", "--desc", "front end")
+	if got := mustRun(t, store, "add", "web1", "c.lan:2222", "--force"); got != "replaced device web1 (c.lan:2222); it was b.lan, key /keys/web, description \"front end\"\n" {
+		t.Errorf("add --force over a key and a description printed %q", got)
+	}
+	if got := mustRun(t, store, "add", "web1", "c.lan:2222", "--force"); got != "replaced device web1 (c.lan:2222)\n" {
+		t.Errorf("add --force with nothing lost printed %q", got)
 	}
 }
 
