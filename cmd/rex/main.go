@@ -107,6 +107,9 @@ func (e *env) watchSignals(cancel context.CancelCauseFunc) (stop func()) {
 			return
 		}
 		if !e.holdsTerminal.Load() {
+			// A secret prompt may be reading with echo off: give the
+			// shell its terminal back as it was.
+			commands.RestoreTerminal()
 			os.Exit(first.code())
 		}
 	}()

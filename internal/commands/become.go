@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"golang.org/x/term"
 
 	"github.com/rexconsole/rex/internal/fanout"
 	"github.com/rexconsole/rex/internal/protocol"
@@ -71,7 +70,7 @@ func AskTTY(prompt string) ([]byte, error) {
 	}
 	defer tty.Close()
 	fmt.Fprint(tty, prompt)
-	pw, err := term.ReadPassword(int(tty.Fd()))
+	pw, err := readPassword(int(tty.Fd()))
 	fmt.Fprintln(tty)
 	return pw, err
 }
