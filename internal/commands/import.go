@@ -160,16 +160,18 @@ func loadInventory(spec ImportSpec) (devices.Inventory, string, error) {
 		if file == "" {
 			file = own
 		}
-		abs, _ := filepath.Abs(file)
-		if _, err := os.Stat(file); err != nil {
+		fi, err := os.Stat(file)
+		if err != nil {
 			return devices.Inventory{}, "", fmt.Errorf("read %s: %w", file, unwrapPath(err))
 		}
 		cfg, err := devices.ParseSSHConfig(file, home)
 		if err != nil {
 			return devices.Inventory{}, "", err
 		}
-		// The operator's own file keeps applying through the alias.
-		viaAlias := abs == own
+		// The operator's own file keeps applying through the alias, by
+		// whatever path it is named (a symlinked home, a relative path).
+		ownFi, err := os.Stat(own)
+		viaAlias := err == nil && os.SameFile(fi, ownFi)
 		inv, err := devices.FromSSHConfig(cfg, viaAlias)
 		from := file
 		if viaAlias {
