@@ -26,7 +26,8 @@ func (e *FormatError) Error() string {
 	return fmt.Sprintf("%s:%d:%d: %s; fix the file by hand (rex will not change it until it loads)", where, e.Line, e.Column, e.Msg)
 }
 
-// Parse decodes devices.json. Any document in the documented shape loads:
+// Parse decodes devices.json. Any document in the documented shape loads
+// (after a UTF-8 byte-order mark, if there is one):
 // "devices" maps names to objects with optional "host", "port", "ssh_key",
 // "description", "roots", "become" and "become_user"; "groups" maps names to lists of device names; null
 // stands for empty. Unknown fields at any level are kept verbatim. Empty
@@ -34,6 +35,10 @@ func (e *FormatError) Error() string {
 // validated here; see Device.Validate.
 func Parse(data []byte) (*Registry, error) {
 	r := New()
+	// An editor that saves UTF-8 with a byte-order mark leaves an
+	// invisible U+FEFF first, which JSON does not allow; skip it (a save
+	// writes the file without one).
+	data = bytes.TrimPrefix(data, []byte("\ufeff"))
 	if len(bytes.TrimSpace(data)) == 0 {
 		return r, nil
 	}

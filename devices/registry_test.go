@@ -129,6 +129,25 @@ func TestParseEmptyAndNull(t *testing.T) {
 	}
 }
 
+// TestParseByteOrderMark: an editor that saves UTF-8 with a byte-order
+// mark (Windows Notepad did) leaves an invisible U+FEFF first; the file
+// still loads, and an error after it counts columns as the editor shows
+// them.
+func TestParseByteOrderMark(t *testing.T) {
+	r, err := Parse([]byte("\ufeff{\"devices\": {\"a\": {\"host\": \"h\"}}}"))
+	if err != nil {
+		t.Fatalf("Parse with a BOM: %v", err)
+	}
+	if _, ok := r.Device("a"); !ok {
+		t.Error("device a not loaded")
+	}
+	_, err = Parse([]byte("\ufeff{\"devices\": [1]}"))
+	var fe *FormatError
+	if !errors.As(err, &fe) || fe.Line != 1 || fe.Column != 13 {
+		t.Errorf("error after a BOM = %v; want it at 1:13", err)
+	}
+}
+
 func TestParseMalformedPosition(t *testing.T) {
 	tests := []struct {
 		name      string
