@@ -93,7 +93,8 @@ func (r *Registry) Resolve(targets string) ([]Target, error) {
 //     a bare word that names nothing is a host name (in an exclusion, only
 //     when a chosen target has that name; otherwise it is unknown);
 //   - !ITEM: an exclusion. Whatever ITEM names (a glob: whatever target it
-//     matches) is left out of the list, wherever the exclusion is written.
+//     matches by name; an address: every target at that address) is left
+//     out of the list, wherever the exclusion is written.
 //
 // A device or group name always wins, then an ssh_config alias. Otherwise a
 // word that contains '@', '.' or ':' (so every IP address) is an ad-hoc
@@ -215,9 +216,22 @@ func (rs *resolver) excluded(items []string) (func(Target) bool, error) {
 			return nil, fmt.Errorf("!%s: %w", item, err)
 		}
 	}
+	// A machine left out by its address ([user@]host[:port], pdsh's and
+	// clush's habit) is left out under any name that reaches it.
+	var addrs []Target
+	for _, x := range sub.out {
+		if x.Kind == KindAdhoc {
+			addrs = append(addrs, x)
+		}
+	}
 	return func(t Target) bool {
 		if byName[t.Name] || sub.seen[string(t.Kind)+"\x00"+t.Name] {
 			return true
+		}
+		for _, a := range addrs {
+			if sameAddress(a, t) {
+				return true
+			}
 		}
 		for _, g := range globs {
 			if ok, _ := path.Match(g, t.Name); ok {
@@ -226,6 +240,25 @@ func (rs *resolver) excluded(items []string) (func(Target) bool, error) {
 		}
 		return false
 	}, nil
+}
+
+// sameAddress reports whether the target t is at the address a names: the
+// same host, and the user and port a gives when it gives them (port 22 is
+// an unset port's).
+func sameAddress(a, t Target) bool {
+	if t.Kind == KindLocal || !strings.EqualFold(a.Host, t.Host) {
+		return false
+	}
+	if a.User != "" && a.User != t.User {
+		return false
+	}
+	port := func(p int) int {
+		if p == 0 {
+			return 22
+		}
+		return p
+	}
+	return a.Port == 0 || port(a.Port) == port(t.Port)
 }
 
 // isGlob reports an item with wildcards that are not numeric ranges.

@@ -438,12 +438,12 @@ func BenchmarkResolve(b *testing.B) {
 	}
 }
 
-// TestReviewExcludeByAddress: an operator used to pdsh and clush leaves a
+// TestExcludeByAddress: an operator used to pdsh and clush leaves a
 // machine out by its address. The fixture's web2 is root@10.0.0.2; the
 // exclusion resolves to an ad-hoc target named 10.0.0.2, which is not the
 // device web2, so web2 stays in the list and the command runs on the
 // machine meant to be left out, without a word.
-func TestReviewExcludeByAddress(t *testing.T) {
+func TestExcludeByAddress(t *testing.T) {
 	r := fixture(t)
 	for _, in := range []string{"web,!10.0.0.2", "web,!root@10.0.0.2", "web,!ssh://10.0.0.2"} {
 		got, err := r.Resolve(in)
