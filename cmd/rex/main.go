@@ -91,6 +91,15 @@ func (e *env) watchSignals(cancel context.CancelCauseFunc) (stop func()) {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	done := make(chan struct{})
+	// The terminal as rex found it: a secret prompt may be reading with
+	// echo off when rex exits at once, and the shell must get it back.
+	restore := func() {}
+	tty, err := os.Open("/dev/tty")
+	if err == nil {
+		if st, err := term.GetState(int(tty.Fd())); err == nil {
+			restore = func() { term.Restore(int(tty.Fd()), st) }
+		}
+	}
 	go func() {
 		var first signalError
 		select {
@@ -107,15 +116,16 @@ func (e *env) watchSignals(cancel context.CancelCauseFunc) (stop func()) {
 			return
 		}
 		if !e.holdsTerminal.Load() {
-			// A secret prompt may be reading with echo off: give the
-			// shell its terminal back as it was.
-			commands.RestoreTerminal()
+			restore()
 			os.Exit(first.code())
 		}
 	}()
 	return func() {
 		signal.Stop(sigs)
 		close(done)
+		if tty != nil {
+			tty.Close()
+		}
 	}
 }
 

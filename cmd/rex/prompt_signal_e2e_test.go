@@ -21,12 +21,13 @@ func TestInterruptAtPasswordPromptRestoresEcho(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root, to run rex as nobody, whose sudo asks a password")
 	}
+	// Both are in CI's packages (.ci/run: util-linux, sudo).
 	setpriv, err := exec.LookPath("setpriv")
 	if err != nil {
-		t.Skip("needs setpriv")
+		t.Fatal("needs setpriv (util-linux)")
 	}
 	if _, err := exec.LookPath("sudo"); err != nil {
-		t.Skip("needs sudo")
+		t.Fatal("needs sudo")
 	}
 	// Not t.TempDir: its parent is closed to other users.
 	home, err := os.MkdirTemp("", "rex-nobody")
@@ -70,7 +71,7 @@ func TestInterruptAtPasswordPromptRestoresEcho(t *testing.T) {
 	select {
 	case <-prompted:
 	case err := <-exited:
-		t.Skipf("rex ended before asking a password (sudo lets nobody in?): %v\n%s", err, <-output)
+		t.Fatalf("rex ended before asking a password (sudo lets nobody in?): %v\n%s", err, <-output)
 	case <-time.After(60 * time.Second):
 		cmd.Process.Kill()
 		t.Fatal("no password prompt within 60 s")
@@ -80,7 +81,7 @@ func TestInterruptAtPasswordPromptRestoresEcho(t *testing.T) {
 		t.Fatal(err)
 	}
 	if tio.Lflag&unix.ECHO != 0 {
-		t.Skip("the prompt did not turn echo off")
+		t.Fatal("the password prompt did not turn echo off")
 	}
 	ptmx.Write([]byte{3, 3}) // ctrl+c twice (the kernel may merge them: then the exit grace ends it)
 	select {

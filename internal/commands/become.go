@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"golang.org/x/term"
 
 	"github.com/rexconsole/rex/internal/fanout"
 	"github.com/rexconsole/rex/internal/protocol"
@@ -70,7 +71,7 @@ func AskTTY(prompt string) ([]byte, error) {
 	}
 	defer tty.Close()
 	fmt.Fprint(tty, prompt)
-	pw, err := readPassword(int(tty.Fd()))
+	pw, err := term.ReadPassword(int(tty.Fd()))
 	fmt.Fprintln(tty)
 	return pw, err
 }

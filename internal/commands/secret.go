@@ -54,7 +54,7 @@ func AskSecretPassphrase(confirm bool) (string, error) {
 	defer tty.Close()
 	read := func(prompt string) (string, error) {
 		fmt.Fprint(tty, prompt)
-		b, err := readPassword(int(tty.Fd()))
+		b, err := term.ReadPassword(int(tty.Fd()))
 		fmt.Fprintln(tty)
 		return string(b), err
 	}
@@ -138,7 +138,7 @@ func SecretSet(app *App, o IO, name string) error {
 func readSecretValue(in io.Reader, name string) (string, error) {
 	if f, ok := in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		fmt.Fprintf(os.Stderr, "Value for %s: ", name)
-		b, err := readPassword(int(f.Fd()))
+		b, err := term.ReadPassword(int(f.Fd()))
 		fmt.Fprintln(os.Stderr)
 		return string(b), err
 	}

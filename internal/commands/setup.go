@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/term"
+
 	"github.com/rexconsole/rex/devices"
 	"github.com/rexconsole/rex/internal/fanout"
 	"github.com/rexconsole/rex/internal/payload"
@@ -222,7 +224,7 @@ func AskPassphrase(keyPath string) ([]byte, error) {
 	}
 	defer tty.Close()
 	fmt.Fprintf(tty, "Enter passphrase for %s: ", keyPath)
-	pw, err := readPassword(int(tty.Fd()))
+	pw, err := term.ReadPassword(int(tty.Fd()))
 	fmt.Fprintln(tty)
 	return pw, err
 }
