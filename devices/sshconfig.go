@@ -17,6 +17,7 @@ import (
 // followed, in file order. (Dialing reads ssh_config on its own, in sshx.)
 type SSHConfig struct {
 	blocks []sshBlock
+	files  int // files read, Includes counted
 }
 
 type sshBlock struct {
@@ -29,8 +30,13 @@ type sshBlock struct {
 	kv    [][2]string
 }
 
-// maxSSHConfigDepth bounds nested Includes, as OpenSSH does.
-const maxSSHConfigDepth = 16
+// maxSSHConfigDepth bounds nested Includes, as OpenSSH does;
+// maxSSHConfigFiles bounds the files read in all, which depth alone does
+// not: a file that includes itself twice is read 2^16 times.
+const (
+	maxSSHConfigDepth = 16
+	maxSSHConfigFiles = 256
+)
 
 // ParseSSHConfig reads the ssh_config at path. A relative Include is
 // looked up in home/.ssh, as OpenSSH does for a user's file. A missing
@@ -46,6 +52,9 @@ func ParseSSHConfig(path, home string) (*SSHConfig, error) {
 func (c *SSHConfig) read(path, home string, depth int, top bool, outer [][]string, inMatch bool) error {
 	if depth > maxSSHConfigDepth {
 		return fmt.Errorf("%s: Include nests deeper than %d files; check for a loop", path, maxSSHConfigDepth)
+	}
+	if c.files++; c.files > maxSSHConfigFiles {
+		return fmt.Errorf("%s: Includes read more than %d files; check for a file included more than once", path, maxSSHConfigFiles)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {

@@ -1,9 +1,11 @@
 package devices
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -158,5 +160,53 @@ func TestSSHConfigIncludeInsideHost(t *testing.T) {
 	}
 	if got, want := c.Aliases(), []string{"gw", "web1"}; !slices.Equal(got, want) {
 		t.Errorf("Aliases = %v, want %v", got, want)
+	}
+}
+
+// FuzzSSHConfig reads whole files (Includes of other files in the same
+// home among them): no panic, no hang, and every alias it lists answers Get.
+func FuzzSSHConfig(f *testing.F) {
+	for _, s := range []string{
+		"Host a b\n  HostName x\n  Port 2222\n",
+		"User u\nHost web*\n  Include inc\nHost db\n  Port 1\n",
+		"Include config config config\n",
+		"Match host x\n  User y\nHost *\n  IdentityFile ~/.ssh/k\n",
+	} {
+		f.Add(s, "Host inc\n  HostName i\n")
+	}
+	f.Fuzz(func(t *testing.T, config, inc string) {
+		if strings.ContainsAny(config+inc, "/~") {
+			t.Skip() // an Include outside the test's home
+		}
+		home := t.TempDir()
+		dir := filepath.Join(home, ".ssh")
+		os.Mkdir(dir, 0o700)
+		os.WriteFile(filepath.Join(dir, "config"), []byte(config), 0o600)
+		os.WriteFile(filepath.Join(dir, "inc"), []byte(inc), 0o600)
+		c, err := ParseSSHConfig(filepath.Join(dir, "config"), home)
+		if err != nil {
+			return
+		}
+		for _, a := range c.Aliases() {
+			c.Get(a, "hostname")
+		}
+		c.Get("other", "port")
+	})
+}
+
+// Files that include the next one thrice, 15 deep, are refused after a
+// bounded number of reads: depth alone allows 3^15 of them.
+func TestSSHConfigIncludeFanOutIsBounded(t *testing.T) {
+	home := t.TempDir()
+	dir := filepath.Join(home, ".ssh")
+	os.Mkdir(dir, 0o700)
+	for i := range 15 {
+		next := fmt.Sprintf("f%d", i+1)
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d", i)), []byte("Include "+next+" "+next+" "+next+"\n"), 0o600)
+	}
+	os.WriteFile(filepath.Join(dir, "f15"), []byte("Host h\n"), 0o600)
+	_, err := ParseSSHConfig(filepath.Join(dir, "f0"), home)
+	if err == nil || !strings.Contains(err.Error(), "more than once") {
+		t.Fatalf("ParseSSHConfig of files including the next thrice: %v; want a bounded refusal", err)
 	}
 }
