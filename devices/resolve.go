@@ -206,6 +206,10 @@ func (rs *resolver) excluded(items []string) (func(Target) bool, error) {
 			continue
 		}
 		if isGlob(item) {
+			if rest, ok := strings.CutPrefix(item, "ssh://"); ok {
+				// Names carry no scheme: this glob would leave nothing out.
+				return nil, fmt.Errorf("!%s: a pattern matches the names of the chosen targets, which carry no ssh://; write !%s", item, rest)
+			}
 			if _, err := path.Match(item, ""); err != nil {
 				return nil, fmt.Errorf("!%s is not a valid pattern; use * and ? as wildcards and [a-z] for one character of a set", item)
 			}

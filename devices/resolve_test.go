@@ -466,6 +466,16 @@ func TestExcludeByAddress(t *testing.T) {
 	}
 }
 
+// An exclusion pattern written with ssh:// would match no name (names
+// carry no scheme) and keep every machine in: it is refused.
+func TestExcludeGlobWithSchemeIsRefused(t *testing.T) {
+	r := fixture(t)
+	_, err := r.Resolve("web,!ssh://web*")
+	if err == nil || !strings.Contains(err.Error(), "write !web*") {
+		t.Fatalf("Resolve(web,!ssh://web*): %v; want a refusal naming !web*", err)
+	}
+}
+
 // TestResolveUnknownHintIsUsable: the error for an unknown bare word says
 // how to write it as a host that is not registered, ssh://NAME, only when
 // that would work; ssh://-x would fail in turn ("must not start with '-'").
