@@ -19,6 +19,7 @@ import (
 	"github.com/rexconsole/rex/internal/fanout"
 	"github.com/rexconsole/rex/internal/protocol"
 	"github.com/rexconsole/rex/internal/rexclient"
+	"github.com/rexconsole/rex/internal/secrets"
 	"github.com/rexconsole/rex/internal/sudo"
 	"github.com/rexconsole/rex/internal/version"
 )
@@ -117,6 +118,9 @@ func connectLocalSudo(ctx context.Context, rexdPath string, args []string, user 
 func startLocalSudo(ctx context.Context, rexdPath string, args []string, user string, password []byte) (*rexclient.Client, error) {
 	argv := sudo.Args(user, password != nil, append([]string{rexdPath, "--stdio"}, args...)...)
 	cmd := exec.Command("sudo", argv...)
+	// Not rex's passphrase: sudo keeps what sudoers lets through, and
+	// rexd as root would hand it to every process it starts.
+	cmd.Env = secrets.Environ()
 	// Its own process group: a ctrl+c meant for rex does not reach it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdin, err := cmd.StdinPipe()

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -25,7 +24,11 @@ const localCloseGrace = 5 * time.Second
 // rexd's input, which ends its non-detached processes, and waits for it.
 func StartLocal(ctx context.Context, rexdPath string, args ...string) (*Client, error) {
 	cmd := exec.Command(rexdPath, append([]string{"--stdio"}, args...)...)
-	cmd.Env = withoutRexSecrets(os.Environ())
+	// The local rexd and every process it starts (an agent's `env` among
+	// them) go without rex's own secrets, as a remote host's do; a
+	// device's secrets reach a process only as the variables it was
+	// given, masked in its output.
+	cmd.Env = secrets.Environ()
 	// rexd gets its own process group so a ctrl+c meant for the console
 	// does not reach it (and its children) directly.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -48,20 +51,6 @@ func StartLocal(ctx context.Context, rexdPath string, args ...string) (*Client, 
 		close(lc.exited)
 	}()
 	return NewConn(stdout, stdin, lc), nil
-}
-
-// withoutRexSecrets is rex's environment without rex's own secrets: the
-// local rexd and every process it starts (an agent's `env` among them)
-// go without them, as a remote host's do; a device's secrets reach a
-// process only as the variables it was given, masked in its output.
-func withoutRexSecrets(env []string) []string {
-	out := env[:0:0]
-	for _, kv := range env {
-		if k, _, _ := strings.Cut(kv, "="); k != secrets.PassphraseEnv {
-			out = append(out, kv)
-		}
-	}
-	return out
 }
 
 type localCloser struct {

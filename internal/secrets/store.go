@@ -44,6 +44,25 @@ import (
 // rex keeps, so no process rex starts inherits it.
 const PassphraseEnv = "REX_SECRETS_PASSPHRASE"
 
+// Environ is this process's environment without PassphraseEnv: the
+// environment of every process rex starts on this machine (a local rexd,
+// sudo, a syntax checker), none of which may open the secrets file.
+func Environ() []string {
+	return WithoutPassphrase(os.Environ())
+}
+
+// WithoutPassphrase is env (KEY=VALUE entries) without PassphraseEnv, in a
+// new slice.
+func WithoutPassphrase(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); k != PassphraseEnv {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
 // BackendEnv forces the secrets backend: keyring or file.
 const BackendEnv = "REX_SECRETS_BACKEND"
 
