@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/rexconsole/rex/internal/secrets"
 )
 
 // Target is the machine a tool runs on. Interpreter resolution probes it
@@ -116,7 +118,9 @@ func (t *LocalTarget) Environ(context.Context) (map[string]string, error) {
 		return out, nil
 	}
 	out := map[string]string{}
-	for _, kv := range os.Environ() {
+	// Without rex's passphrase: a tool planned or run here must not
+	// expand or inherit what opens every secret rex keeps.
+	for _, kv := range secrets.Environ() {
 		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
 			out[k] = v
 		}

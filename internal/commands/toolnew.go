@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rexconsole/rex/internal/chain"
+	"github.com/rexconsole/rex/internal/secrets"
 )
 
 // ToolNewSpec is a parsed `rex tool new`.
@@ -262,7 +263,9 @@ func syntaxCheck(ctx context.Context, el *chain.Element) (bool, string) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(cctx, argv[0], argv[1:]...).CombinedOutput()
+	cmd := exec.CommandContext(cctx, argv[0], argv[1:]...)
+	cmd.Env = secrets.Environ() // no process rex starts gets its passphrase
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		msg := strings.TrimSpace(string(out))
 		if msg == "" {
