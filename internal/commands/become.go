@@ -2,6 +2,7 @@ package commands
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -63,6 +64,19 @@ func (s *SudoPasswords) Get(target, user string) ([]byte, error) {
 	return append([]byte(nil), s.pw...), nil
 }
 
+// Refused is sshx.Options.SudoRefused: sudo refused pw, so it is
+// forgotten and the next target that wants a password asks again, rather
+// than piling up failed attempts (which lock accounts) with a typo kept
+// for the life of the Setup (the console's: the rex server's).
+func (s *SudoPasswords) Refused(pw []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.asked && s.err == nil && bytes.Equal(pw, s.pw) {
+		clear(s.pw)
+		s.pw, s.asked = nil, false
+	}
+}
+
 // AskTTY reads a secret from the controlling terminal with echo off;
 // without a terminal there is no way to ask.
 func AskTTY(prompt string) ([]byte, error) {
@@ -83,8 +97,9 @@ func AskTTY(prompt string) ([]byte, error) {
 const localSudoCloseGrace = 5 * time.Second
 
 // connectLocalSudo starts the local rexd through sudo as user: sudo -n,
-// then with the password from passwords when sudo wants one.
-func connectLocalSudo(ctx context.Context, rexdPath string, args []string, user string, passwords func(target, user string) ([]byte, error)) (*fanout.Conn, error) {
+// then with the password from passwords when sudo wants one; refused, when
+// not nil, is told of a password sudo refused.
+func connectLocalSudo(ctx context.Context, rexdPath string, args []string, user string, passwords func(target, user string) ([]byte, error), refused func(pw []byte)) (*fanout.Conn, error) {
 	c, err := startLocalSudo(ctx, rexdPath, args, user, nil)
 	if errors.Is(err, sudo.ErrPasswordRequired) {
 		if passwords == nil {
@@ -95,6 +110,9 @@ func connectLocalSudo(ctx context.Context, rexdPath string, args []string, user 
 			return nil, fmt.Errorf("sudo on this machine wants a password for %s: %v", user, perr)
 		}
 		c, err = startLocalSudo(ctx, rexdPath, args, user, pw)
+		if errors.Is(err, sudo.ErrWrongPassword) && refused != nil {
+			refused(pw)
+		}
 		clear(pw)
 	}
 	if err != nil {

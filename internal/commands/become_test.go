@@ -43,3 +43,51 @@ func TestReviewLocalSudoGetsNoPassphrase(t *testing.T) {
 		t.Fatalf("sudo (and so the local rexd under it) inherited %s", secrets.PassphraseEnv)
 	}
 }
+
+// fakeSudo puts a stand-in sudo first on PATH: with -n it says a password
+// is required; with -S it asks (the prompt rex gives with -p) and refuses
+// whatever it reads, asking again, as sudo does after a wrong password.
+func fakeSudo(t *testing.T) {
+	t.Helper()
+	dir := t.TempDir()
+	script := `#!/bin/sh
+case "$1" in
+-n) echo 'sudo: a password is required' >&2; exit 1;;
+esac
+printf '%s' "$4" >&2
+read -r pw || exit 1
+echo 'Sorry, try again.' >&2
+printf '%s' "$4" >&2
+read -r pw
+exit 1
+`
+	if err := os.WriteFile(filepath.Join(dir, "sudo"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+}
+
+// TestReviewRefusedSudoPasswordIsNotReused: a sudo password that sudo
+// refused is not given again. SudoPasswords keeps the first answer for
+// the life of its Setup, which in the console is the rex server's: after
+// one typo every later connection through sudo (each command, each
+// reconnect) sends the same wrong password without asking, piling up
+// failed attempts (pam_faillock locks the account after a few) and
+// leaving --sudo unusable until the server restarts.
+func TestReviewRefusedSudoPasswordIsNotReused(t *testing.T) {
+	fakeSudo(t)
+	asks := 0
+	pw := &SudoPasswords{Ask: func(string) ([]byte, error) {
+		asks++
+		return []byte("typo"), nil
+	}}
+	for i := 0; i < 2; i++ {
+		_, err := connectLocalSudo(t.Context(), "/nonexistent/rexd", nil, "root", pw.Get, pw.Refused)
+		if err == nil || !strings.Contains(err.Error(), "refused the password") {
+			t.Fatalf("attempt %d: %v, want sudo refusing the password", i+1, err)
+		}
+	}
+	if asks != 2 {
+		t.Fatalf("the operator was asked %d time(s) for 2 connections whose sudo refused the password: a refused password was given again", asks)
+	}
+}

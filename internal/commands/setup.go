@@ -100,7 +100,7 @@ func (s *Setup) connectLocal(ctx context.Context, t fanout.Target) (*fanout.Conn
 	}
 	args := append(fanout.OperatorLimits(), RootArgs(nil)...)
 	if su, ok := t.Spec.(SudoSpec); ok {
-		return connectLocalSudo(ctx, path, args, su.User, s.Passwords.Get)
+		return connectLocalSudo(ctx, path, args, su.User, s.Passwords.Get, s.Passwords.Refused)
 	}
 	return fanout.LocalConnector(path, args...).Connect(ctx, t)
 }
@@ -171,6 +171,7 @@ func NewDialer(opts SetupOptions, passwords *SudoPasswords, cacheDir string) *ss
 	}
 	if passwords != nil {
 		o.SudoPassword = passwords.Get
+		o.SudoRefused = passwords.Refused
 	}
 	return sshx.NewDialer(o)
 }

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/rexconsole/rex/internal/rexclient"
+	"github.com/rexconsole/rex/internal/sudo"
 	"github.com/rexconsole/rex/internal/version"
 )
 
@@ -143,6 +144,9 @@ func (d *Dialer) Connect(ctx context.Context, t Target) (*Conn, error) {
 			err = newError(dl.e.name, ErrTimeout, err, fmt.Sprintf(
 				"connect %s (%s): rexd was not ready within %s (%s), though the login worked; the host or the network is slow (allow more with --connect-timeout), or the host cannot start a command for rex (log in with ssh and run true to see why)",
 				dl.e.name, dl.e.addr(), dl.b.timeout, dl.b.from))
+		}
+		if lo.as != nil && lo.as.password != nil && errors.Is(err, sudo.ErrWrongPassword) && d.opts.SudoRefused != nil {
+			d.opts.SudoRefused(lo.as.password)
 		}
 		dl.client.Close()
 		d.state(dl.e.name, StateFailed, err)

@@ -88,6 +88,9 @@ type Options struct {
 	// there wants one (see Target.Become). It is given to sudo only and
 	// never kept by the Dialer; asking once per run is the caller's.
 	SudoPassword func(target, user string) ([]byte, error)
+	// SudoRefused, when set, is told that sudo refused password (an answer
+	// of SudoPassword), so that it is not given again. May be nil.
+	SudoRefused func(password []byte)
 	// Session are the session.open params; ClientName defaults to "rex" and
 	// ClientVersion to this version.
 	Session protocol.SessionOpenParams
