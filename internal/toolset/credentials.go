@@ -20,10 +20,13 @@ func credentialDirs() []string {
 }
 
 // credentialFiles are base names (path.Match patterns) of files that hold
-// credentials: rex's own device registry and secrets store among them.
+// credentials: rex's own device registry and secrets store among them,
+// and a process's environment (/proc/PID/environ: on local, root /, the
+// operator may read every process of theirs, rex's own with
+// REX_SECRETS_PASSPHRASE among them).
 func credentialFiles() []string {
 	return []string{".netrc", ".pgpass", ".git-credentials", "shadow", "gshadow", "ssh_host_*_key",
-		"devices.json", "secrets.age"}
+		"devices.json", "secrets.age", "environ"}
 }
 
 // credentialDirOK says a file directly in a credential directory is public
