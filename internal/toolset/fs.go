@@ -14,6 +14,7 @@ import (
 	"github.com/rexconsole/rex/internal/fanout"
 	"github.com/rexconsole/rex/internal/protocol"
 	"github.com/rexconsole/rex/internal/rexclient"
+	"github.com/rexconsole/rex/internal/secrets"
 )
 
 // Bounds of the file tools' answers.
@@ -31,10 +32,18 @@ func (ts *Toolset) runFS(ctx context.Context, a *Action, progress func(Event)) *
 	outs := map[string]outcome{}
 	res := fanout.Each(ctx, ts.opts.App.Pool, a.targets, ts.fanOpts(nil),
 		func(ctx context.Context, t fanout.Target, s *rexclient.Session) error {
-			body, status, err := ts.fsOne(ctx, a, s, t.Name == commands.LocalName)
-			if err != nil {
-				status, body = "error", homeRel(s, fsError(err))
+			mask, err := ts.deviceMask(ctx, t)
+			var body, status string
+			switch {
+			case err != nil:
+				status, body = "error", err.Error()
+			default:
+				body, status, err = ts.fsOne(ctx, a, s, t.Name == commands.LocalName)
+				if err != nil {
+					status, body = "error", homeRel(s, fsError(err))
+				}
 			}
+			body = secrets.Mask(body, mask)
 			o := outcome{host: t.Name, ok: err == nil, status: status, out: text(body)}
 			mu.Lock()
 			outs[t.Name] = o
@@ -65,6 +74,22 @@ func (ts *Toolset) runFS(ctx context.Context, a *Action, progress func(Event)) *
 		r.Text += "\n" + errCancelled.Error()
 	}
 	return r
+}
+
+// deviceMask is the values of t's device secrets: what the file tools
+// return shows them as ***, as bash's output does (a file on the device
+// may hold one). A device that names a secret not set fails, as bash
+// does there.
+func (ts *Toolset) deviceMask(ctx context.Context, t fanout.Target) ([]string, error) {
+	sec, err := ts.opts.App.DeviceSecrets(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	values := make([]string, 0, len(sec))
+	for _, v := range sec {
+		values = append(values, v)
+	}
+	return values, nil
 }
 
 // fsResult is a file tool's end on a host as a fan-out result: exit 0 when
@@ -325,6 +350,10 @@ func (ts *Toolset) ReadFile(ctx context.Context, host, p string) (*File, error) 
 			if err := credentialPath(p, s.Info.Cwd, t.Name == commands.LocalName); err != nil {
 				return fmt.Errorf("%s: %w", t.Name, err)
 			}
+			mask, err := ts.deviceMask(ctx, t)
+			if err != nil {
+				return fmt.Errorf("%s: %w", t.Name, err)
+			}
 			n := int64(maxReadBytes)
 			r, err := s.ReadFile(ctx, protocol.FSReadParams{SessionID: s.ID, Path: p, Length: &n, Encoding: protocol.EncodingUTF8})
 			if err != nil {
@@ -332,11 +361,14 @@ func (ts *Toolset) ReadFile(ctx context.Context, host, p string) (*File, error) 
 			}
 			f = &File{Host: t.Name, Path: r.Path, Size: r.Size, Truncated: r.Truncated}
 			if r.Encoding == protocol.EncodingUTF8 {
-				f.Text = r.Content
+				f.Text = secrets.Mask(r.Content, mask)
 				return nil
 			}
 			f.Binary = true
 			f.Data, err = base64.StdEncoding.DecodeString(r.Content)
+			if len(mask) > 0 {
+				f.Data = []byte(secrets.Mask(string(f.Data), mask))
+			}
 			if err != nil {
 				return fmt.Errorf("rexd sent %s in bad base64: %v", r.Path, err)
 			}
