@@ -33,30 +33,65 @@ func BindSudo(fs *pflag.FlagSet, b *bool) {
 
 // SudoPasswords asks for the sudo password once per run and gives the
 // same one to every target that wants it (as Ansible's become password).
-// It keeps it in memory only, for the run.
+// It keeps it in memory only: for the run, or for Keep.
 type SudoPasswords struct {
 	// Ask reads the password from the operator: a terminal with echo off,
 	// a masked prompt in the console.
 	Ask func(prompt string) ([]byte, error)
+	// Keep, when set, is how long a password stands after it was given
+	// (the console, whose run is the rex server's life, keeps it as long
+	// as sudo keeps its own timestamp by default); a decline stands at
+	// most declineKeep, long enough for the targets of the command it
+	// answered. Zero: for the life of the SudoPasswords (one CLI run).
+	Keep time.Duration
 
+	now   func() time.Time // tests move it
 	mu    sync.Mutex
 	asked bool
+	at    time.Time // when it was answered
 	pw    []byte
 	err   error
 }
 
+// ConsoleSudoKeep is Keep in the console: sudo's default timestamp_timeout.
+const ConsoleSudoKeep = 5 * time.Minute
+
+// declineKeep is how long a declined password stands when Keep is set:
+// the targets of one command that wait on the question get the decline,
+// a later command asks again.
+const declineKeep = 30 * time.Second
+
 // Get is sshx.Options.SudoPassword: the password, asked for the first
-// time it is wanted.
+// time it is wanted (and again once its answer has expired).
 func (s *SudoPasswords) Get(target, user string) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := time.Now
+	if s.now != nil {
+		now = s.now
+	}
+	if s.asked && s.Keep > 0 {
+		keep := s.Keep
+		if s.err != nil {
+			keep = min(keep, declineKeep)
+		}
+		if now().Sub(s.at) >= keep {
+			clear(s.pw)
+			s.pw, s.err, s.asked = nil, nil, false
+		}
+	}
 	if !s.asked {
 		s.asked = true
 		if s.Ask == nil {
 			s.err = errors.New("there is no way to ask for it here")
 		} else {
-			s.pw, s.err = s.Ask(fmt.Sprintf("sudo password on %s (for %s; asked once for this run): ", target, user))
+			kept := "asked once for this run"
+			if s.Keep > 0 {
+				kept = fmt.Sprintf("kept %.0f minutes", s.Keep.Minutes())
+			}
+			s.pw, s.err = s.Ask(fmt.Sprintf("sudo password on %s (for %s; %s): ", target, user, kept))
 		}
+		s.at = now()
 	}
 	if s.err != nil {
 		return nil, s.err

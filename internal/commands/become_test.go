@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rexconsole/rex/internal/secrets"
 	"github.com/rexconsole/rex/internal/sudo"
@@ -89,5 +90,47 @@ func TestReviewRefusedSudoPasswordIsNotReused(t *testing.T) {
 	}
 	if asks != 2 {
 		t.Fatalf("the operator was asked %d time(s) for 2 connections whose sudo refused the password: a refused password was given again", asks)
+	}
+}
+
+// In the console (Keep set), a declined sudo password stands only for the
+// targets of the command it answered, and a password as long as sudo's
+// own timestamp: one esc does not decline every later --sudo for the rex
+// server's life, nor does a password stay in its memory for days. A CLI
+// run (Keep zero) asks once.
+func TestConsoleSudoAnswersExpire(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	asks := 0
+	answers := []error{errors.New("the operator declined to give it"), nil, nil}
+	p := &SudoPasswords{Keep: ConsoleSudoKeep, now: func() time.Time { return now }, Ask: func(string) ([]byte, error) {
+		err := answers[asks]
+		asks++
+		if err != nil {
+			return nil, err
+		}
+		return []byte("pw"), nil
+	}}
+	get := func(wantAsks int, wantErr bool) {
+		t.Helper()
+		pw, err := p.Get("h1", "root")
+		if asks != wantAsks || (err != nil) != wantErr || !wantErr && string(pw) != "pw" {
+			t.Fatalf("at +%v: asked %d time(s), %q, %v; want %d, an error: %v", now.Sub(time.Unix(1e9, 0)), asks, pw, err, wantAsks, wantErr)
+		}
+	}
+	get(1, true)
+	get(1, true) // another target of the same command
+	now = now.Add(declineKeep)
+	get(2, false) // a later command asks again
+	now = now.Add(ConsoleSudoKeep - time.Second)
+	get(2, false)
+	now = now.Add(time.Second)
+	get(3, false)
+
+	asks = 1 // the CLI: one run, one question
+	cli := &SudoPasswords{Ask: p.Ask, now: func() time.Time { return now }}
+	cli.Get("h1", "root")
+	now = now.Add(24 * time.Hour)
+	if _, err := cli.Get("h1", "root"); asks != 2 || err != nil {
+		t.Fatalf("a CLI run asked %d time(s) (%v); want once", asks-1, err)
 	}
 }

@@ -82,6 +82,9 @@ func NewSetup(p Paths, opts SetupOptions) (*Setup, error) {
 		}
 	}
 	passwords := &SudoPasswords{Ask: ask}
+	if opts.Console {
+		passwords.Keep = ConsoleSudoKeep
+	}
 	dialer := NewDialer(opts, passwords, p.Cache)
 	s := &Setup{Store: store, Dialer: dialer, Paths: p, Passwords: passwords, console: opts.Console, lock: opts.Lock}
 	s.Connectors = Connectors{
