@@ -13,13 +13,13 @@ import (
 	"github.com/rexconsole/rex/internal/sudo"
 )
 
-// TestReviewLocalSudoGetsNoPassphrase: the local rexd started through
+// TestLocalSudoGetsNoPassphrase: the local rexd started through
 // sudo (--sudo on local, a local device with "become") does not inherit
 // REX_SECRETS_PASSPHRASE, as the plain local rexd does not: sudo keeps
 // any variable sudoers lets through (env_keep, !env_reset, SETENV), and
 // rexd as root would hand it to every process it starts. A stand-in sudo
 // on PATH records the environment it was given.
-func TestReviewLocalSudoGetsNoPassphrase(t *testing.T) {
+func TestLocalSudoGetsNoPassphrase(t *testing.T) {
 	dir := t.TempDir()
 	got := filepath.Join(dir, "env")
 	script := "#!/bin/sh\nenv > '" + got + "'\necho 'sudo: a password is required' >&2\nexit 1\n"
@@ -68,14 +68,14 @@ exit 1
 	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 }
 
-// TestReviewRefusedSudoPasswordIsNotReused: a sudo password that sudo
+// TestRefusedSudoPasswordIsNotReused: a sudo password that sudo
 // refused is not given again. SudoPasswords keeps the first answer for
 // the life of its Setup, which in the console is the rex server's: after
 // one typo every later connection through sudo (each command, each
 // reconnect) sends the same wrong password without asking, piling up
 // failed attempts (pam_faillock locks the account after a few) and
 // leaving --sudo unusable until the server restarts.
-func TestReviewRefusedSudoPasswordIsNotReused(t *testing.T) {
+func TestRefusedSudoPasswordIsNotReused(t *testing.T) {
 	fakeSudo(t)
 	asks := 0
 	pw := &SudoPasswords{Ask: func(string) ([]byte, error) {

@@ -7,13 +7,13 @@ import (
 	"github.com/rexconsole/rex/internal/secrets"
 )
 
-// TestReviewLocalPlanHasNoPassphrase: rex plans graphs and HTTP MCP calls
+// TestLocalPlanHasNoPassphrase: rex plans graphs and HTTP MCP calls
 // against this machine (a LocalTarget without Env: the process's own
 // environment). That environment must not hold REX_SECRETS_PASSPHRASE, or a
 // tool (a project's, from a repository just cloned) could read it with
 // ${REX_SECRETS_PASSPHRASE} in its env or url, and with it open every
 // secret rex keeps; a local tool process never sees it either.
-func TestReviewLocalPlanHasNoPassphrase(t *testing.T) {
+func TestLocalPlanHasNoPassphrase(t *testing.T) {
 	const pass = "correct horse battery staple"
 	t.Setenv(secrets.PassphraseEnv, pass)
 	proj := project(t, map[string]string{

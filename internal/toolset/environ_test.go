@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestReviewProcessEnvironmentHoldsCredentials: read and grep run
+// TestProcessEnvironmentHoldsCredentials: read and grep run
 // without asking and what they return goes to the model's provider. On
 // local they run in rex's own rexd, as the operator, with root / (a device
 // without roots), so they reach /proc, where every process of the
@@ -14,7 +14,7 @@ import (
 // (the console's server cannot run without it; rexd's parent, named in
 // /proc/self/stat), a shell's whatever tokens were exported. A process's
 // environ is refused like ~/.ssh, by name and with /proc/self resolved.
-func TestReviewProcessEnvironmentHoldsCredentials(t *testing.T) {
+func TestProcessEnvironmentHoldsCredentials(t *testing.T) {
 	pid := strconv.Itoa(os.Getpid())
 	for _, p := range []string{"/proc/" + pid + "/environ", "/proc/self/environ", "/proc/1/task/1/environ"} {
 		if credential(p) == "" {

@@ -8,12 +8,12 @@ import (
 	"github.com/rexconsole/rex/internal/toolset"
 )
 
-// TestReviewFileToolsMaskDeviceSecrets: "any echo of a value in what comes
+// TestFileToolsMaskDeviceSecrets: "any echo of a value in what comes
 // back — … a result the agent or an MCP client reads — shows as ***"
 // (docs/tools.md). A file on a device that holds one of its secrets' values
 // (a config a tool wrote with it) reaches the model through read as it is,
 // while bash's cat of the same file shows ***.
-func TestReviewFileToolsMaskDeviceSecrets(t *testing.T) {
+func TestFileToolsMaskDeviceSecrets(t *testing.T) {
 	t.Setenv("REX_SECRETS_BACKEND", "file")
 	t.Setenv("REX_SECRETS_PASSPHRASE", "toolset test passphrase")
 	f := fleettest.New(t, fleettest.Options{Hosts: 1})
