@@ -28,6 +28,9 @@ const (
 	hardMaxMatches    = 100000
 	// globWalkBudget bounds the entries a glob may visit.
 	globWalkBudget = 1_000_000
+	// maxGlobSegments bounds a glob pattern's segments below its literal
+	// directory (runs of "**" counted once).
+	maxGlobSegments = 256
 )
 
 func mtimeString(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
@@ -591,7 +594,20 @@ func (c *conn) fsGlob(ctx context.Context, req *request) (any, *protocol.Error) 
 		lit = len(segs) - 1
 	}
 	base := "/" + strings.Join(segs[:lit], "/")
-	rest := segs[lit:]
+	// "**/**" is "**": a run of them is one, and the matcher's work (per
+	// entry, pattern segments × path depth) stays bounded by what a path
+	// could match, not by the size of the request.
+	var rest []string
+	for _, seg := range segs[lit:] {
+		if seg == "**" && len(rest) > 0 && rest[len(rest)-1] == "**" {
+			continue
+		}
+		rest = append(rest, seg)
+	}
+	if len(rest) > maxGlobSegments {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, map[string]int{"max_segments": maxGlobSegments},
+			"pattern has %d segments after its directory; at most %d are taken", len(rest), maxGlobSegments)
+	}
 	for _, seg := range rest {
 		if _, err := path.Match(seg, ""); err != nil {
 			return nil, protocol.Errorf(protocol.CodeInvalidParams, nil, "pattern %q: %v", p.Pattern, err)
