@@ -201,8 +201,10 @@ func (c *conn) fsWrite(ctx context.Context, req *request) (any, *protocol.Error)
 	perm := fs.FileMode(0o644)
 	if p.Perm != "" {
 		v, err := strconv.ParseUint(p.Perm, 8, 32)
-		if err != nil || v > 0o7777 {
-			return nil, protocol.Errorf(protocol.CodeInvalidParams, nil, "perm must be an octal mode such as 0644")
+		// Permission bits only: os.Root refuses to create a file with
+		// setuid, setgid or sticky (an internal error otherwise).
+		if err != nil || v > 0o777 {
+			return nil, protocol.Errorf(protocol.CodeInvalidParams, nil, "perm must be an octal mode from 0000 to 0777 such as 0644 (no setuid, setgid or sticky bits)")
 		}
 		perm = fs.FileMode(v)
 	}
