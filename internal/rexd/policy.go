@@ -55,11 +55,13 @@ func isShell(path string) bool {
 // allowed program load or run other code (the dynamic loader's variables,
 // the shells' start-up files, exported bash functions, glibc's gconv
 // modules, IFS, and the module paths and start-up options of the
-// interpreters many programs in /usr/bin are scripts of).
+// interpreters many programs in /usr/bin are scripts of: PYTHONWARNINGS
+// imports the module a category names, and "antigravity" runs BROWSER).
 func refusedEnv(name string) bool {
 	switch name {
 	case "PATH", "BASH_ENV", "ENV", "IFS", "SHELLOPTS", "BASHOPTS", "PS4", "GCONV_PATH",
 		"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONBREAKPOINT", "PYTHONINSPECT",
+		"PYTHONWARNINGS", "PYTHONPYCACHEPREFIX", "BROWSER",
 		"PERL5LIB", "PERLLIB", "PERL5OPT", "PERL5DB", "NODE_OPTIONS", "NODE_PATH", "RUBYOPT", "RUBYLIB":
 		return true
 	}
