@@ -330,7 +330,14 @@ func orNone(s string) string {
 func writeAtomic(root *os.Root, rp resolved, content []byte, perm fs.FileMode, old fs.FileInfo, create bool, rs rootSet) *protocol.Error {
 	var rnd [6]byte
 	rand.Read(rnd[:])
-	tmp := filepath.Join(filepath.Dir(rp.rel), "."+filepath.Base(rp.rel)+".rexd-"+hex.EncodeToString(rnd[:])+".tmp")
+	// The temp name is the target's, cut so the whole stays within a
+	// file name's 255 bytes (NAME_MAX) for a target that uses them all.
+	const suffix = len(".rexd-") + 2*len(rnd) + len(".tmp")
+	base := filepath.Base(rp.rel)
+	if len(base) > 255-1-suffix {
+		base = base[:255-1-suffix]
+	}
+	tmp := filepath.Join(filepath.Dir(rp.rel), "."+base+".rexd-"+hex.EncodeToString(rnd[:])+".tmp")
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return rs.fsError("write", rp, err)
