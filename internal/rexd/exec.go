@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"strconv"
@@ -128,6 +129,9 @@ func (s *session) effectiveTimeout(requested int64) time.Duration {
 	}
 	if h := s.limits.HardTimeoutMS; h > 0 && (t == 0 || t > h) {
 		t = h
+	}
+	if t > math.MaxInt64/int64(time.Millisecond) {
+		return 0 // more than a Duration holds: no limit, not a wrapped one
 	}
 	return time.Duration(t) * time.Millisecond
 }
@@ -331,9 +335,13 @@ func (c *conn) execWait(ctx context.Context, req *request) (any, *protocol.Error
 		if *p.TimeoutMS < 0 {
 			return nil, protocol.Errorf(protocol.CodeInvalidParams, nil, "timeout_ms must not be negative")
 		}
-		t := time.NewTimer(time.Duration(*p.TimeoutMS) * time.Millisecond)
-		defer t.Stop()
-		timeout = t.C
+		// Past what a Duration holds (~292 years) is no limit: the
+		// product would wrap to a timer that fires at once.
+		if *p.TimeoutMS <= math.MaxInt64/int64(time.Millisecond) {
+			t := time.NewTimer(time.Duration(*p.TimeoutMS) * time.Millisecond)
+			defer t.Stop()
+			timeout = t.C
+		}
 	}
 	select {
 	case <-proc.done:

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -249,7 +250,7 @@ func (c *conn) sessionOpen(ctx context.Context, req *request) (any, *protocol.Er
 		roots, own = nr, true
 	}
 	grace := time.Duration(p.ResumeGraceMS) * time.Millisecond
-	if grace > c.srv.cfg.ResumeGrace {
+	if grace > c.srv.cfg.ResumeGrace || p.ResumeGraceMS > math.MaxInt64/int64(time.Millisecond) {
 		grace = c.srv.cfg.ResumeGrace
 	}
 	id := c.srv.newID
