@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rexconsole/rex/internal/protocol"
 )
 
@@ -85,7 +87,7 @@ func (s *Server) program(argv0, cwd string, env []string) (path string, notFound
 	list := s.cfg.AllowCommands
 	pathEnv := envValue(env, "PATH")
 	if len(list) > 0 {
-		pathEnv = os.Getenv("PATH")
+		pathEnv = s.trustedPath()
 	}
 	path, err := lookPath(argv0, pathEnv)
 	if err == nil && !filepath.IsAbs(path) {
@@ -97,6 +99,12 @@ func (s *Server) program(argv0, cwd string, env []string) (path string, notFound
 			canon = canonDir(path)
 		}
 		if err != nil || !s.allowed(canon) {
+			if err != nil && !strings.Contains(argv0, "/") {
+				if p, ferr := lookPath(argv0, os.Getenv("PATH")); ferr == nil {
+					return "", nil, protocol.Errorf(protocol.CodeUnauthorized, map[string]any{"command": argv0, "path": p, "allowed": list, "reason": "writable_path"},
+						"command %q is found only at %s, in a directory of rexd's PATH that clients can write through the allowed roots; list it by a full path outside the roots, or narrow the roots", argv0, p)
+				}
+			}
 			return "", nil, protocol.Errorf(protocol.CodeUnauthorized, map[string]any{"command": argv0, "path": path, "allowed": list},
 				"command %q is not in this rexd's allow list (security.allow_commands, matched by full path with rexd's own PATH)", argv0)
 		}
@@ -121,7 +129,7 @@ func (s *Server) allowed(want string) bool {
 	for _, a := range s.cfg.AllowCommands {
 		p := a
 		if !strings.Contains(a, "/") {
-			found, err := lookPath(a, os.Getenv("PATH"))
+			found, err := lookPath(a, s.trustedPath())
 			if err != nil {
 				continue
 			}
@@ -132,6 +140,29 @@ func (s *Server) allowed(want string) bool {
 		}
 	}
 	return false
+}
+
+// trustedPath is rexd's PATH as allow_commands uses it: without the
+// directories a client could put a program in, those inside the roots
+// that rexd's user can write (~/.local/bin, with the home directory as the
+// root), and without relative entries (the working directory, which a
+// request picks). A bare name found only there is not found.
+func (s *Server) trustedPath() string {
+	var keep []string
+	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
+		if !filepath.IsAbs(d) {
+			continue
+		}
+		real, err := filepath.EvalSymlinks(d)
+		if err != nil {
+			continue // not there now; a client may make it, and is then seen
+		}
+		if s.roots.holds(real) && unix.Access(real, unix.W_OK) == nil {
+			continue
+		}
+		keep = append(keep, d)
+	}
+	return strings.Join(keep, string(os.PathListSeparator))
 }
 
 // checkEnv refuses the variables a request may not set under an allow

@@ -53,6 +53,17 @@ func openRoots(paths []string) (rootSet, error) {
 	return rs, nil
 }
 
+// holds reports whether the absolute path p (its symlinks resolved) lies
+// in one of the roots.
+func (rs rootSet) holds(p string) bool {
+	for _, r := range rs {
+		if r.path == "/" || p == r.path || strings.HasPrefix(p, r.path+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 func (rs rootSet) close() {
 	for _, r := range rs {
 		r.dir.Close()
