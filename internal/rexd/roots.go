@@ -253,7 +253,15 @@ func (rs rootSet) followLink(rp resolved) (resolved, *protocol.Error) {
 			return resolved{}, rs.fsError("write", rp, err)
 		}
 		if !filepath.IsAbs(target) {
-			target = filepath.Join(filepath.Dir(rp.abs), target)
+			// From the directory the link is in, as the kernel takes it:
+			// with a symlink on the way there, ".." in the target leads
+			// elsewhere than the path as sent says. (The result is placed
+			// in the roots and opened through them like any path.)
+			dir := filepath.Dir(rp.abs)
+			if real, err := filepath.EvalSymlinks(dir); err == nil {
+				dir = real
+			}
+			target = filepath.Join(dir, target)
 		}
 		next, perr := rs.resolve(target, "/")
 		if perr != nil {
