@@ -338,7 +338,14 @@ func writeAtomic(root *os.Root, rp resolved, content []byte, perm fs.FileMode, o
 		base = base[:255-1-suffix]
 	}
 	tmp := filepath.Join(filepath.Dir(rp.rel), "."+base+".rexd-"+hex.EncodeToString(rnd[:])+".tmp")
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	// A replace gives the temp file the old file's mode once it is written:
+	// until then it is the owner's only, so the new content of a private
+	// file is never open to others (who could keep it open past the chmod).
+	tmpPerm := perm
+	if old != nil {
+		tmpPerm = 0o600
+	}
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, tmpPerm)
 	if err != nil {
 		return rs.fsError("write", rp, err)
 	}
