@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -145,6 +146,13 @@ func readChunked(ctx context.Context, f *os.File, offset, limit, size int64) ([]
 			return nil, false, err
 		}
 		step := min(limit-int64(len(buf)), readStep)
+		// No file reaches past the largest offset, and the kernel refuses
+		// a read whose end would overflow it.
+		if end := math.MaxInt64 - (offset + int64(len(buf))); step > end {
+			if step = end; step == 0 {
+				return buf, false, nil
+			}
+		}
 		if free := int64(cap(buf) - len(buf)); free < step {
 			buf = append(buf, make([]byte, step)...)[:len(buf)]
 		}
