@@ -9,12 +9,12 @@ import (
 	"github.com/rexconsole/rex/internal/protocol"
 )
 
-// TestReviewWritePermWithSpecialBits: fs.write took perm as an octal mode
+// TestWritePermWithSpecialBits: fs.write took perm as an octal mode
 // up to 07777, but os.Root refuses to create a file with setuid, setgid
 // or sticky bits, so "2750" came back as an internal error naming the
 // temp file. Such a perm is bad input: an invalid-params error, and no
 // file; plain permission bits still work.
-func TestReviewWritePermWithSpecialBits(t *testing.T) {
+func TestWritePermWithSpecialBits(t *testing.T) {
 	h := start(t)
 	sid := h.open()
 	for _, perm := range []string{"2750", "4755", "1777", "10000"} {

@@ -10,13 +10,13 @@ import (
 	"github.com/rexconsole/rex/internal/protocol"
 )
 
-// TestReviewGlobOfManyDoubleStars: a glob pattern is bounded only by the
+// TestGlobOfManyDoubleStars: a glob pattern is bounded only by the
 // request line (16 MiB). One made of millions of "**" segments makes the
 // matcher recurse once per segment for every entry it visits (a stack of
 // hundreds of MiB, tables of len(pattern)×depth) with no check of the
 // request's end in between: rexd must answer it promptly (a result or an
 // invalid-params error) and stay up.
-func TestReviewGlobOfManyDoubleStars(t *testing.T) {
+func TestGlobOfManyDoubleStars(t *testing.T) {
 	h := start(t)
 	sid := h.open()
 	// An ordinary tree: a chain of 24 directories.
@@ -35,9 +35,9 @@ func TestReviewGlobOfManyDoubleStars(t *testing.T) {
 	h.ok(protocol.MethodFSStat, protocol.FSStatParams{SessionID: sid, Path: "a"}, nil)
 }
 
-// TestReviewGlobOfManySegments: past the "**" runs, a pattern of more
+// TestGlobOfManySegments: past the "**" runs, a pattern of more
 // segments than any walk could match is refused in one sentence.
-func TestReviewGlobOfManySegments(t *testing.T) {
+func TestGlobOfManySegments(t *testing.T) {
 	h := start(t)
 	sid := h.open()
 	pattern := strings.Repeat("**/x/", 100000) + "nomatch"

@@ -8,14 +8,14 @@ import (
 	"github.com/rexconsole/rex/internal/protocol"
 )
 
-// TestReviewReplaceThroughALinkUnderALinkedDirectory: a replace of a
+// TestReplaceThroughALinkUnderALinkedDirectory: a replace of a
 // symlink writes the file the link names, as open(2) would. When the link
 // sits in a directory reached through a symlink (conf -> etc/app) and
 // names its target with ".." (../shared/site), the kernel resolves ".."
 // from the directory the link is really in (etc/shared/site). Resolving it
 // lexically from the path as sent gives another file (shared/site at the
 // top): the write lands there, the link's target keeps its old content.
-func TestReviewReplaceThroughALinkUnderALinkedDirectory(t *testing.T) {
+func TestReplaceThroughALinkUnderALinkedDirectory(t *testing.T) {
 	h := start(t)
 	sid := h.open()
 	for _, d := range []string{"etc/app", "etc/shared"} {

@@ -9,11 +9,11 @@ import (
 	"github.com/rexconsole/rex/internal/protocol"
 )
 
-// TestReviewReadAtTheLargestOffset: an offset past the end of a file
+// TestReadAtTheLargestOffset: an offset past the end of a file
 // reads nothing (content "", truncated false), however far past. Near
 // math.MaxInt64 the kernel refuses a read whose end would overflow, and
 // fs.read answered -32603 "read F: read F: invalid argument" instead.
-func TestReviewReadAtTheLargestOffset(t *testing.T) {
+func TestReadAtTheLargestOffset(t *testing.T) {
 	h := start(t)
 	sid := h.open()
 	if err := os.WriteFile(filepath.Join(h.root, "f"), []byte("hello"), 0o644); err != nil {

@@ -10,12 +10,12 @@ import (
 	"github.com/rexconsole/rex/internal/protocol"
 )
 
-// TestReviewExecWaitHugeTimeout: timeout_ms was turned into a Duration by
+// TestExecWaitHugeTimeout: timeout_ms was turned into a Duration by
 // multiplying by a millisecond, which wraps for values past ~292 years:
 // math.MaxInt64 became a negative duration, a timer that fires at once, so
 // exec.wait answered "running" immediately instead of waiting. A huge
 // timeout waits as long as the process runs.
-func TestReviewExecWaitHugeTimeout(t *testing.T) {
+func TestExecWaitHugeTimeout(t *testing.T) {
 	h := start(t)
 	sid := h.open()
 	var res protocol.ExecStartResult

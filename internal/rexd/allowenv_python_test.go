@@ -11,14 +11,14 @@ import (
 	"github.com/rexconsole/rex/internal/protocol"
 )
 
-// TestReviewAllowCommandsRefusesPythonWarningsBrowser: with allow_commands
+// TestAllowCommandsRefusesPythonWarningsBrowser: with allow_commands
 // set, an allowed program that is a Python script must not run a program
 // of the client's. PYTHONWARNINGS names a warning category by module, and
 // Python imports that module at start-up: "antigravity" opens a web
 // browser, which is whatever BROWSER names, so PYTHONWARNINGS plus BROWSER
 // run any file, here a script the client wrote into the roots. Both
 // variables are refused, together and alone.
-func TestReviewAllowCommandsRefusesPythonWarningsBrowser(t *testing.T) {
+func TestAllowCommandsRefusesPythonWarningsBrowser(t *testing.T) {
 	const python = "/usr/bin/python3"
 	if _, err := os.Stat(python); err != nil {
 		t.Skip("python3 not installed")

@@ -13,7 +13,7 @@ import (
 	"github.com/rexconsole/rex/internal/protocol"
 )
 
-// TestReviewAtomicReplaceNeverShowsTheContentToOthers: an atomic replace
+// TestAtomicReplaceNeverShowsTheContentToOthers: an atomic replace
 // of a private file (0600: a key, a password file, /etc/shadow for a rexd
 // running as root) writes the new content into a temp file beside it
 // before it gives the temp file the old file's mode. The temp file must
@@ -21,7 +21,7 @@ import (
 // reading it after the chmod (and after a crash it stays behind). The
 // test watches the directory and looks at the temp file's mode as soon as
 // it appears.
-func TestReviewAtomicReplaceNeverShowsTheContentToOthers(t *testing.T) {
+func TestAtomicReplaceNeverShowsTheContentToOthers(t *testing.T) {
 	h := start(t)
 	sid := h.open()
 	dir := filepath.Join(h.root, "priv")

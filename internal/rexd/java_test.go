@@ -13,14 +13,14 @@ import (
 	"github.com/rexconsole/rex/internal/protocol"
 )
 
-// TestReviewAllowCommandsRefusesJavaToolOptions: the JVM reads
+// TestAllowCommandsRefusesJavaToolOptions: the JVM reads
 // JAVA_TOOL_OPTIONS (and _JAVA_OPTIONS, JDK_JAVA_OPTIONS) as options of
 // every java it starts: -javaagent, -Xbootclasspath/a or
 // -Djava.system.class.loader load the client's classes before the
 // program's. An allowed program that runs java (a launcher script, as
 // many tools are) then runs code the client wrote into the roots, as
 // NODE_OPTIONS does for node.
-func TestReviewAllowCommandsRefusesJavaToolOptions(t *testing.T) {
+func TestAllowCommandsRefusesJavaToolOptions(t *testing.T) {
 	if _, err := exec.LookPath("javac"); err != nil {
 		t.Skip("no javac")
 	}

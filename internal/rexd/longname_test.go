@@ -9,11 +9,11 @@ import (
 	"github.com/rexconsole/rex/internal/protocol"
 )
 
-// TestReviewAtomicWriteOfALongName: a file name may be up to 255 bytes.
+// TestAtomicWriteOfALongName: a file name may be up to 255 bytes.
 // An atomic write goes through a temp file named after the target plus a
 // prefix and a suffix, which must not push the temp name past the limit:
 // the write of a valid name must work, atomic as well as not.
-func TestReviewAtomicWriteOfALongName(t *testing.T) {
+func TestAtomicWriteOfALongName(t *testing.T) {
 	h := start(t)
 	sid := h.open()
 	name := strings.Repeat("n", 255)
