@@ -69,3 +69,23 @@ func TestAllowedNameOnlyInAWritableDirectoryIsRefused(t *testing.T) {
 		t.Fatalf("exec of a name found only in %s: %+v; want it refused as writable by clients", bin, m.Error)
 	}
 }
+
+// Under allow_commands the processes get the same PATH as the check: an
+// allowed script's `#!/usr/bin/env NAME` cannot find a program a client
+// wrote into the roots.
+func TestAllowedProcessesGetTheTrustedPath(t *testing.T) {
+	root := t.TempDir()
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		root = r
+	}
+	bin := filepath.Join(root, ".local", "bin")
+	os.MkdirAll(bin, 0o755)
+	cfg := filepath.Join(t.TempDir(), "config.toml")
+	os.WriteFile(cfg, []byte("[security]\nallow_commands = [\"printenv\"]\n"), 0o644)
+	h := startEnv(t, []string{"HOME=" + root, "PATH=" + bin + ":" + os.Getenv("PATH")}, "--root", root, "--config", cfg)
+	sid := h.open()
+	out, _, exit := h.run(sid, protocol.ExecStartParams{Argv: []string{"printenv", "PATH"}})
+	if exit.ExitCode == nil || *exit.ExitCode != 0 || strings.Contains(out, bin) || !strings.Contains(out, "/") {
+		t.Fatalf("PATH of an allowed process: %q (exit %+v); want rexd's without %s", out, exit, bin)
+	}
+}

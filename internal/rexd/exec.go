@@ -187,6 +187,7 @@ func (c *conn) execStart(ctx context.Context, req *request) (any, *protocol.Erro
 	if perr != nil {
 		return nil, perr
 	}
+	env = c.srv.childEnv(env)
 	path, notFound, perr := c.srv.program(argv[0], abs, env)
 	if perr != nil {
 		return nil, perr

@@ -166,6 +166,23 @@ func (s *Server) trustedPath() string {
 	return strings.Join(keep, string(os.PathListSeparator))
 }
 
+// childEnv is env as a process gets it: under allow_commands its PATH is
+// trustedPath's, so an allowed script's `#!/usr/bin/env python3`, or a
+// program an allowed one starts by name, finds nothing a client wrote into
+// the roots either.
+func (s *Server) childEnv(env []string) []string {
+	if len(s.cfg.AllowCommands) == 0 {
+		return env
+	}
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "PATH=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "PATH="+s.trustedPath())
+}
+
 // checkEnv refuses the variables a request may not set under an allow
 // list.
 func (s *Server) checkEnv(env map[string]string) *protocol.Error {

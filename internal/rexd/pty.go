@@ -118,6 +118,7 @@ func (c *conn) ptyOpen(ctx context.Context, req *request) (any, *protocol.Error)
 	if perr != nil {
 		return nil, perr
 	}
+	env = c.srv.childEnv(env)
 	path, notFound, perr := c.srv.program(argv[0], abs, env)
 	if perr != nil {
 		return nil, perr
