@@ -53,33 +53,8 @@ func isShell(path string) bool {
 }
 
 // refusedEnv reports whether a request may not set the variable name when
-// allow_commands is set: it changes which program runs (PATH) or makes an
-// allowed program load or run other code (the dynamic loader's variables,
-// the shells' start-up files, exported bash functions, glibc's gconv
-// modules, IFS, and the module paths and start-up options of the
-// interpreters many programs in /usr/bin are scripts of: PYTHONWARNINGS
-// imports the module a category names, and "antigravity" runs BROWSER;
-// and the variables that name a command for a program to run: a pager, an
-// editor, a browser). A deny list can never be complete: allow only
-// programs you would let a client drive.
-func refusedEnv(name string) bool {
-	switch name {
-	case "PATH", "BASH_ENV", "ENV", "IFS", "SHELLOPTS", "BASHOPTS", "PS4", "GCONV_PATH",
-		"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONBREAKPOINT", "PYTHONINSPECT",
-		"PYTHONWARNINGS", "PYTHONPYCACHEPREFIX",
-		"PERL5LIB", "PERLLIB", "PERL5OPT", "PERL5DB", "NODE_OPTIONS", "NODE_PATH", "RUBYOPT", "RUBYLIB",
-		"GEM_HOME", "GEM_PATH", "PHPRC", "PHP_INI_SCAN_DIR",
-		"JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS",
-		"BROWSER", "PAGER", "MANPAGER", "SYSTEMD_PAGER", "EDITOR", "VISUAL":
-		return true
-	}
-	for _, p := range []string{"LD_", "DYLD_", "BASH_FUNC_", "LUA_INIT", "LUA_PATH", "LUA_CPATH"} {
-		if strings.HasPrefix(name, p) {
-			return true
-		}
-	}
-	return false
-}
+// allow_commands is set: see protocol.CodeEnv.
+func refusedEnv(name string) bool { return protocol.CodeEnv(name) }
 
 // canonDir resolves the symlinks of path's directory, not of the file.
 func canonDir(path string) string {

@@ -3,14 +3,17 @@ package secrets
 import (
 	"fmt"
 	"strings"
+
+	"github.com/rexconsole/rex/internal/protocol"
 )
 
 // A secret reaches a process as one environment variable, so its name is a
 // variable name, and never one that changes how programs start, find their
 // libraries or who they think they are: a secret named PATH or LD_PRELOAD
 // would be a way to run other code, one named HOME or USER a way to lie to
-// it. rexd refuses some of the same names in exec.start's env when
-// allow_commands is set; this list is wider on purpose.
+// it. Every name rexd refuses in exec.start's env when allow_commands is
+// set (protocol.CodeEnv) is refused, and more: this list is wider on
+// purpose.
 
 // reservedExact are refused as they are.
 func reservedExact(name string) bool {
@@ -36,7 +39,7 @@ func reservedPrefixes() []string {
 // Reserved reports whether name may not be a secret, and why.
 func Reserved(name string) (string, bool) {
 	upper := strings.ToUpper(name)
-	if reservedExact(upper) {
+	if reservedExact(upper) || protocol.CodeEnv(upper) {
 		return fmt.Sprintf("%s is an environment variable that programs rely on", name), true
 	}
 	for _, p := range reservedPrefixes() {

@@ -272,3 +272,13 @@ func FuzzMasker(f *testing.F) {
 		}
 	})
 }
+
+// Every variable rexd refuses under allow_commands is refused as a secret's
+// name too: a secret named PYTHONWARNINGS would run code as surely.
+func TestSecretNamesRefuseWhatRexdRefuses(t *testing.T) {
+	for _, name := range []string{"PYTHONWARNINGS", "PYTHONPYCACHEPREFIX", "JAVA_TOOL_OPTIONS", "LUA_INIT", "PHPRC", "BROWSER", "ld_preload"} {
+		if err := CheckName(name); err == nil {
+			t.Errorf("%s can be a secret's name", name)
+		}
+	}
+}
