@@ -39,13 +39,16 @@ func reservedPrefixes() []string {
 // Reserved reports whether name may not be a secret, and why.
 func Reserved(name string) (string, bool) {
 	upper := strings.ToUpper(name)
-	if reservedExact(upper) || protocol.CodeEnv(upper) {
+	if reservedExact(upper) {
 		return fmt.Sprintf("%s is an environment variable that programs rely on", name), true
 	}
 	for _, p := range reservedPrefixes() {
 		if strings.HasPrefix(upper, p) {
 			return fmt.Sprintf("names starting with %s are reserved", p), true
 		}
+	}
+	if protocol.CodeEnv(upper) {
+		return fmt.Sprintf("%s makes programs load or run other code", name), true
 	}
 	return "", false
 }
