@@ -88,4 +88,10 @@ func TestAllowedProcessesGetTheTrustedPath(t *testing.T) {
 	if exit.ExitCode == nil || *exit.ExitCode != 0 || strings.Contains(out, bin) || !strings.Contains(out, "/") {
 		t.Fatalf("PATH of an allowed process: %q (exit %+v); want rexd's without %s", out, exit, bin)
 	}
+	// Python's user site-packages (their .pth files run code) are in the home
+	// directory a client can write: left out.
+	out, _, _ = h.run(sid, protocol.ExecStartParams{Argv: []string{"printenv", "PYTHONNOUSERSITE"}})
+	if out != "1\n" {
+		t.Fatalf("PYTHONNOUSERSITE of an allowed process: %q, want 1", out)
+	}
 }

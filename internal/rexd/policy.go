@@ -154,18 +154,20 @@ func (s *Server) trustedPath() string {
 // childEnv is env as a process gets it: under allow_commands its PATH is
 // trustedPath's, so an allowed script's `#!/usr/bin/env python3`, or a
 // program an allowed one starts by name, finds nothing a client wrote into
-// the roots either.
+// the roots either; and Python leaves out the user's site-packages
+// (PYTHONNOUSERSITE), whose .pth files, in the home directory a client
+// can write, every Python program runs at start.
 func (s *Server) childEnv(env []string) []string {
 	if len(s.cfg.AllowCommands) == 0 {
 		return env
 	}
-	out := make([]string, 0, len(env)+1)
+	out := make([]string, 0, len(env)+2)
 	for _, kv := range env {
-		if !strings.HasPrefix(kv, "PATH=") {
+		if !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, "PYTHONNOUSERSITE=") {
 			out = append(out, kv)
 		}
 	}
-	return append(out, "PATH="+s.trustedPath())
+	return append(out, "PATH="+s.trustedPath(), "PYTHONNOUSERSITE=1")
 }
 
 // checkEnv refuses the variables a request may not set under an allow
