@@ -78,12 +78,27 @@ func TestInterruptAtPasswordPromptRestoresEcho(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatal("no password prompt within 60 s")
 	}
-	tio, err := unix.IoctlGetTermios(int(ptmx.Fd()), unix.TCGETS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tio.Lflag&unix.ECHO != 0 {
-		t.Fatal("the password prompt did not turn echo off")
+	// The prompt is written before its read turns echo off, and nothing
+	// tells when that happens: the terminal's mode is polled, for at most
+	// 10 s.
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for {
+		tio, err := unix.IoctlGetTermios(int(ptmx.Fd()), unix.TCGETS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tio.Lflag&unix.ECHO == 0 {
+			break
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatal("the password prompt did not turn echo off within 10 s")
+		case err := <-exited:
+			t.Fatalf("rex ended at the password prompt before turning echo off: %v\n%s", err, <-output)
+		}
 	}
 	ptmx.Write([]byte{3, 3}) // ctrl+c twice (the kernel may merge them: then the exit grace ends it)
 	select {
@@ -92,7 +107,7 @@ func TestInterruptAtPasswordPromptRestoresEcho(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatal("rex did not end after two ctrl+c")
 	}
-	tio, err = unix.IoctlGetTermios(int(ptmx.Fd()), unix.TCGETS)
+	tio, err := unix.IoctlGetTermios(int(ptmx.Fd()), unix.TCGETS)
 	if err != nil {
 		t.Fatal(err)
 	}
