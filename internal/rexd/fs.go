@@ -205,6 +205,12 @@ func (c *conn) fsWrite(ctx context.Context, req *request) (any, *protocol.Error)
 	if mode != protocol.WriteCreate && mode != protocol.WriteReplace && mode != protocol.WriteAppend {
 		return nil, protocol.Errorf(protocol.CodeInvalidParams, nil, "mode must be create, replace or append")
 	}
+	if strings.HasSuffix(p.Path, "/") {
+		// A trailing slash names a directory: without this check the
+		// path is cleaned and a file made where a directory was meant.
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"path": p.Path},
+			"fs.write: %s ends in '/', which names a directory; name the file to write", p.Path)
+	}
 	atomic := p.Atomic == nil || *p.Atomic
 	perm := fs.FileMode(0o644)
 	if p.Perm != "" {

@@ -32,3 +32,16 @@ func TestWritePermWithSpecialBits(t *testing.T) {
 		t.Errorf("perm 0600: %v, %v", fi, err)
 	}
 }
+
+// A path that ends in '/' names a directory: fs.write refuses it rather
+// than clean it into a file of that name.
+func TestWriteToATrailingSlashIsRefused(t *testing.T) {
+	h := start(t)
+	sid := h.open()
+	for _, atomic := range []bool{true, false} {
+		h.fails(protocol.MethodFSWrite, protocol.FSWriteParams{SessionID: sid, Path: "g/", Content: "x", Atomic: &atomic}, protocol.CodeInvalidParams)
+		if _, err := os.Lstat(filepath.Join(h.root, "g")); err == nil {
+			t.Fatalf("fs.write g/ (atomic %v) made g", atomic)
+		}
+	}
+}
