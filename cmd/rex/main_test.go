@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/rexconsole/rex/internal/mcptest"
 )
 
 // rexBin is the real rex binary with rexd beside it, built once for the
@@ -32,5 +34,6 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	mcptest.Close()
 	os.Exit(code)
 }

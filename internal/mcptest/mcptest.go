@@ -60,12 +60,14 @@ func Server() *mcp.Server {
 
 var (
 	buildOnce sync.Once
+	buildDir  string
 	buildPath string
 	buildErr  error
 )
 
 // Binary builds the server as a program (it speaks MCP on stdio) once per
-// test binary and returns its path.
+// test binary and returns its path. A package that calls it removes the
+// build with Close from its TestMain.
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -75,6 +77,7 @@ func Binary(t testing.TB) string {
 			buildErr = err
 			return
 		}
+		buildDir = dir
 		buildPath = filepath.Join(dir, "mcpserver")
 		cmd := exec.Command("go", "build", "-o", buildPath, "./mcpserver")
 		cmd.Dir = filepath.Dir(file)
@@ -87,4 +90,12 @@ func Binary(t testing.TB) string {
 		t.Fatal(buildErr)
 	}
 	return buildPath
+}
+
+// Close removes what Binary built: call it after m.Run in TestMain, since
+// the build outlives any one test.
+func Close() {
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
 }
