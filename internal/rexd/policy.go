@@ -66,15 +66,13 @@ func canonDir(path string) string {
 }
 
 // program finds the file argv0 runs, for a process whose working
-// directory is cwd and environment env. notFound is set when there is no
-// such program (a launch failure, reported as exit 127); perr when policy
-// refuses it.
+// directory is cwd and environment env (as childEnv made it: under
+// allow_commands its PATH is trustedPath's, worked out once per request).
+// notFound is set when there is no such program (a launch failure,
+// reported as exit 127); perr when policy refuses it.
 func (s *Server) program(argv0, cwd string, env []string) (path string, notFound error, perr *protocol.Error) {
 	list := s.cfg.AllowCommands
 	pathEnv := envValue(env, "PATH")
-	if len(list) > 0 {
-		pathEnv = s.trustedPath()
-	}
 	path, err := lookPath(argv0, pathEnv)
 	if err == nil && !filepath.IsAbs(path) {
 		path = filepath.Join(cwd, path)
@@ -84,7 +82,7 @@ func (s *Server) program(argv0, cwd string, env []string) (path string, notFound
 		if err == nil {
 			canon = canonDir(path)
 		}
-		if err != nil || !s.allowed(canon) {
+		if err != nil || !s.allowed(canon, pathEnv) {
 			if err != nil && !strings.Contains(argv0, "/") {
 				if p, ferr := lookPath(argv0, os.Getenv("PATH")); ferr == nil {
 					return "", nil, protocol.Errorf(protocol.CodeUnauthorized, map[string]any{"command": argv0, "path": p, "allowed": list, "reason": "writable_path"},
@@ -110,12 +108,13 @@ func (s *Server) program(argv0, cwd string, env []string) (path string, notFound
 }
 
 // allowed reports whether want (a path with its directories' symlinks
-// resolved, canonDir) is one of allow_commands, by full path.
-func (s *Server) allowed(want string) bool {
+// resolved, canonDir) is one of allow_commands, by full path; bare names
+// are looked up in pathEnv (trustedPath's).
+func (s *Server) allowed(want, pathEnv string) bool {
 	for _, a := range s.cfg.AllowCommands {
 		p := a
 		if !strings.Contains(a, "/") {
-			found, err := lookPath(a, s.trustedPath())
+			found, err := lookPath(a, pathEnv)
 			if err != nil {
 				continue
 			}
