@@ -48,12 +48,7 @@ const PassphraseEnv = "REX_SECRETS_PASSPHRASE"
 // environment of every process rex starts on this machine (a local rexd,
 // sudo, a syntax checker), none of which may open the secrets file.
 func Environ() []string {
-	return WithoutPassphrase(os.Environ())
-}
-
-// WithoutPassphrase is env (KEY=VALUE entries) without PassphraseEnv, in a
-// new slice.
-func WithoutPassphrase(env []string) []string {
+	env := os.Environ()
 	out := make([]string, 0, len(env))
 	for _, kv := range env {
 		if k, _, _ := strings.Cut(kv, "="); k != PassphraseEnv {
