@@ -12,13 +12,13 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 
 	"charm.land/lipgloss/v2"
 	"charm.land/lipgloss/v2/table"
 	"github.com/spf13/pflag"
 
 	"github.com/rexconsole/rex/devices"
+	"github.com/rexconsole/rex/internal/textsafe"
 )
 
 // DeviceRemote runs the device verbs that need the SSH layer. Each method
@@ -627,14 +627,7 @@ func dedupe(s []string) []string {
 // shared, hand-edited registry or from the model (which a host's output can
 // steer) cannot send escape sequences to the operator's terminal, nor break
 // a table with a newline or a tab.
-func Printable(s string) string {
-	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return '?'
-		}
-		return r
-	}, s)
-}
+func Printable(s string) string { return textsafe.Line(s) }
 
 // renderTable prints rows under headers: a bordered table on a terminal,
 // aligned plain text when piped. Empty cells show as "-".

@@ -8,15 +8,14 @@ import (
 	"context"
 	"errors"
 	"io"
-	"strings"
 	"sync"
 	"time"
-	"unicode"
 
 	"github.com/rexconsole/rex/internal/fdlimit"
 	"github.com/rexconsole/rex/internal/payload"
 	"github.com/rexconsole/rex/internal/protocol"
 	"github.com/rexconsole/rex/internal/rexclient"
+	"github.com/rexconsole/rex/internal/textsafe"
 )
 
 // Target is where to connect. Zero fields are filled from ssh_config, then
@@ -239,17 +238,5 @@ func newError(target string, kind error, cause error, msg string) *Error {
 		}
 		msg = fdlimit.Explain(doing, cause)
 	}
-	return &Error{Target: target, Kind: kind, Msg: printable(msg), Err: cause}
-}
-
-// printable replaces control characters with '?': messages quote what a
-// target printed (its stderr, the paths it reports), which must not send
-// escape sequences to the operator's terminal nor break the sentence.
-func printable(s string) string {
-	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return '?'
-		}
-		return r
-	}, s)
+	return &Error{Target: target, Kind: kind, Msg: textsafe.Line(msg), Err: cause}
 }
