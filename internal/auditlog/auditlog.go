@@ -6,6 +6,7 @@ package auditlog
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -68,6 +69,10 @@ func (l *Log) Write(e Entry) error {
 	}
 	return nil
 }
+
+// Stat describes the open log file (its identity stays that of the file
+// being written, wherever its name goes).
+func (l *Log) Stat() (fs.FileInfo, error) { return l.f.Stat() }
 
 // Close closes the log.
 func (l *Log) Close() error { return l.f.Close() }

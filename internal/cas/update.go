@@ -60,6 +60,11 @@ type UpdateOptions struct {
 	// List fills UpdateResult's lists of added and updated paths (the
 	// deleted ones are always listed).
 	List bool
+	// Keep, when set, names files the update must leave alone (rexd's
+	// audit log): an update that would write over one, change its mode or
+	// owner, remove it or swap away the directory holding it is refused
+	// with a *KeptError before anything is written.
+	Keep func(fs.FileInfo) bool
 
 	// beforeSwap and afterSwap, set by tests, run just before and just
 	// after the swap of an atomic update.
@@ -542,6 +547,50 @@ func (u *Update) diff() error {
 	}
 	res.Deleted = len(u.deletes)
 	res.DeletedPaths = slices.Sorted(slices.Values(u.deletes))
+	return u.checkKeep()
+}
+
+// KeptError refuses an update that would change or remove a file
+// UpdateOptions.Keep names. Nothing was written.
+type KeptError struct {
+	Path string // slash-separated, relative to the destination
+}
+
+func (e *KeptError) Error() string {
+	return fmt.Sprintf("the update would change or remove %s, which must be left alone", e.Path)
+}
+
+// checkKeep refuses the update when it would touch a file opts.Keep names:
+// write over it, change its mode or owner, replace it by a link or a
+// directory, delete it, or (atomic) link it into the staging directory,
+// where a new mode would reach the same inode.
+func (u *Update) checkKeep() error {
+	keep := u.opts.Keep
+	if keep == nil {
+		return nil
+	}
+	touched := func(rel string) error {
+		if c, ok := u.cur[rel]; ok && c.info != nil && keep(c.info) {
+			return &KeptError{Path: rel}
+		}
+		return nil
+	}
+	var rels []string
+	for _, l := range [][]*fileWrite{u.writes, u.links} {
+		for _, w := range l {
+			rels = append(rels, w.rel)
+		}
+	}
+	for _, l := range [][]plannedEntry{u.setMeta, u.symlink, u.newDirs} {
+		for _, pe := range l {
+			rels = append(rels, pe.rel)
+		}
+	}
+	for _, rel := range append(rels, u.deletes...) {
+		if err := touched(rel); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -729,7 +729,8 @@ func (c *conn) casMaterialize(ctx context.Context, req *request) (any, *protocol
 			return nil, casError("cas.materialize", err)
 		}
 	}
-	opts := cas.UpdateOptions{Atomic: p.Atomic, Delete: p.Delete, DeleteUnder: p.DeleteUnder, DryRun: p.DryRun, MaxBytes: p.MaxBytes, List: p.List || p.DryRun}
+	opts := cas.UpdateOptions{Atomic: p.Atomic, Delete: p.Delete, DeleteUnder: p.DeleteUnder, DryRun: p.DryRun, MaxBytes: p.MaxBytes, List: p.List || p.DryRun,
+		Keep: c.srv.isAuditLog}
 	if p.Owner != "" {
 		if opts.Owner, err = lookupOwner(p.Owner); err != nil {
 			return nil, protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"reason": "bad_owner"}, "cas.materialize: %v", err)
@@ -742,6 +743,10 @@ func (c *conn) casMaterialize(ctx context.Context, req *request) (any, *protocol
 	if err != nil {
 		if isEscape(err) {
 			return nil, s.roots.forbidden(rp.abs, "a symbolic link leads outside the allowed roots")
+		}
+		var kept *cas.KeptError
+		if errors.As(err, &kept) {
+			return nil, c.srv.auditLogRefused("cas.materialize", filepath.Join(rp.abs, filepath.FromSlash(kept.Path)))
 		}
 		return nil, casError("cas.materialize", err)
 	}

@@ -255,6 +255,9 @@ func (c *conn) fsWrite(ctx context.Context, req *request) (any, *protocol.Error)
 	if statErr != nil && !errors.Is(statErr, fs.ErrNotExist) {
 		return nil, s.roots.fsError("write", rp, statErr)
 	}
+	if exists && c.srv.isAuditLog(old) {
+		return nil, c.srv.auditLogRefused("fs.write", rp.abs)
+	}
 	if exists && !old.Mode().IsRegular() {
 		return nil, protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"path": rp.abs, "type": fileType(old.Mode())},
 			"write %s: not a regular file", rp.abs)
@@ -284,9 +287,9 @@ func (c *conn) fsWrite(ctx context.Context, req *request) (any, *protocol.Error)
 			flags |= os.O_APPEND
 		case protocol.WriteCreate:
 			flags |= os.O_EXCL
-		default:
-			flags |= os.O_TRUNC
 		}
+		// A replace truncates once the file is known to be the one meant
+		// (not O_TRUNC, which would empty whatever is opened).
 		// O_NONBLOCK: a FIFO swapped in after the check above must not
 		// hang the open; the fstat below refuses it.
 		f, err := root.OpenFile(rp.rel, flags|syscall.O_NONBLOCK, perm)
@@ -301,12 +304,23 @@ func (c *conn) fsWrite(ctx context.Context, req *request) (any, *protocol.Error)
 			}
 			return nil, s.roots.fsError("write", rp, err)
 		}
-		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		fi, err := f.Stat()
+		if err != nil || !fi.Mode().IsRegular() {
 			f.Close()
 			return nil, protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"path": rp.abs, "type": protocol.TypeOther},
 				"write %s: not a regular file", rp.abs)
 		}
-		_, werr := f.Write(content)
+		if c.srv.isAuditLog(fi) { // linked in after the check above
+			f.Close()
+			return nil, c.srv.auditLogRefused("fs.write", rp.abs)
+		}
+		var werr error
+		if mode == protocol.WriteReplace {
+			werr = f.Truncate(0)
+		}
+		if werr == nil {
+			_, werr = f.Write(content)
+		}
 		if werr == nil {
 			werr = f.Sync()
 		}

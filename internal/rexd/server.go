@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"runtime"
@@ -26,7 +27,10 @@ type Server struct {
 	cfg   Config
 	roots rootSet
 	audit *auditLog
-	cas   casState
+	// auditFile is the audit log's identity, which file methods must not
+	// change: it sits in the default roots (see isAuditLog).
+	auditFile fs.FileInfo
+	cas       casState
 
 	// testHook, when set (by tests in this package), runs before every
 	// handler, on the goroutine and with the context the handler gets.
@@ -79,8 +83,29 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		s.audit = a
+		if s.auditFile, err = a.Stat(); err != nil {
+			a.Close()
+			roots.close()
+			return nil, fmt.Errorf("open audit log %s: %w", cfg.AuditPath, err)
+		}
 	}
 	return s, nil
+}
+
+// isAuditLog reports whether fi is this rexd's audit log (by device and
+// inode: a hard link or a symlink to it counts). A client whose commands
+// allow_commands limits could otherwise erase its own tracks with fs.write
+// or a push, since the log's default place is inside the default roots.
+func (s *Server) isAuditLog(fi fs.FileInfo) bool {
+	return s.auditFile != nil && fi != nil && os.SameFile(fi, s.auditFile)
+}
+
+// auditLogRefused refuses a file method that would change or remove the
+// audit log.
+func (s *Server) auditLogRefused(op, path string) *protocol.Error {
+	return protocol.Errorf(protocol.CodeForbiddenPath,
+		protocol.ForbiddenPathData{Path: path, AllowedRoots: s.roots.paths(), Reason: "audit_log"},
+		"%s: %s is rexd's audit log, which no client may change or remove; leave it out", op, path)
 }
 
 // Close releases the roots and the audit log.
