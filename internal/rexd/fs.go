@@ -1,6 +1,7 @@
 package rexd
 
 import (
+	"container/heap"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -564,36 +566,99 @@ func (c *conn) fsList(ctx context.Context, req *request) (any, *protocol.Error) 
 		res.Entries = append(res.Entries, e)
 		return true
 	}
-	if p.Recursive {
-		err = fs.WalkDir(fsys, ".", func(name string, de fs.DirEntry, err error) error {
-			if cerr := ctx.Err(); cerr != nil {
-				return cerr
-			}
-			if err != nil {
-				return nil // an unreadable subdirectory is skipped, not fatal
-			}
-			if name == "." {
-				return nil
-			}
-			if !add(name, de) {
-				return fs.SkipAll
-			}
-			return nil
-		})
-	} else {
-		var ents []fs.DirEntry
-		ents, err = fs.ReadDir(fsys, ".")
-		for _, de := range ents {
-			if !add(de.Name(), de) {
-				break
-			}
-		}
+	err = listDir(ctx, fsys, ".", p.Recursive, func() int { return max - len(res.Entries) }, add)
+	if errors.Is(err, errListFull) {
+		err = nil
 	}
 	if err != nil {
 		return nil, s.roots.fsError("list", rp, err)
 	}
 	sort.Slice(res.Entries, func(i, j int) bool { return res.Entries[i].Path < res.Entries[j].Path })
 	return res, nil
+}
+
+// listDir calls add for the entries of dir in the order a walk by name
+// meets them (depth-first when recursive) until add refuses one, which
+// tells add the answer is cut. room says how many more add can take: each
+// directory is read in pieces keeping only the names that could still be
+// answered with (one more, to see whether there are more), so a huge
+// directory costs its reading, not its size in memory. An unreadable
+// subdirectory is skipped, as before.
+func listDir(ctx context.Context, fsys fs.FS, dir string, recursive bool, room func() int, add func(string, fs.DirEntry) bool) error {
+	f, err := fsys.Open(dir)
+	if err != nil {
+		return err
+	}
+	d, ok := f.(fs.ReadDirFile)
+	if !ok {
+		f.Close()
+		return &fs.PathError{Op: "readdir", Path: dir, Err: syscall.ENOTDIR}
+	}
+	ents, err := smallestEntries(ctx, d, room()+1)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	for _, de := range ents {
+		name := path.Join(dir, de.Name())
+		if !add(name, de) {
+			return errListFull
+		}
+		if recursive && de.IsDir() {
+			err := listDir(ctx, fsys, name, true, room, add)
+			if errors.Is(err, errListFull) || ctx.Err() != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// errListFull ends a listing whose answer is full.
+var errListFull = errors.New("the listing is full")
+
+// smallestEntries reads d in pieces and returns, sorted by name, its n
+// entries that sort first.
+func smallestEntries(ctx context.Context, d fs.ReadDirFile, n int) ([]fs.DirEntry, error) {
+	h := &entryHeap{}
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		batch, err := d.ReadDir(256)
+		for _, de := range batch {
+			if h.Len() < n {
+				heap.Push(h, de)
+			} else if n > 0 && de.Name() < (*h)[0].Name() {
+				(*h)[0] = de
+				heap.Fix(h, 0)
+			}
+		}
+		if err == io.EOF || err == nil && len(batch) == 0 {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	out := []fs.DirEntry(*h)
+	slices.SortFunc(out, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return out, nil
+}
+
+// entryHeap is a max-heap of directory entries by name: its top is the
+// one to drop when a smaller name comes.
+type entryHeap []fs.DirEntry
+
+func (h entryHeap) Len() int           { return len(h) }
+func (h entryHeap) Less(i, j int) bool { return h[i].Name() > h[j].Name() }
+func (h entryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *entryHeap) Push(x any)        { *h = append(*h, x.(fs.DirEntry)) }
+func (h *entryHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 func (c *conn) fsGlob(ctx context.Context, req *request) (any, *protocol.Error) {
