@@ -69,7 +69,9 @@ func (sp *splicer) fill() (int, error) {
 	var serr error
 	err := sp.src.Read(func(fd uintptr) bool {
 		for {
-			n, serr = unix.Splice(int(fd), nil, sp.w, nil, sp.size, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+			// int64(…): splice's count is an int on 32-bit Linux.
+			m, err := unix.Splice(int(fd), nil, sp.w, nil, sp.size, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+			n, serr = int64(m), err
 			if serr != unix.EINTR {
 				return serr != unix.EAGAIN // EAGAIN: nothing written yet, wait
 			}
