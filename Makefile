@@ -5,7 +5,9 @@ BIN     := bin
 # "context deadline exceeded" when a duration runs out (golang/go#75804).
 FUZZTIME ?= 5000x
 # rexd builds embedded in rex: the targets rex can bootstrap.
-PAYLOAD_PLATFORMS := linux/amd64 linux/arm64
+# linux/arm is built for ARMv6 (GOARM=6 below), so that every 32-bit
+# Raspberry Pi runs it, armv6l and armv7l alike.
+PAYLOAD_PLATFORMS := linux/amd64 linux/arm64 linux/arm
 PAYLOAD_DIR := internal/payload/rexd
 
 .PHONY: all build rexd payload run test race fuzz bench lint clean inspector man
@@ -24,7 +26,7 @@ payload:
 	@for p in $(PAYLOAD_PLATFORMS); do \
 		os=$${p%/*}; arch=$${p#*/}; f=$(PAYLOAD_DIR)/rexd-$$os-$$arch; \
 		rm -f $$f.sum; \
-		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags="-s -w" -o $$f ./cmd/rexd || exit 1; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch GOARM=6 $(GO) build -trimpath -ldflags="-s -w" -o $$f ./cmd/rexd || exit 1; \
 		sum=$$( (sha256sum 2>/dev/null || shasum -a 256) < $$f | cut -d' ' -f1); \
 		[ -n "$$sum" ] || { echo "make payload: needs sha256sum or shasum"; exit 1; }; \
 		size=$$(wc -c < $$f | tr -d ' '); \
@@ -44,6 +46,10 @@ man:
 
 test: lint payload inspector
 	$(GO) test -count=1 -timeout 30m ./...
+	# rex ships rexd for 32-bit ARM: rexd's own tests once more as a 32-bit
+	# build (386, which this amd64 machine runs), where int is 32 bits and
+	# 64-bit atomics need alignment, as there.
+	CGO_ENABLED=0 GOARCH=386 $(GO) test -count=1 -timeout 10m ./cmd/rexd/ ./internal/rexd/ ./internal/cas/ ./internal/protocol/
 	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
 
 # inspector installs the MCP Inspector CLI pinned by .ci/inspector's lock
@@ -78,6 +84,8 @@ lint:
 	$(GO) vet ./...
 	# rex runs on operators' Macs too: it must at least build and vet there.
 	GOOS=darwin GOARCH=arm64 $(GO) vet ./...
+	# rexd runs on 32-bit ARM Linux too (the payload's linux/arm).
+	GOOS=linux GOARCH=arm $(GO) vet ./cmd/rexd/ ./internal/rexd/ ./internal/cas/ ./internal/protocol/
 
 clean:
 	rm -rf $(BIN) $(PAYLOAD_DIR)/rexd-*

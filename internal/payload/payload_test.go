@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
+	"debug/buildinfo"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -110,6 +112,38 @@ func TestEmbedded(t *testing.T) {
 		data, err := b.Bytes()
 		if err != nil || len(data) < 1<<20 || !bytes.HasPrefix(data, []byte("\x7fELF")) {
 			t.Errorf("embedded %s: %d bytes, %v", p, len(data), err)
+			continue
+		}
+		// What the build says it was built for: the platform its name
+		// claims, static (it runs on any libc, or none), and for 32-bit
+		// ARM the ARMv6 instruction set, so that a Raspberry Pi Zero
+		// (armv6l) runs it as well as an armv7l one.
+		info, err := buildinfo.Read(bytes.NewReader(data))
+		if err != nil {
+			t.Errorf("embedded %s: no build information: %v", p, err)
+			continue
+		}
+		want := map[string]string{"GOOS": goos, "GOARCH": goarch, "CGO_ENABLED": "0"}
+		if goarch == "arm" {
+			want["GOARM"] = "6"
+		}
+		for _, st := range info.Settings {
+			if w, ok := want[st.Key]; ok {
+				if st.Value != w {
+					t.Errorf("embedded %s: built with %s=%s, want %s", p, st.Key, st.Value, w)
+				}
+				delete(want, st.Key)
+			}
+		}
+		if len(want) > 0 {
+			t.Errorf("embedded %s: its build information has no %v", p, want)
+		}
+	}
+	// The platforms rex maps a target's `uname -sm` to on Linux, a 32-bit
+	// Raspberry Pi's among them.
+	for _, p := range []string{"linux/amd64", "linux/arm64", "linux/arm"} {
+		if !slices.Contains(plats, p) {
+			t.Errorf("rex carries no rexd for %s (it has %v): PAYLOAD_PLATFORMS in the Makefile", p, plats)
 		}
 	}
 }
