@@ -100,9 +100,10 @@ func (f *sshFleet) withoutFirstLines(t *testing.T, n int) {
 }
 
 // TestHostKeyAsk: StrictHostKeyChecking ask asks on the terminal, as
-// OpenSSH does; yes records the key and runs, no refuses.
+// OpenSSH does; yes records the key and runs, no refuses; the key's
+// fingerprint pasted is a yes, another key's is asked again.
 func TestHostKeyAsk(t *testing.T) {
-	f := newSSHFleet(t, 2, false)
+	f := newSSHFleet(t, 3, false)
 	known := filepath.Join(f.home, ".ssh", "known_hosts")
 	os.Remove(known)
 	f.withSSHConfig(t, "Host *\n    StrictHostKeyChecking ask\n")
@@ -110,7 +111,7 @@ func TestHostKeyAsk(t *testing.T) {
 	s.line("export HOME=" + f.home + " XDG_CONFIG_HOME= XDG_CACHE_HOME= XDG_STATE_HOME=")
 	s.line("clear; rex run h1 -- echo answered; echo status=$?")
 	waitScreen(s, "the question", func(scr string) bool {
-		return strings.Contains(scr, "Are you sure you want to continue connecting (yes/no)?")
+		return strings.Contains(scr, "Are you sure you want to continue connecting (yes/no/[fingerprint])?")
 	})
 	scr := s.screen()
 	if !strings.Contains(scr, fmt.Sprintf("The authenticity of host 'h1 (127.0.0.1:%d)' can't be established.", f.hosts[0].Port)) ||
@@ -131,7 +132,7 @@ func TestHostKeyAsk(t *testing.T) {
 	// The first run's question may still be on the screen until clear.
 	waitScreen(s, "the question", func(scr string) bool {
 		i := strings.Index(scr, "second-run")
-		return i >= 0 && strings.Contains(scr[i:], "(yes/no)?")
+		return i >= 0 && strings.Contains(scr[i:], "(yes/no/[fingerprint])?")
 	})
 	s.line("no")
 	waitScreen(s, "the refusal", func(scr string) bool { return hasLine(scr, "status=255") })
@@ -140,6 +141,30 @@ func TestHostKeyAsk(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(f.hostHome("h2"), "ran")); err == nil {
 		t.Error("the command ran after the key was refused")
+	}
+
+	fingerprint := func(i int) string {
+		for _, k := range f.hosts[i].HostKeys {
+			if k.Type() == ssh.KeyAlgoED25519 {
+				return ssh.FingerprintSHA256(k)
+			}
+		}
+		t.Fatal("no ed25519 host key")
+		return ""
+	}
+	s.line("clear; echo third-run; rex run h3 -- echo pasted; echo status=$?")
+	waitScreen(s, "the question", func(scr string) bool {
+		i := strings.Index(scr, "third-run")
+		return i >= 0 && strings.Contains(scr[i:], "(yes/no/[fingerprint])?")
+	})
+	s.line(fingerprint(1)) // h2's: not this key
+	waitScreen(s, "the question again", func(scr string) bool {
+		return strings.Contains(scr, "Please type 'yes', 'no' or the fingerprint:")
+	})
+	s.line(fingerprint(2))
+	waitScreen(s, "the run", func(scr string) bool { return hasLine(scr, "status=0") })
+	if scr := s.screen(); !strings.Contains(scr, "h3: pasted") {
+		t.Errorf("after the fingerprint:\n%s", scr)
 	}
 }
 

@@ -193,7 +193,9 @@ func locked(l *sync.Mutex) func() {
 }
 
 // AskHostKey asks on the controlling terminal, as OpenSSH does, whether to
-// trust a host key seen for the first time.
+// trust a host key seen for the first time. As with OpenSSH, pasting the
+// fingerprint the operator got from the host's owner is a yes when it is
+// this key's; anything else is asked again, five times at most.
 func AskHostKey(q sshx.HostKeyQuestion) (bool, error) {
 	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
 	if err != nil {
@@ -201,21 +203,23 @@ func AskHostKey(q sshx.HostKeyQuestion) (bool, error) {
 	}
 	defer tty.Close()
 	fmt.Fprintf(tty, "The authenticity of host '%s (%s)' can't be established.\n%s key fingerprint is %s.\n", q.Target, q.Addr, q.KeyType, q.Fingerprint)
-	fmt.Fprint(tty, "Are you sure you want to continue connecting (yes/no)? ")
+	fmt.Fprint(tty, "Are you sure you want to continue connecting (yes/no/[fingerprint])? ")
 	r := bufio.NewReader(tty)
 	for range 5 {
 		line, err := r.ReadString('\n')
 		if err != nil {
 			return false, fmt.Errorf("read the answer: %w", err)
 		}
-		switch strings.ToLower(strings.TrimSpace(line)) {
-		case "yes":
+		answer := strings.TrimSpace(line)
+		switch {
+		case strings.EqualFold(answer, "yes"), answer == q.Fingerprint:
 			return true, nil
-		case "no":
+		case strings.EqualFold(answer, "no"):
 			return false, nil
 		}
-		fmt.Fprint(tty, "Please type 'yes' or 'no': ")
+		fmt.Fprint(tty, "Please type 'yes', 'no' or the fingerprint: ")
 	}
+	fmt.Fprintln(tty, "No answer after five tries: the key is not trusted.")
 	return false, nil
 }
 
