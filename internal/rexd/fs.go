@@ -736,35 +736,112 @@ func (c *conn) fsGlob(ctx context.Context, req *request) (any, *protocol.Error) 
 	}
 	defer sub.Close()
 	budget := globWalkBudget
-	err = fs.WalkDir(sub.FS(), ".", func(name string, de fs.DirEntry, err error) error {
-		if cerr := ctx.Err(); cerr != nil {
-			return cerr
+	err = globDir(ctx, sub.FS(), ".", rest, &budget, func(name string) bool {
+		if len(res.Matches) >= max {
+			return false
 		}
-		if budget--; budget < 0 {
-			res.Truncated = true
-			return fs.SkipAll
-		}
-		if err != nil || name == "." {
-			return nil
-		}
-		parts := strings.Split(name, "/")
-		if matchSegments(rest, parts) {
-			if len(res.Matches) >= max {
-				res.Truncated = true
-				return fs.SkipAll
-			}
-			res.Matches = append(res.Matches, filepath.Join(rp.abs, filepath.FromSlash(name)))
-		}
-		if de.IsDir() && !couldMatchBelow(rest, parts) {
-			return fs.SkipDir
-		}
-		return nil
-	})
+		res.Matches = append(res.Matches, filepath.Join(rp.abs, filepath.FromSlash(name)))
+		return true
+	}, func() int { return max - len(res.Matches) })
+	if errors.Is(err, errListFull) {
+		res.Truncated, err = true, nil
+	}
 	if err != nil {
 		return nil, s.roots.fsError("glob", rp, err)
 	}
 	sort.Strings(res.Matches)
 	return res, nil
+}
+
+// globDir walks dir for fs.glob as fs.WalkDir would, in name order and
+// depth first, calling match for each entry that matches pat until it
+// refuses one or the walk has visited budget entries (both end it with
+// errListFull). Each directory is read in pieces keeping only what counts:
+// the directories a match could lie below, and of the entries that match,
+// the room() + 1 that sort first (the rest could never be answered), so a
+// huge directory costs its reading, not its size in memory. An unreadable
+// directory is skipped, as before.
+func globDir(ctx context.Context, fsys fs.FS, dir string, pat []string, budget *int, match func(string) bool, room func() int) error {
+	all, full, err := globRead(ctx, fsys, dir, pat, budget, room)
+	if err != nil {
+		return err
+	}
+	for _, k := range all {
+		name := path.Join(dir, k.de.Name())
+		if k.match && !match(name) {
+			return errListFull
+		}
+		if k.below {
+			if err := globDir(ctx, fsys, name, pat, budget, match, room); err != nil {
+				return err
+			}
+		}
+	}
+	if full {
+		return errListFull
+	}
+	return nil
+}
+
+// globEntry is an entry of a directory that a glob walk keeps.
+type globEntry struct {
+	de           fs.DirEntry
+	match, below bool // it matches; a match could lie below it
+}
+
+// globRead reads dir for globDir: what it keeps, in name order, and
+// whether the budget ran out on the way.
+func globRead(ctx context.Context, fsys fs.FS, dir string, pat []string, budget *int, room func() int) ([]globEntry, bool, error) {
+	f, err := fsys.Open(dir)
+	if err != nil {
+		return nil, false, nil
+	}
+	defer f.Close()
+	d, ok := f.(fs.ReadDirFile)
+	if !ok {
+		return nil, false, nil
+	}
+	var prefix []string
+	if dir != "." {
+		prefix = strings.Split(dir, "/")
+	}
+	var kept []globEntry
+	files := &entryHeap{} // matches with nothing below: the room()+1 first by name
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, false, err
+		}
+		batch, rerr := d.ReadDir(256)
+		for _, de := range batch {
+			if *budget--; *budget < 0 {
+				return sortGlob(kept, files), true, nil
+			}
+			p := append(slices.Clip(prefix), de.Name())
+			m := matchSegments(pat, p)
+			switch {
+			case de.IsDir() && couldMatchBelow(pat, p):
+				kept = append(kept, globEntry{de, m, true})
+			case !m:
+			case files.Len() < room()+1:
+				heap.Push(files, de)
+			case de.Name() < (*files)[0].Name():
+				(*files)[0] = de
+				heap.Fix(files, 0)
+			}
+		}
+		if rerr != nil || len(batch) == 0 {
+			return sortGlob(kept, files), false, nil // io.EOF, or unreadable from here on
+		}
+	}
+}
+
+// sortGlob joins a directory's kept directories and matches in name order.
+func sortGlob(kept []globEntry, files *entryHeap) []globEntry {
+	for _, de := range *files {
+		kept = append(kept, globEntry{de: de, match: true})
+	}
+	slices.SortFunc(kept, func(a, b globEntry) int { return strings.Compare(a.de.Name(), b.de.Name()) })
+	return kept
 }
 
 func hasMeta(s string) bool { return strings.ContainsAny(s, `*?[\`) }

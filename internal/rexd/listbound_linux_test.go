@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,7 +16,8 @@ import (
 	"github.com/rexconsole/rex/internal/protocol"
 )
 
-// TestListMaxEntriesBoundsMemory: fs.list with max_entries reads a huge
+// TestListMaxEntriesBoundsMemory: fs.list with max_entries (and fs.glob
+// with max_matches) reads a huge
 // directory in pieces and keeps only what it answers with, instead of
 // the whole directory first (40,000 entries of 240-byte names were some
 // 25 MB more at its peak). The entries are hard links of one file: quick
@@ -70,6 +72,27 @@ func TestListMaxEntriesBoundsMemory(t *testing.T) {
 	}
 	h.ok(protocol.MethodFSList, protocol.FSListParams{SessionID: sid, Path: "small", Recursive: true, MaxEntries: 3}, nil)
 	before := hwm()
+	// fs.glob reads directories as fs.list does: what it keeps is what
+	// matches (at most max_matches of a directory's own) and the
+	// directories a match could lie below.
+	for _, c := range []struct {
+		pattern string
+		want    []string
+	}{
+		{"huge/*", []string{"000000000", "000000001", "000000002"}},
+		{"huge/*0000123?", []string{"000001230", "000001231", "000001232"}},
+		{"**/" + pad + "00000001?", []string{"000000010", "000000011", "000000012"}},
+	} {
+		var g protocol.FSGlobResult
+		h.ok(protocol.MethodFSGlob, protocol.FSGlobParams{SessionID: sid, Pattern: c.pattern, MaxMatches: 3}, &g)
+		var got []string
+		for _, m := range g.Matches {
+			got = append(got, strings.TrimPrefix(filepath.Base(m), pad))
+		}
+		if !slices.Equal(got, c.want) || !g.Truncated {
+			t.Errorf("glob %.40q: %v (truncated %v), want %v (truncated)", c.pattern, got, g.Truncated, c.want)
+		}
+	}
 	for _, recursive := range []bool{false, true} {
 		var l protocol.FSListResult
 		h.ok(protocol.MethodFSList, protocol.FSListParams{SessionID: sid, Path: "huge", Recursive: recursive, MaxEntries: 3}, &l)
@@ -112,6 +135,30 @@ func TestListMaxEntriesKeepsOrder(t *testing.T) {
 		}
 		return err
 	})
+	// fs.glob answers the same way: the matches a walk in name order
+	// meets first.
+	for _, pat := range []string{"**", "*", "**/?", "c/*", "*/*", "b*"} {
+		var want []string
+		for _, p := range all {
+			if ok, _ := path.Match(pat, p); ok || pat == "**" || pat == "**/?" && len(path.Base(p)) == 1 {
+				want = append(want, p)
+			}
+		}
+		for max := 1; max <= len(want)+1; max++ {
+			var g protocol.FSGlobResult
+			h.ok(protocol.MethodFSGlob, protocol.FSGlobParams{SessionID: sid, Pattern: "t/" + pat, MaxMatches: max}, &g)
+			var got []string
+			for _, m := range g.Matches {
+				rel, _ := filepath.Rel(filepath.Join(h.root, "t"), m)
+				got = append(got, filepath.ToSlash(rel))
+			}
+			w := slices.Clone(want[:min(max, len(want))])
+			slices.Sort(w)
+			if !slices.Equal(got, w) || g.Truncated != (max < len(want)) {
+				t.Errorf("glob %q max=%d: %v truncated=%v, want %v truncated=%v", pat, max, got, g.Truncated, w, max < len(want))
+			}
+		}
+	}
 	top := []string{"a", "b", "b.txt", "c", "d"}
 	for _, recursive := range []bool{false, true} {
 		want := top
