@@ -387,6 +387,12 @@ func TestGroupEditing(t *testing.T) {
 		{"create reserved", func() error { return r.CreateGroup("all") }, "reserved"},
 		{"create clashing with a device", func() error { return r.CreateGroup("db1") }, "already a device name"},
 		{"device clashing with a group", func() error { _, err := r.Add(mustDevice(t, "web", "h"), true); return err }, "already a group name"},
+		// Names that differ only in case would read as one machine (ssh
+		// matches hosts regardless of case): the second is refused.
+		{"device differing in case from a device", func() error { _, err := r.Add(mustDevice(t, "Web1", "h"), false); return err }, `the device "web1" exists and differs from "Web1" only in case`},
+		{"device differing in case from a group", func() error { _, err := r.Add(mustDevice(t, "WEB", "h"), true); return err }, `the group "web" exists and differs from "WEB" only in case`},
+		{"group differing in case from a device", func() error { return r.CreateGroup("DB1") }, `the device "db1" exists and differs from "DB1" only in case`},
+		{"group differing in case from a group", func() error { return r.CreateGroup("Web") }, `the group "web" exists and differs from "Web" only in case`},
 		{"add members", func() error {
 			added, already, err := r.AddToGroup("web", "web2", "web1", "web2")
 			if err == nil && (!slices.Equal(added, []string{"web2", "web1"}) || already != nil) {
