@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"sort"
 	"strings"
@@ -205,6 +206,9 @@ func (r *Registry) CreateGroup(name string) error {
 	}
 	if _, ok := r.devices[name]; ok {
 		return fmt.Errorf("%q is already a device name; choose another name for the group", name)
+	}
+	if _, err := netip.ParseAddr(name); err == nil {
+		return fmt.Errorf("the name %q is an IP address, so rex run %s would reach this group's devices instead of that address; choose a name that is not an address", name, name)
 	}
 	if err := r.caseClash(name); err != nil {
 		return err
