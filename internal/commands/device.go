@@ -639,6 +639,9 @@ func DeviceReach(ctx context.Context, store *devices.Store, remote DeviceRemote,
 	if err != nil {
 		return fmt.Errorf("%s: %w", verb, err)
 	}
+	for _, n := range devices.FoldNotes(targets) {
+		fmt.Fprintln(stdio.Err, "rex: "+n)
+	}
 	if remote == nil {
 		return fmt.Errorf("rex device %s needs the SSH layer, which this build of rex does not include yet; use a build that has it", verb)
 	}

@@ -572,3 +572,37 @@ func TestDeviceRemoteVerbsTakeExclude(t *testing.T) {
 		}
 	}
 }
+
+// TestTargetsFoldSameMachine: a machine named twice in TARGETS (a device
+// and its address) is reached once, as the name written first, and the
+// front ends say so: Resolver tells its notice (the CLI's App writes it
+// on stderr), `rex device check` writes it on stderr.
+func TestTargetsFoldSameMachine(t *testing.T) {
+	store := tempStore(t)
+	mustRun(t, store, "add", "web1", "root@10.0.0.1:22")
+	mustRun(t, store, "add", "web2", "root@10.0.0.2")
+	const note = "root@10.0.0.1 reaches the same machine as web1 (root@10.0.0.1:22); it runs there once, as web1"
+	var notes []string
+	ts, err := Resolver(store, func(msg string) { notes = append(notes, msg) })("web1,root@10.0.0.1,web2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, tg := range ts {
+		got = append(got, tg.Name)
+	}
+	if !slices.Equal(got, []string{"web1", "web2"}) || !slices.Equal(notes, []string{note}) {
+		t.Errorf("Resolve = %v, notices %q; want [web1 web2] and %q", got, notes, note)
+	}
+	if FoldNotes(ts)[0] != note {
+		t.Errorf("FoldNotes = %q", FoldNotes(ts))
+	}
+	var out, errOut bytes.Buffer
+	err = Device(context.Background(), store, IO{In: strings.NewReader(""), Out: &out, Err: &errOut}, []string{"check", "web1,root@10.0.0.1"})
+	if err == nil || !strings.Contains(err.Error(), "needs the SSH layer") {
+		t.Fatalf("check without SSH: %v", err)
+	}
+	if errOut.String() != "rex: "+note+"\n" {
+		t.Errorf("check wrote %q on stderr, want the note", errOut.String())
+	}
+}
