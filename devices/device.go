@@ -86,8 +86,17 @@ func (d Device) Validate() error {
 	if err := ValidateName(d.Name); err != nil {
 		return err
 	}
-	if _, _, _, err := d.Endpoint(); err != nil {
+	user, host, port, err := d.Endpoint()
+	if err != nil {
 		return err
+	}
+	if a, err := netip.ParseAddr(d.Name); err == nil {
+		// Device names win over addresses in TARGETS: a device named
+		// 10.0.0.9 must be the machine at 10.0.0.9.
+		if h, err := netip.ParseAddr(host); err != nil || h != a {
+			return fmt.Errorf("the name %q is an IP address, so rex run %s would reach %s instead; choose a name that is not an address, or give the device the host %s",
+				d.Name, d.Name, FormatAddr(user, host, port), d.Name)
+		}
 	}
 	if err := ValidateRoots(d.Roots); err != nil {
 		return err

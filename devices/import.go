@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
+	"os/user"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -80,7 +83,12 @@ func FromSSHConfig(c *SSHConfig, viaAlias bool) (Inventory, error) {
 			}
 			port = n
 		}
-		d, err := NewDevice(alias, spec, port, c.Get(alias, "IdentityFile"), "")
+		key, err := c.identityFile(alias, host, port)
+		if err != nil {
+			inv.Skipped = append(inv.Skipped, fmt.Sprintf("Host %s: %v", alias, err))
+			continue
+		}
+		d, err := NewDevice(alias, spec, port, key, "")
 		if err != nil {
 			inv.Skipped = append(inv.Skipped, fmt.Sprintf("Host %s: %v", alias, err))
 			continue
@@ -97,6 +105,79 @@ func FromSSHConfig(c *SSHConfig, viaAlias bool) (Inventory, error) {
 // expandHostToken fills %h (the alias) and %% in a HostName; other tokens
 // make it unusable here.
 func expandHostToken(v, alias string) (string, bool) {
+	out, err := expandTokens(v, map[byte]func() (string, error){'h': func() (string, error) { return alias, nil }})
+	return out, err == nil
+}
+
+// identityFile is alias's IdentityFile with the tokens OpenSSH fills in
+// there: %d (the local home; a leading "%d/" is kept as "~/", which rex
+// expands the same way, so that the registry stays portable), %u (the
+// local user), %h (the HostName, host), %n (the alias), %r (the remote
+// user: User, else the local user), %p (the port, 22 when unset) and %%.
+func (c *SSHConfig) identityFile(alias, host string, port int) (string, error) {
+	v := c.Get(alias, "IdentityFile")
+	if !strings.Contains(v, "%") {
+		return v, nil
+	}
+	local := func() (string, error) {
+		u, err := user.Current()
+		if err != nil || u.Username == "" {
+			return "", errors.New("names the local user, who is unknown here; write the path without %u or %r")
+		}
+		return u.Username, nil
+	}
+	remote := func() (string, error) {
+		if u := c.Get(alias, "User"); u != "" {
+			return u, nil
+		}
+		return local()
+	}
+	if port == 0 {
+		port = 22
+	}
+	in := v
+	if rest, ok := strings.CutPrefix(v, "%d/"); ok {
+		in = "~/" + rest
+	}
+	out, err := expandTokens(in, map[byte]func() (string, error){
+		'd': func() (string, error) {
+			if !filepath.IsAbs(c.home) {
+				return "", errors.New("names the home directory, which is unknown here; write the full path")
+			}
+			return c.home, nil
+		},
+		'u': local,
+		'r': remote,
+		'h': func() (string, error) { return host, nil },
+		'n': func() (string, error) { return alias, nil },
+		'p': func() (string, error) { return strconv.Itoa(port), nil },
+	})
+	if err != nil {
+		return "", fmt.Errorf("IdentityFile %q %w", v, err)
+	}
+	return out, nil
+}
+
+// tokenError is a % token expandTokens cannot fill in.
+type tokenError struct {
+	token byte // 0 for a lone % at the end
+	err   error
+}
+
+func (e *tokenError) Error() string {
+	switch {
+	case e.err != nil:
+		return e.err.Error()
+	case e.token == 0:
+		return "ends in a lone %; write %% for a % sign"
+	}
+	return fmt.Sprintf("uses %%%c, which rex cannot fill in; write the path without it", e.token)
+}
+
+// expandTokens fills ssh_config's % tokens in v from vals (a token's
+// letter to its value) and %% with '%'. A token vals lacks, or a lone '%'
+// at the end, is a *tokenError.
+func expandTokens(v string, vals map[byte]func() (string, error)) (string, error) {
 	var b strings.Builder
 	for i := 0; i < len(v); i++ {
 		if v[i] != '%' {
@@ -104,19 +185,24 @@ func expandHostToken(v, alias string) (string, bool) {
 			continue
 		}
 		if i+1 >= len(v) {
-			return "", false
+			return "", &tokenError{}
 		}
 		i++
-		switch v[i] {
-		case 'h':
-			b.WriteString(alias)
-		case '%':
+		if v[i] == '%' {
 			b.WriteByte('%')
-		default:
-			return "", false
+			continue
 		}
+		fill, ok := vals[v[i]]
+		if !ok {
+			return "", &tokenError{token: v[i]}
+		}
+		s, err := fill()
+		if err != nil {
+			return "", &tokenError{token: v[i], err: err}
+		}
+		b.WriteString(s)
 	}
-	return b.String(), true
+	return b.String(), nil
 }
 
 // FromHostsFile reads /etc/hosts lines ("ADDRESS NAME [ALIAS...]"): each

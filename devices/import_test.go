@@ -2,6 +2,7 @@ package devices
 
 import (
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -265,5 +266,55 @@ func checkInventory(t *testing.T, inv Inventory) {
 	r := New()
 	if _, err := r.Import(inv, false); err != nil && !strings.Contains(err.Error(), "both a") {
 		t.Fatalf("import into an empty registry: %v", err)
+	}
+}
+
+// TestImportSSHConfigIdentityFileTokens: IdentityFile's % tokens are
+// filled in as OpenSSH fills them (%h is the HostName there, %n the alias;
+// %d the home, kept as ~/ so that the registry stays portable), and a
+// token rex cannot fill skips the host, saying which.
+func TestImportSSHConfigIdentityFileTokens(t *testing.T) {
+	home := t.TempDir()
+	me, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "config")
+	conf := `Host tok
+    HostName %h.lan
+    User deploy
+    Port 2200
+    IdentityFile %d/.ssh/id_%r_%h_%p_%n_%u%%
+Host plain
+    IdentityFile %d/.ssh/id_%r@%h
+Host abs
+    IdentityFile /keys/%h/%p
+Host hash
+    IdentityFile ~/.ssh/%C
+Host trailing
+    IdentityFile ~/.ssh/id_%
+`
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseSSHConfig(file, home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, _ := FromSSHConfig(cfg, false)
+	want := []string{
+		"tok deploy@tok.lan:2200 key=~/.ssh/id_deploy_tok.lan_2200_tok_" + me.Username + "%",
+		"plain plain key=~/.ssh/id_" + me.Username + "@plain",
+		"abs abs key=/keys/abs/22",
+	}
+	if got := summary(inv); !slices.Equal(got, want) {
+		t.Errorf("ssh_config:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	wantSkipped := []string{
+		`Host hash: IdentityFile "~/.ssh/%C" uses %C, which rex cannot fill in; write the path without it`,
+		`Host trailing: IdentityFile "~/.ssh/id_%" ends in a lone %; write %% for a % sign`,
+	}
+	if !slices.Equal(inv.Skipped, wantSkipped) {
+		t.Errorf("skipped:\n%s\nwant:\n%s", strings.Join(inv.Skipped, "\n"), strings.Join(wantSkipped, "\n"))
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"sort"
 	"strings"
@@ -124,6 +125,9 @@ func (r *Registry) Add(d Device, force bool) (replaced bool, err error) {
 	if _, ok := r.groups[d.Name]; ok {
 		return false, fmt.Errorf("%q is already a group name; choose another name for the device", d.Name)
 	}
+	if err := r.caseClash(d.Name); err != nil {
+		return false, err
+	}
 	old, exists := r.devices[d.Name]
 	if exists && !force {
 		return false, fmt.Errorf("device %q already exists (%s); add --force to replace it", d.Name, old.Addr())
@@ -146,6 +150,34 @@ func (r *Registry) Add(d Device, force bool) (replaced bool, err error) {
 	}
 	r.devices[d.Name] = d
 	return exists, nil
+}
+
+// caseClash refuses a new name that equals a device or group name but for
+// case: "Web1" beside "web1" would read as one machine (ssh matches hosts
+// regardless of case, and so do the reserved words). Lookups stay exact,
+// so a registry written by hand with such names still works.
+func (r *Registry) caseClash(name string) error {
+	if n := caseTwin(r.devices, name); n != "" {
+		return fmt.Errorf("the device %q exists and differs from %q only in case; use %s, or choose a name that differs in more than case", n, name, n)
+	}
+	if n := caseTwin(r.groups, name); n != "" {
+		return fmt.Errorf("the group %q exists and differs from %q only in case; use %s, or choose a name that differs in more than case", n, name, n)
+	}
+	return nil
+}
+
+// caseTwin returns the smallest key of m that equals name but for case
+// and is not name itself, or "".
+func caseTwin[V any](m map[string]V, name string) string {
+	found := ""
+	for n := range m {
+		// Names are ASCII (ValidateName): equal but for case means equal
+		// length, a cheap test before EqualFold.
+		if len(n) == len(name) && n != name && strings.EqualFold(n, name) && (found == "" || n < found) {
+			found = n
+		}
+	}
+	return found
 }
 
 // Remove unregisters a device and drops it from every group. It returns
@@ -174,6 +206,12 @@ func (r *Registry) CreateGroup(name string) error {
 	}
 	if _, ok := r.devices[name]; ok {
 		return fmt.Errorf("%q is already a device name; choose another name for the group", name)
+	}
+	if _, err := netip.ParseAddr(name); err == nil {
+		return fmt.Errorf("the name %q is an IP address, so rex run %s would reach this group's devices instead of that address; choose a name that is not an address", name, name)
+	}
+	if err := r.caseClash(name); err != nil {
+		return err
 	}
 	r.groups[name] = []string{}
 	return nil

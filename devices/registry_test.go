@@ -209,6 +209,8 @@ func TestNewDeviceValid(t *testing.T) {
 		{"url", "ssh://h1", 0, "", "h1", 0, "h1"},
 		{"url2", "ssh://admin@h1.lan:2222/", 0, "", "admin@h1.lan", 2222, "admin@h1.lan:2222"},
 		{"url6", "ssh://root@[::1]:2200", 0, "", "root@::1", 2200, "root@[::1]:2200"},
+		// A name that is an address names the machine at that address.
+		{"10.0.0.9", "root@10.0.0.9:2222", 0, "", "root@10.0.0.9", 2222, "root@10.0.0.9:2222"},
 	}
 	for _, tt := range tests {
 		d, err := NewDevice(tt.name, tt.spec, tt.port, tt.key, "desc")
@@ -271,6 +273,9 @@ func TestNewDeviceRejects(t *testing.T) {
 		{"w", "host", 0, "~bob/.ssh/id", "", "only \"~/\""},
 		{"w", "host", 0, "/k\n", "", "control character"},
 		{"w", "host", 0, "", "two\nlines", "control character"},
+		// `rex run 10.0.0.9` must not reach some other machine.
+		{"10.0.0.9", "root@10.0.0.5", 0, "", "", `the name "10.0.0.9" is an IP address, so rex run 10.0.0.9 would reach root@10.0.0.5 instead; choose a name that is not an address, or give the device the host 10.0.0.9`},
+		{"10.0.0.9", "db.lan", 0, "", "", "is an IP address"},
 	}
 	for _, tt := range tests {
 		_, err := NewDevice(tt.name, tt.spec, tt.port, tt.key, tt.desc)
@@ -385,8 +390,15 @@ func TestGroupEditing(t *testing.T) {
 		{"create again", func() error { return r.CreateGroup("web") }, "already exists"},
 		{"create bad name", func() error { return r.CreateGroup("we b") }, "invalid name"},
 		{"create reserved", func() error { return r.CreateGroup("all") }, "reserved"},
+		{"create named like an address", func() error { return r.CreateGroup("10.0.0.9") }, `the name "10.0.0.9" is an IP address, so rex run 10.0.0.9 would reach this group's devices instead of that address; choose a name that is not an address`},
 		{"create clashing with a device", func() error { return r.CreateGroup("db1") }, "already a device name"},
 		{"device clashing with a group", func() error { _, err := r.Add(mustDevice(t, "web", "h"), true); return err }, "already a group name"},
+		// Names that differ only in case would read as one machine (ssh
+		// matches hosts regardless of case): the second is refused.
+		{"device differing in case from a device", func() error { _, err := r.Add(mustDevice(t, "Web1", "h"), false); return err }, `the device "web1" exists and differs from "Web1" only in case`},
+		{"device differing in case from a group", func() error { _, err := r.Add(mustDevice(t, "WEB", "h"), true); return err }, `the group "web" exists and differs from "WEB" only in case`},
+		{"group differing in case from a device", func() error { return r.CreateGroup("DB1") }, `the device "db1" exists and differs from "DB1" only in case`},
+		{"group differing in case from a group", func() error { return r.CreateGroup("Web") }, `the group "web" exists and differs from "Web" only in case`},
 		{"add members", func() error {
 			added, already, err := r.AddToGroup("web", "web2", "web1", "web2")
 			if err == nil && (!slices.Equal(added, []string{"web2", "web1"}) || already != nil) {

@@ -43,6 +43,10 @@ type Target struct {
 	// Group is the group TARGETS chose this target through ("all" for
 	// all), "" when it was named on its own.
 	Group string
+	// Folded names the targets written after this one that reach the
+	// same machine as the same user (see ResolveWith), in the order
+	// written: they were left out, so that it runs there once.
+	Folded []string
 }
 
 // Addr is the target's address for people: user@host:port, or "local".
@@ -134,7 +138,7 @@ func (r *Registry) ResolveWith(targets string, opts ResolveOptions) ([]Target, e
 		}
 	}
 	if len(excludes) == 0 {
-		return rs.out, nil
+		return foldSameMachine(rs.out), nil
 	}
 	if len(rs.out) == 0 {
 		return nil, errors.New("the targets only leave machines out; name what to run on too, as in all,!web3")
@@ -152,7 +156,76 @@ func (r *Registry) ResolveWith(targets string, opts ResolveOptions) ([]Target, e
 	if len(kept) == 0 {
 		return nil, fmt.Errorf("the exclusions leave out every one of the %d targets; nothing would run", len(rs.out))
 	}
-	return kept, nil
+	return foldSameMachine(kept), nil
+}
+
+// foldSameMachine keeps one target per machine and login: of the targets
+// with the same user, host (in any case), port (an unset port is 22),
+// jump host and, for a device with "become", sudo user, the first written
+// stays and lists the others in Folded. Two registered devices are both
+// kept, as Ansible keeps two inventory hosts with one address: the
+// operator registered both (as containers behind one address, say). An
+// unset user is not any user: host and root@host stay two targets.
+func foldSameMachine(ts []Target) []Target {
+	first := map[string]int{}
+	out := ts[:0:0]
+	for _, t := range ts {
+		if t.Kind == KindLocal {
+			out = append(out, t)
+			continue
+		}
+		port := t.Port
+		if port == 0 {
+			port = 22
+		}
+		key := t.User + "\x00" + strings.ToLower(t.Host) + "\x00" + strconv.Itoa(port)
+		if t.Device != nil {
+			if j, ok := t.Device.extra["jump"]; ok {
+				key += "\x00jump:" + string(j)
+			}
+			if t.Device.Become {
+				key += "\x00sudo:" + t.Device.SudoUser()
+			}
+		}
+		if i, ok := first[key]; ok && !(out[i].Kind == KindDevice && t.Kind == KindDevice) {
+			out[i].Folded = append(out[i].Folded, t.Name)
+			continue
+		}
+		if _, ok := first[key]; !ok {
+			first[key] = len(out)
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// FoldNotes says, one line per target that others were folded into, which
+// names reached the same machine and that the command runs there once.
+func FoldNotes(ts []Target) []string {
+	var notes []string
+	for _, t := range ts {
+		if len(t.Folded) == 0 {
+			continue
+		}
+		verb := "reaches"
+		if len(t.Folded) > 1 {
+			verb = "reach"
+		}
+		as := t.Name
+		if addr := t.Addr(); addr != t.Name {
+			as += " (" + addr + ")"
+		}
+		notes = append(notes, fmt.Sprintf("%s %s the same machine as %s; it runs there once, as %s", orAndList(t.Folded), verb, as, t.Name))
+	}
+	return notes
+}
+
+// orAndList joins "a", "a and b", "a, b and c".
+func orAndList(s []string) string {
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
 }
 
 type resolver struct {

@@ -86,7 +86,8 @@ func TestResolve(t *testing.T) {
 		{"ssh://[::1]:2200", []string{"adhoc:[::1]:2200"}},
 		{"h[8-10].lan", []string{"adhoc:h8.lan", "adhoc:h9.lan", "adhoc:h10.lan"}},
 		{"r[1-2]-n[1-2].lan", []string{"adhoc:r1-n1.lan", "adhoc:r1-n2.lan", "adhoc:r2-n1.lan", "adhoc:r2-n2.lan"}},
-		{"root@10.0.0.9,root@10.0.0.9:22,root@10.0.0.9", []string{"adhoc:root@10.0.0.9", "adhoc:root@10.0.0.9:22"}},
+		// One machine, once: the first written (port 22 is an unset port's).
+		{"root@10.0.0.9,root@10.0.0.9:22,root@10.0.0.9", []string{"adhoc:root@10.0.0.9"}},
 	}
 	for _, tt := range tests {
 		got, err := r.Resolve(tt.in)
@@ -243,6 +244,9 @@ func TestResolveExclusions(t *testing.T) {
 		{in: "node*,rack0?,db1,web*,!node*,!rack0?,!web", want: []string{"device:db1", "device:web-a"}},
 		{in: "prod,web,!prod", want: []string{"device:web2"}},
 		{in: "web1,root@10.0.0.9,!root@10.0.0.9", want: []string{"device:web1"}},
+		// Targets are folded by machine after the exclusions: leaving out
+		// one name keeps the other name of that machine.
+		{in: "web2,root@10.0.0.2,!web2", want: []string{"adhoc:root@10.0.0.2"}},
 		{in: "web1,10.0.0.9,!10.0.0.*", want: []string{"device:web1"}},
 		{in: "web,!nomatch*", want: []string{"device:web2", "device:web1"}},
 		// A drain group that is empty right now leaves nothing out.
@@ -499,6 +503,75 @@ func TestResolveUnknownHintIsUsable(t *testing.T) {
 		}
 		if got := strings.Contains(err.Error(), "ssh://"+tt.in); got != tt.hint {
 			t.Errorf("Resolve(%q) = %q; want the ssh://%s hint: %v", tt.in, err, tt.in, tt.hint)
+		}
+	}
+}
+
+// TestResolveFoldsSameMachine: targets that reach one machine as one user
+// (the same user, host and port, an unset port being 22) run once, as the
+// first written, which says what was folded into it, as pdsh and clush
+// keep one of each host. A different user, port, jump host or sudo user is
+// another target, and so is a second registered device (Ansible runs two
+// inventory hosts with one address twice).
+func TestResolveFoldsSameMachine(t *testing.T) {
+	t.Setenv("HOME", "/home/op")
+	r := fixture(t)
+	if _, err := r.Add(Device{Name: "web2-root", Host: "root@10.0.0.2", Become: true}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Add(Device{Name: "web2-twin", Host: "root@10.0.0.2", Port: 22}, false); err != nil {
+		t.Fatal(err)
+	}
+	jump := Device{Name: "web2-jump", Host: "root@10.0.0.2"}
+	jump.SetExtra("jump", []byte(`"bastion"`))
+	if _, err := r.Add(jump, false); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		in     string
+		want   []string
+		folded map[string][]string
+		notes  []string
+	}{
+		{in: "web1,root@10.0.0.1:2222", want: []string{"device:web1"},
+			folded: map[string][]string{"web1": {"root@10.0.0.1:2222"}},
+			notes:  []string{"root@10.0.0.1:2222 reaches the same machine as web1 (root@10.0.0.1:2222); it runs there once, as web1"}},
+		{in: "root@10.0.0.1:2222,web1", want: []string{"adhoc:root@10.0.0.1:2222"},
+			folded: map[string][]string{"root@10.0.0.1:2222": {"web1"}},
+			notes:  []string{"web1 reaches the same machine as root@10.0.0.1:2222; it runs there once, as root@10.0.0.1:2222"}},
+		{in: "web2,ROOT@10.0.0.2,root@10.0.0.2:22,web2-twin,ssh://root@10.0.0.2", want: []string{"device:web2", "adhoc:ROOT@10.0.0.2", "device:web2-twin"},
+			folded: map[string][]string{"web2": {"root@10.0.0.2:22", "root@10.0.0.2"}},
+			notes:  []string{"root@10.0.0.2:22 and root@10.0.0.2 reach the same machine as web2 (root@10.0.0.2); it runs there once, as web2"}},
+		{in: "root@10.0.0.2,web2,web2-twin", want: []string{"adhoc:root@10.0.0.2"},
+			folded: map[string][]string{"root@10.0.0.2": {"web2", "web2-twin"}},
+			notes:  []string{"web2 and web2-twin reach the same machine as root@10.0.0.2; it runs there once, as root@10.0.0.2"}},
+		{in: "web2,WEB2.lan,web2.LAN", want: []string{"device:web2", "adhoc:WEB2.lan"},
+			folded: map[string][]string{"WEB2.lan": {"web2.LAN"}},
+			notes:  []string{"web2.LAN reaches the same machine as WEB2.lan; it runs there once, as WEB2.lan"}},
+		// Another user, port, jump host or sudo user is another target;
+		// two registered devices are two targets (as Ansible's hosts).
+		{in: "web2,10.0.0.2,root@10.0.0.2:2222,web2-root,web2-jump", want: []string{"device:web2", "adhoc:10.0.0.2", "adhoc:root@10.0.0.2:2222", "device:web2-root", "device:web2-jump"}},
+		{in: "web2-jump,root@10.0.0.2", want: []string{"device:web2-jump", "adhoc:root@10.0.0.2"}},
+		{in: "web2,web2-twin", want: []string{"device:web2", "device:web2-twin"}},
+		{in: "local,local", want: []string{"local:local"}},
+	}
+	for _, tt := range tests {
+		got, err := r.Resolve(tt.in)
+		if err != nil || !slices.Equal(names(got), tt.want) {
+			t.Errorf("Resolve(%q) = %v, %v; want %v", tt.in, names(got), err, tt.want)
+			continue
+		}
+		folded := map[string][]string{}
+		for _, tg := range got {
+			if tg.Folded != nil {
+				folded[tg.Name] = tg.Folded
+			}
+		}
+		if fmt.Sprint(folded) != fmt.Sprint(map[string][]string(tt.folded)) && !(len(folded) == 0 && len(tt.folded) == 0) {
+			t.Errorf("Resolve(%q) folded %v, want %v", tt.in, folded, tt.folded)
+		}
+		if notes := FoldNotes(got); !slices.Equal(notes, tt.notes) {
+			t.Errorf("FoldNotes(%q) = %q, want %q", tt.in, notes, tt.notes)
 		}
 	}
 }

@@ -17,7 +17,8 @@ import (
 // followed, in file order. (Dialing reads ssh_config on its own, in sshx.)
 type SSHConfig struct {
 	blocks []sshBlock
-	files  int // files read, Includes counted
+	files  int    // files read, Includes counted
+	home   string // the local home, for IdentityFile's %d
 }
 
 type sshBlock struct {
@@ -42,7 +43,7 @@ const (
 // looked up in home/.ssh, as OpenSSH does for a user's file. A missing
 // file is an empty config.
 func ParseSSHConfig(path, home string) (*SSHConfig, error) {
-	c := &SSHConfig{}
+	c := &SSHConfig{home: home}
 	if err := c.read(path, home, 0, true, nil, false); err != nil {
 		return nil, err
 	}

@@ -172,7 +172,7 @@ func runConsole(t *testing.T, dir string, conn fanout.Connector, secrets *Secret
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	opts := Options{
-		Store: store, Resolve: commands.Resolver(store), ConfigDir: cfg,
+		Store: store, Resolve: commands.Resolver(store, nil), ConfigDir: cfg,
 		StateDir:  filepath.Join(dir, "state", "rex"),
 		CacheDir:  filepath.Join(dir, "cache", "rex"),
 		Connector: conn,

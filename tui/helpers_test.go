@@ -172,7 +172,7 @@ func newEnv(t *testing.T, w, h int, fleet bool) *testEnv {
 	}
 	opts := Options{
 		Store:     store,
-		Resolve:   commands.Resolver(store),
+		Resolve:   commands.Resolver(store, nil),
 		ConfigDir: cfgDir,
 		StateDir:  filepath.Join(dir, "state", "rex"),
 		DeviceVerb: func(ctx context.Context, o commands.IO, args []string) error {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -137,6 +138,10 @@ type Model struct {
 	now      func() time.Time
 	seed     maphash.Seed
 	signal   *frameSignal
+	// folds holds what resolving TARGETS folded (commands.FoldNotes), for
+	// the message area: resolve may run off the event loop (the agent's
+	// tools), so Update shows them.
+	folds *foldNotes
 
 	cfg      Config
 	keys     KeyMap
@@ -212,6 +217,7 @@ func newModel(ctx context.Context, opts Options, run runFunc, now func() time.Ti
 		now:    now,
 		seed:   maphash.MakeSeed(),
 		signal: &frameSignal{},
+		folds:  &foldNotes{shown: map[string]bool{}},
 		cfg:    defaultConfig(),
 		keys:   DefaultKeyMap(),
 		help:   help.New(),
@@ -328,7 +334,11 @@ func (m *Model) setRegistry(reg *devices.Registry) {
 
 func (m *Model) resolve(spec string) ([]fanout.Target, error) {
 	if m.opts.Resolve != nil {
-		return m.opts.Resolve(spec)
+		ts, err := m.opts.Resolve(spec)
+		if err == nil {
+			m.folds.add(commands.FoldNotes(ts))
+		}
+		return ts, err
 	}
 	if strings.TrimSpace(spec) == commands.LocalName {
 		return []fanout.Target{commands.LocalTarget()}, nil
@@ -343,7 +353,51 @@ func (m *Model) Init() tea.Cmd { return nil }
 // out again: View only draws what Update laid out.
 func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	cmd := m.update(msg)
+	m.showFolds()
 	return m, tea.Batch(cmd, m.relayout())
+}
+
+// foldNotes queues the lines saying what TARGETS folded, each shown once
+// per console.
+type foldNotes struct {
+	mu      sync.Mutex
+	pending []string
+	shown   map[string]bool
+}
+
+func (f *foldNotes) add(notes []string) {
+	if len(notes) == 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range notes {
+		if !f.shown[n] {
+			f.shown[n] = true
+			f.pending = append(f.pending, n)
+		}
+	}
+}
+
+func (f *foldNotes) take() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.pending
+	f.pending = nil
+	return p
+}
+
+// showFolds puts what resolving TARGETS folded in the message area: below
+// the answer of the command that resolved them (/target's), else as a
+// notice.
+func (m *Model) showFolds() {
+	for _, n := range m.folds.take() {
+		if m.msg.kind == msgInfo && !m.msg.notices && !m.msg.transient && len(m.msg.lines) > 0 {
+			m.msg.lines = append(m.msg.lines, n)
+			continue
+		}
+		m.notice(n)
+	}
 }
 
 func (m *Model) update(msg tea.Msg) tea.Cmd {

@@ -48,3 +48,20 @@ func TestHostKeyQuestion(t *testing.T) {
 		t.Errorf("AskHostKey without a console = %v, %v", ok, err)
 	}
 }
+
+// TestTargetFoldNotice: a target list naming one machine twice (web1 and
+// its address) says, under /target's answer, that it runs there once;
+// once per console, however often the list resolves again.
+func TestTargetFoldNotice(t *testing.T) {
+	e := newEnv(t, 160, 30, true)
+	e.submit("/target web1,root@10.0.0.1:22")
+	note := "root@10.0.0.1:22 reaches the same machine as web1 (root@10.0.0.1); it runs there once, as web1"
+	e.wantMessage("target web1,root@10.0.0.1:22: command lines now run on 1 machine (web1)", note)
+	if e.m.targetCount != 1 {
+		t.Errorf("the target counts %d machines, want 1", e.m.targetCount)
+	}
+	e.submit("/target web1,root@10.0.0.1:22")
+	if got := strings.Count(e.message(), note); got != 0 {
+		t.Errorf("the note shows again (%d times): %q", got, e.message())
+	}
+}

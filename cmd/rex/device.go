@@ -85,14 +85,14 @@ host, user@host, host:port, [ipv6]:port, ssh://user@host:port.`,
 
 func newDeviceRemoveCmd(e *env) *cobra.Command {
 	c := storeCmd(e, &cobra.Command{
-		Use:               "remove NAME",
-		Short:             "Unregister a device and drop it from its groups",
-		Example:           `  rex device remove web1`,
-		ValidArgsFunction: completeTargets(e, 0),
+		Use:               "remove NAME...",
+		Short:             "Unregister devices and drop them from their groups",
+		Example:           `  rex device remove web1 web2`,
+		ValidArgsFunction: completeTargets(e, -1),
 	}, nil, func(cmd *cobra.Command, s *commands.Setup, args []string) error {
-		return commands.DeviceRemove(cmd.Context(), s.Store, e.io, args[0])
+		return commands.DeviceRemove(cmd.Context(), s.Store, e.io, args)
 	})
-	c.Args = exactArgs(1, "one device NAME")
+	c.Args = minArgs(1, "one or more device NAMEs")
 	return c
 }
 

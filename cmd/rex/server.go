@@ -183,7 +183,7 @@ func consoleOptions(e *env, ag tui.AgentOptions) (tui.Options, error) {
 	return tui.Options{
 		Store:     setup.Store,
 		Connector: setup.Connectors,
-		Resolve:   commands.Resolver(setup.Store),
+		Resolve:   commands.Resolver(setup.Store, nil), // the console says what TARGETS folded itself (tui)
 		ConfigDir: e.paths.Config,
 		StateDir:  e.paths.State,
 		CacheDir:  e.paths.Cache,

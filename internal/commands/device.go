@@ -67,10 +67,10 @@ func DeviceWith(ctx context.Context, store *devices.Store, remote DeviceRemote, 
 	case "remove":
 		var pos []string
 		if pos, err = parse(verb, none); err == nil {
-			if len(pos) != 1 {
-				return Usagef("rex device remove takes one device NAME")
+			if len(pos) == 0 {
+				return Usagef("rex device remove takes one or more device NAMEs")
 			}
-			return DeviceRemove(ctx, store, stdio, pos[0])
+			return DeviceRemove(ctx, store, stdio, pos)
 		}
 	case "list":
 		var asJSON bool
@@ -127,7 +127,7 @@ const deviceUsageText = `usage: rex device COMMAND [ARGS]
 
   add NAME [USER@]HOST[:PORT] [--port N] [--key PATH] [--desc TEXT] [--force]
                                register a device; --force replaces one
-  remove NAME                  unregister a device and drop it from its groups
+  remove NAME...               unregister devices and drop them from their groups
   list [--json]                list the devices
   show NAME [--json]           show one device
   group create NAME            create an empty group
@@ -141,6 +141,7 @@ const deviceUsageText = `usage: rex device COMMAND [ARGS]
   prepare TARGETS [-x NAMES]   install rexd without running anything
   clean TARGETS [-x NAMES]     remove the cached rexd
 
+NAME... and DEVICE... take separate words or comma-separated lists (web1,web2).
 TARGETS is a comma-separated list of device and group names, all, local,
 globs (web-*), ranges (node[1-16], node[01-16], n[1,3,5-7]) and hosts that
 are not registered (user@host:port, [user@][ipv6]:port, ssh://host).
@@ -263,23 +264,61 @@ func DeviceAdd(ctx context.Context, store *devices.Store, stdio IO, spec DeviceA
 	return err
 }
 
-// DeviceRemove is `rex device remove`.
-func DeviceRemove(ctx context.Context, store *devices.Store, stdio IO, name string) error {
-	var groups []string
+// DeviceRemove is `rex device remove`: every device named, or none.
+func DeviceRemove(ctx context.Context, store *devices.Store, stdio IO, names []string) error {
+	names = dedupe(SplitNames(names))
+	if len(names) == 0 {
+		return Usagef("rex device remove takes one or more device NAMEs")
+	}
+	groups := make([][]string, len(names))
 	err := store.Update(ctx, func(r *devices.Registry) error {
-		var err error
-		groups, err = r.Remove(name)
-		return err
+		for i, name := range names {
+			var err error
+			if groups[i], err = r.Remove(name); err != nil {
+				return fmt.Errorf("remove device %s: %w", name, err)
+			}
+		}
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("remove device %s: %w", name, err)
+		return err
 	}
-	if len(groups) > 0 {
-		_, err = fmt.Fprintf(stdio.Out, "removed device %s (also removed from groups: %s)\n", name, strings.Join(groups, ", "))
-	} else {
-		_, err = fmt.Fprintf(stdio.Out, "removed device %s\n", name)
+	var b strings.Builder
+	for i, name := range names {
+		if len(groups[i]) > 0 {
+			fmt.Fprintf(&b, "removed device %s (also removed from groups: %s)\n", name, strings.Join(groups[i], ", "))
+		} else {
+			fmt.Fprintf(&b, "removed device %s\n", name)
+		}
 	}
+	_, err = io.WriteString(stdio.Out, b.String())
 	return err
+}
+
+// SplitNames splits device names written as separate words, comma lists
+// or both ("web1,web2 db1"), as TARGETS separates its items; spaces around
+// a name and empty items are dropped. Names never hold a comma.
+func SplitNames(words []string) []string {
+	var out []string
+	for _, w := range words {
+		for n := range strings.SplitSeq(w, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// oneName refuses a comma list where `rex device VERB` takes one name.
+func oneName(verb, what, name string) error {
+	names := SplitNames([]string{name})
+	if len(names) < 2 {
+		return nil
+	}
+	act := verb[strings.LastIndexByte(verb, ' ')+1:]
+	return Usagef("rex device %s takes one %s NAME; %s %s and %s one at a time", verb, what, act,
+		strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
 }
 
 // deviceJSON is the stable --json form of a device.
@@ -390,6 +429,9 @@ func DeviceList(store *devices.Store, stdio IO, asJSON bool) error {
 
 // DeviceShow is `rex device show`.
 func DeviceShow(store *devices.Store, stdio IO, name string, asJSON bool) error {
+	if err := oneName("show", "device", name); err != nil {
+		return err
+	}
 	r, err := store.Load()
 	if err != nil {
 		return fmt.Errorf("show device %s: %w", name, err)
@@ -485,6 +527,9 @@ func deviceGroup(ctx context.Context, store *devices.Store, stdio IO, args []str
 
 // GroupCreate is `rex device group create`.
 func GroupCreate(ctx context.Context, store *devices.Store, stdio IO, name string) error {
+	if err := oneName("group create", "group", name); err != nil {
+		return err
+	}
 	err := store.Update(ctx, func(r *devices.Registry) error { return r.CreateGroup(name) })
 	if err != nil {
 		return fmt.Errorf("create group %s: %w", name, err)
@@ -495,6 +540,9 @@ func GroupCreate(ctx context.Context, store *devices.Store, stdio IO, name strin
 
 // GroupDelete is `rex device group delete`.
 func GroupDelete(ctx context.Context, store *devices.Store, stdio IO, name string) error {
+	if err := oneName("group delete", "group", name); err != nil {
+		return err
+	}
 	var members []string
 	err := store.Update(ctx, func(r *devices.Registry) error {
 		var err error
@@ -514,6 +562,7 @@ func GroupDelete(ctx context.Context, store *devices.Store, stdio IO, name strin
 
 // GroupAdd is `rex device group add`.
 func GroupAdd(ctx context.Context, store *devices.Store, stdio IO, group string, names []string) error {
+	names = SplitNames(names)
 	var added, already []string
 	err := store.Update(ctx, func(r *devices.Registry) error {
 		var err error
@@ -539,6 +588,7 @@ func GroupAdd(ctx context.Context, store *devices.Store, stdio IO, group string,
 
 // GroupRemove is `rex device group remove`.
 func GroupRemove(ctx context.Context, store *devices.Store, stdio IO, group string, names []string) error {
+	names = SplitNames(names)
 	err := store.Update(ctx, func(r *devices.Registry) error { return r.RemoveFromGroup(group, names...) })
 	if err != nil {
 		return fmt.Errorf("remove from group %s: %w", group, err)
@@ -588,6 +638,9 @@ func DeviceReach(ctx context.Context, store *devices.Store, remote DeviceRemote,
 	targets, err := r.ResolveWith(strings.Join(words, ","), devices.ResolveOptions{Aliases: SSHAliases})
 	if err != nil {
 		return fmt.Errorf("%s: %w", verb, err)
+	}
+	for _, n := range devices.FoldNotes(targets) {
+		fmt.Fprintln(stdio.Err, "rex: "+n)
 	}
 	if remote == nil {
 		return fmt.Errorf("rex device %s needs the SSH layer, which this build of rex does not include yet; use a build that has it", verb)

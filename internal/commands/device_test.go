@@ -188,7 +188,9 @@ func TestDeviceUsageErrors(t *testing.T) {
 		{[]string{"add", "a", "b", "--port", "70000"}, "from 1 to 65535"},
 		{[]string{"add", "x", "-oProxyCommand=id"}, "unknown flag -oProxyCommand=id"},
 		{[]string{"add", "a", "b", "--force=maybe"}, "takes true or false"},
-		{[]string{"remove"}, "takes one device NAME"},
+		{[]string{"remove"}, "takes one or more device NAMEs"},
+		{[]string{"show", "a,b"}, "rex device show takes one device NAME; show a and b one at a time"},
+		{[]string{"group", "delete", "a,b"}, "rex device group delete takes one group NAME; delete a and b one at a time"},
 		{[]string{"list", "extra"}, "takes no arguments"},
 		{[]string{"list", "--yaml"}, "unknown flag --yaml"},
 		{[]string{"show"}, "takes one device NAME"},
@@ -233,6 +235,9 @@ func TestDeviceValidationErrors(t *testing.T) {
 		{[]string{"add", "web", "h"}, "already a group name"},
 		{[]string{"add", "web1", "h"}, "already exists"},
 		{[]string{"remove", "wbe1"}, `remove device wbe1: no device is named "wbe1"; did you mean web1?`},
+		{[]string{"remove", "wbe1,web1"}, `remove device wbe1: no device is named "wbe1"; did you mean web1?`},
+		{[]string{"remove", "web1,wbe2"}, `remove device wbe2: no device is named "wbe2"`}, // and web1 stays
+		{[]string{"group", "add", "web", "web1,web2"}, `no device is named "web2"; did you mean web1?`},
 		{[]string{"show", "web2"}, "did you mean web1?"},
 		{[]string{"group", "create", "web1"}, "already a device name"},
 		{[]string{"group", "create", "web"}, "already exists"},
@@ -280,6 +285,13 @@ func TestDeviceGroupMessages(t *testing.T) {
 		{[]string{"group", "create", "i"}, "created group i\n"},
 		{[]string{"group", "add", "i", "a"}, "added a to group i\n"},
 		{[]string{"group", "delete", "i"}, "deleted group i (its 1 device stays registered)\n"},
+		// Device names are separate words or one comma-separated list, as
+		// in TARGETS, in every verb that takes several.
+		{[]string{"group", "create", "j"}, "created group j\n"},
+		{[]string{"group", "add", "j", "a,", "b"}, "added a, b to group j\n"},
+		{[]string{"group", "remove", "j", "a, b"}, "removed a, b from group j\n"},
+		{[]string{"group", "add", "j", "b,a"}, "added b, a to group j\n"},
+		{[]string{"remove", "a,b"}, "removed device a (also removed from groups: j)\nremoved device b (also removed from groups: j)\n"},
 	}
 	for _, s := range steps {
 		if got := mustRun(t, store, s.args...); got != s.want {
@@ -558,5 +570,39 @@ func TestDeviceRemoteVerbsTakeExclude(t *testing.T) {
 		if err != nil || !slices.Equal(f.targets, []string{"web1"}) {
 			t.Errorf("/device %s web* -x web2 = %v, reached %v; want web1 alone", verb, err, f.targets)
 		}
+	}
+}
+
+// TestTargetsFoldSameMachine: a machine named twice in TARGETS (a device
+// and its address) is reached once, as the name written first, and the
+// front ends say so: Resolver tells its notice (the CLI's App writes it
+// on stderr), `rex device check` writes it on stderr.
+func TestTargetsFoldSameMachine(t *testing.T) {
+	store := tempStore(t)
+	mustRun(t, store, "add", "web1", "root@10.0.0.1:22")
+	mustRun(t, store, "add", "web2", "root@10.0.0.2")
+	const note = "root@10.0.0.1 reaches the same machine as web1 (root@10.0.0.1:22); it runs there once, as web1"
+	var notes []string
+	ts, err := Resolver(store, func(msg string) { notes = append(notes, msg) })("web1,root@10.0.0.1,web2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, tg := range ts {
+		got = append(got, tg.Name)
+	}
+	if !slices.Equal(got, []string{"web1", "web2"}) || !slices.Equal(notes, []string{note}) {
+		t.Errorf("Resolve = %v, notices %q; want [web1 web2] and %q", got, notes, note)
+	}
+	if FoldNotes(ts)[0] != note {
+		t.Errorf("FoldNotes = %q", FoldNotes(ts))
+	}
+	var out, errOut bytes.Buffer
+	err = Device(context.Background(), store, IO{In: strings.NewReader(""), Out: &out, Err: &errOut}, []string{"check", "web1,root@10.0.0.1"})
+	if err == nil || !strings.Contains(err.Error(), "needs the SSH layer") {
+		t.Fatalf("check without SSH: %v", err)
+	}
+	if errOut.String() != "rex: "+note+"\n" {
+		t.Errorf("check wrote %q on stderr, want the note", errOut.String())
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -88,9 +89,25 @@ func DeviceImport(ctx context.Context, store *devices.Store, o IO, spec ImportSp
 		return fmt.Errorf("import %s: %s lists no host rex can add", spec.Kind, from)
 	}
 	var replaced []string
+	// dropped: the old members of each replaced group that the
+	// inventory's group leaves out (they stay registered).
+	dropped := map[string][]string{}
 	apply := func(r *devices.Registry) error {
+		old := map[string][]string{}
+		for _, g := range inv.Groups {
+			if og, ok := r.Group(g.Name); ok {
+				old[g.Name] = og.Members
+			}
+		}
 		var err error
 		replaced, err = r.Import(inv, spec.Force)
+		for _, g := range inv.Groups {
+			for _, m := range old[g.Name] {
+				if !slices.Contains(g.Members, m) {
+					dropped[g.Name] = append(dropped[g.Name], m)
+				}
+			}
+		}
 		return err
 	}
 	if spec.DryRun {
@@ -131,7 +148,14 @@ func DeviceImport(ctx context.Context, store *devices.Store, o IO, spec ImportSp
 		fmt.Fprintf(o.Out, "  %s device %s (%s)%s\n", verb("device", d.Name), d.Name, Printable(d.Addr()), Printable(extra))
 	}
 	for _, g := range inv.Groups {
-		fmt.Fprintf(o.Out, "  %s group %s: %s\n", verb("group", g.Name), g.Name, devices.Fold(g.Members))
+		drop := ""
+		if d := dropped[g.Name]; len(d) > 0 {
+			drop = fmt.Sprintf(" (dropped %s)", devices.Fold(d))
+			if spec.DryRun {
+				drop = fmt.Sprintf(" (would drop %s)", devices.Fold(d))
+			}
+		}
+		fmt.Fprintf(o.Out, "  %s group %s: %s%s\n", verb("group", g.Name), g.Name, devices.Fold(g.Members), Printable(drop))
 	}
 	for _, s := range inv.Skipped {
 		fmt.Fprintf(o.Err, "skipped %s\n", Printable(s))

@@ -23,7 +23,7 @@ func TestDeviceSecretsOfTargets(t *testing.T) {
 	if err := os.WriteFile(path, []byte(reg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	resolve := Resolver(devices.NewStore(path))
+	resolve := Resolver(devices.NewStore(path), nil)
 	names := func(spec string, sudo bool) (map[string]string, error) {
 		ts, err := resolve(spec)
 		if err != nil {

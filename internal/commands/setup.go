@@ -41,6 +41,9 @@ type Setup struct {
 
 	console bool
 	lock    *sync.Mutex
+	// notices is SetupOptions.Notices outside the console: where the
+	// CLI's App says what TARGETS folded.
+	notices io.Writer
 }
 
 // SetupOptions change how targets are reached for one front end.
@@ -86,7 +89,7 @@ func NewSetup(p Paths, opts SetupOptions) (*Setup, error) {
 		passwords.Keep = ConsoleSudoKeep
 	}
 	dialer := NewDialer(opts, passwords, p.Cache)
-	s := &Setup{Store: store, Dialer: dialer, Paths: p, Passwords: passwords, console: opts.Console, lock: opts.Lock}
+	s := &Setup{Store: store, Dialer: dialer, Paths: p, Passwords: passwords, console: opts.Console, lock: opts.Lock, notices: opts.Notices}
 	s.Connectors = Connectors{
 		Local: fanout.ConnectorFunc(s.connectLocal),
 		SSH:   SSHConnector{Dialer: dialer},
@@ -110,8 +113,15 @@ func (s *Setup) connectLocal(ctx context.Context, t fanout.Target) (*fanout.Conn
 
 // App returns an App with a fresh pool; close the pool when done.
 func (s *Setup) App(opts fanout.PoolOptions) *App {
+	var notice func(string)
+	if s.notices != nil && !s.console {
+		notice = func(msg string) {
+			defer locked(s.lock)()
+			fmt.Fprintln(s.notices, "rex: "+msg)
+		}
+	}
 	app := &App{
-		Resolve:   Resolver(s.Store),
+		Resolve:   Resolver(s.Store, notice),
 		CASDir:    filepath.Join(s.Paths.Cache, "cas"),
 		ConfigDir: s.Paths.Config,
 		CacheDir:  s.Paths.Cache,

@@ -81,8 +81,10 @@ func (c Connectors) Connect(ctx context.Context, t fanout.Target) (*fanout.Conn,
 // Resolver resolves TARGETS through the device registry and the explicit
 // Host aliases of ~/.ssh/config: `local` becomes the local target,
 // devices, aliases and ad-hoc hosts become SSH targets whose Spec is their
-// devices.Target (in a SudoSpec for a device with "become").
-func Resolver(store *devices.Store) func(spec string) ([]fanout.Target, error) {
+// devices.Target (in a SudoSpec for a device with "become"). Names that
+// reach one machine are folded into the first (devices.ResolveWith);
+// notice, when set, is told each FoldNotes line.
+func Resolver(store *devices.Store, notice func(msg string)) func(spec string) ([]fanout.Target, error) {
 	return func(spec string) ([]fanout.Target, error) {
 		reg, err := store.Load()
 		if err != nil {
@@ -91,6 +93,11 @@ func Resolver(store *devices.Store) func(spec string) ([]fanout.Target, error) {
 		ts, err := reg.ResolveWith(spec, devices.ResolveOptions{Aliases: SSHAliases})
 		if err != nil {
 			return nil, err
+		}
+		if notice != nil {
+			for _, n := range devices.FoldNotes(ts) {
+				notice(n)
+			}
 		}
 		out := make([]fanout.Target, 0, len(ts))
 		for _, t := range ts {
@@ -153,4 +160,20 @@ func RootArgs(roots []string) []string {
 		args = append(args, "--root", r)
 	}
 	return args
+}
+
+// FoldNotes are devices.FoldNotes of resolved targets: what TARGETS named
+// twice (one machine under two names) and now reaches once.
+func FoldNotes(ts []fanout.Target) []string {
+	var dts []devices.Target
+	for _, t := range ts {
+		spec := t.Spec
+		if s, ok := spec.(SudoSpec); ok {
+			spec = s.Target
+		}
+		if dt, ok := spec.(devices.Target); ok {
+			dts = append(dts, dt)
+		}
+	}
+	return devices.FoldNotes(dts)
 }

@@ -175,7 +175,7 @@ func New(t testing.TB, opts Options) *Fleet {
 	}
 	f.States = &StateLog{}
 	f.App = &commands.App{
-		Resolve:        commands.Resolver(f.Store),
+		Resolve:        commands.Resolver(f.Store, nil),
 		ConnectTimeout: 60 * time.Second, // starting rexd is slow on a loaded machine
 		ConfigDir:      filepath.Join(dir, "config"),
 		CacheDir:       filepath.Join(dir, "cache"),
