@@ -543,6 +543,9 @@ func (c *conn) storeChunk(req *request, st *cas.Store, p protocol.CASPutChunkPar
 		}
 		cs.uploads[p.Digest] = up
 	}
+	if p.Offset != up.Offset() {
+		return protocol.CASPutChunkResult{}, wrongOffset(p, up.Offset())
+	}
 	if err := up.WriteChunk(p.Offset, data); err != nil {
 		up.Abort()
 		delete(cs.uploads, p.Digest)
@@ -557,6 +560,14 @@ func (c *conn) storeChunk(req *request, st *cas.Store, p protocol.CASPutChunkPar
 		res.Committed = true
 	}
 	return res, nil
+}
+
+// wrongOffset refuses a chunk that does not start where the upload is: a
+// retried or reordered chunk. The upload stays, so the client can resend
+// from where it is.
+func wrongOffset(p protocol.CASPutChunkParams, want int64) *protocol.Error {
+	return protocol.Errorf(protocol.CodeInvalidParams, map[string]any{"reason": "wrong_offset", "offset": want},
+		"cas.put_chunk: chunk of %s at offset %d, expected %d; resend from %d", p.Digest, p.Offset, want, want)
 }
 
 // txnChunk is a piece of a blob an update needs, written straight into
@@ -592,7 +603,7 @@ func (c *conn) txnChunk(req *request, p protocol.CASPutChunkParams, d cas.Digest
 		return protocol.CASPutChunkResult{}, casError("cas.put_chunk", err)
 	}
 	if p.Offset != w.Offset() {
-		return fail(fmt.Errorf("chunk at offset %d, expected %d; resend from %d", p.Offset, w.Offset(), w.Offset()))
+		return protocol.CASPutChunkResult{}, wrongOffset(p, w.Offset())
 	}
 	if _, err := w.Write(data); err != nil {
 		return fail(err)
