@@ -1060,15 +1060,26 @@ func (w *BlobWriter) Abort() {
 // side by side: no more threads creating files in one directory than that.
 //
 // Every object is hashed once, here, before any is written: a batch with
-// one bad object writes nothing, and the writers need not hash again.
+// one bad object, or one the update does not need, writes nothing, and the
+// writers need not hash again. An object received already (a batch sent
+// again, or twice in one) is the same bytes: it is taken as it is.
 func (u *Update) Put(objs []Object) error {
 	for _, o := range objs {
 		if err := verifyObject(o); err != nil {
 			return fmt.Errorf("receive: %w", err)
 		}
+		if !u.needSet[o.Digest] {
+			return fmt.Errorf("receive %s: %w: the update does not need it", o.Digest, ErrMismatch)
+		}
 	}
 	for i := range objs {
 		o := objs[i]
+		u.mu.Lock()
+		_, done := u.received[o.Digest.Hash]
+		u.mu.Unlock()
+		if done {
+			continue
+		}
 		w, err := u.Receive(o.Digest)
 		if err != nil {
 			return err
