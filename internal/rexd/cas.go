@@ -838,6 +838,13 @@ func (c *conn) casCommit(ctx context.Context, req *request) (any, *protocol.Erro
 	t.writers = nil
 	r, err := t.u.Commit(ctx)
 	t.mu.Unlock()
+	var me *cas.MissingError
+	if errors.As(err, &me) {
+		// Commit aborted the update, which was dropped above: "send
+		// them first" would lead to unknown_txn.
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, map[string]any{"reason": "missing", "missing": digestStrings(me.Digests[:min(len(me.Digests), cas.MaxHasDigests)])},
+			"cas.commit: %d blob(s) the update needs were not sent, so it was aborted; run cas.materialize again", len(me.Digests))
+	}
 	if err != nil {
 		return nil, casError("cas.commit", err)
 	}
