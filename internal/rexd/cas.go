@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -647,7 +648,7 @@ func lookupOwner(spec string) (*cas.Owner, error) {
 	name, group, hasGroup := strings.Cut(spec, ":")
 	o := &cas.Owner{UID: -1, GID: -1}
 	if name != "" {
-		if n, err := strconv.Atoi(name); err == nil {
+		if n, ok := numericID(name); ok {
 			o.UID = n
 		} else {
 			u, err := user.Lookup(name)
@@ -661,7 +662,7 @@ func lookupOwner(spec string) (*cas.Owner, error) {
 		}
 	}
 	if group != "" {
-		if n, err := strconv.Atoi(group); err == nil {
+		if n, ok := numericID(group); ok {
 			o.GID = n
 		} else {
 			g, err := user.LookupGroup(group)
@@ -675,6 +676,17 @@ func lookupOwner(spec string) (*cas.Owner, error) {
 		return nil, fmt.Errorf("owner %q names neither a user nor a group", spec)
 	}
 	return o, nil
+}
+
+// numericID reads a uid or gid given as a number: one chown can set. It
+// takes 32 bits (4294967296 would be 0, root) and (uid_t)-1 means "leave
+// alone"; anything else is looked up as a name.
+func numericID(s string) (int, bool) {
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil || n == math.MaxUint32 || n > math.MaxInt {
+		return 0, false
+	}
+	return int(n), true
 }
 
 // materializeResult turns an update's result into the wire form.
