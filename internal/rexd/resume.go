@@ -250,7 +250,13 @@ func (sess *session) orphan(c *conn) {
 	rs := sess.resume
 	rs.log.detach(c)
 	rs.mu.Lock()
-	if rs.ended || rs.orphaned {
+	// A resume may have moved the session to another connection since c's
+	// shutdown found it: that one holds it now (sessionResume moves it
+	// under rs.mu).
+	sess.mu.Lock()
+	moved := sess.conn != c
+	sess.mu.Unlock()
+	if rs.ended || rs.orphaned || moved {
 		rs.mu.Unlock()
 		return
 	}
@@ -352,18 +358,19 @@ func (c *conn) sessionResume(ctx context.Context, req *request) (any, *protocol.
 	if perr != nil {
 		return nil, perr
 	}
+	// The session moves to c; an old connection still up loses it. Under
+	// rs.mu, so that the old one's shutdown, which may have found the
+	// session in its map, cannot orphan it after this (see orphan).
 	rs.mu.Lock()
 	if rs.timer != nil {
 		rs.timer.Stop()
 	}
 	rs.orphaned = false
-	rs.mu.Unlock()
-
-	// The session moves to c; an old connection still up loses it.
 	sess.mu.Lock()
 	old := sess.conn
 	sess.conn = c
 	sess.mu.Unlock()
+	rs.mu.Unlock()
 	if old != c {
 		old.mu.Lock()
 		if old.sessions[sess.id] == sess {
