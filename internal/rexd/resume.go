@@ -239,7 +239,7 @@ func (s *Server) acceptResumes(ln *net.UnixListener) {
 				r.notifyLocked()
 				r.mu.Unlock()
 			}()
-			s.Serve(s.life, c, c)
+			s.serve(s.life, c, c, true)
 		}()
 	}
 }
