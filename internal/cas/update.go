@@ -452,7 +452,17 @@ func (u *Update) diff() error {
 			}
 			if metaDiffers {
 				note(pe.rel, false)
-				u.setMeta = append(u.setMeta, pe)
+				if c.info == nil || soleLink(c.info) {
+					u.setMeta = append(u.setMeta, pe)
+					continue
+				}
+				// chmod or chown would reach the inode's other names,
+				// which may lie outside the roots: a copy of its own, with
+				// the new mode, is renamed over this name instead.
+				w.from = pe.rel
+				u.writes = append(u.writes, w)
+				u.byHash[pe.e.Digest.Hash] = append(u.byHash[pe.e.Digest.Hash], w)
+				res.Bytes += pe.e.Digest.Size
 			}
 			continue
 		case c.e.Type == EntryDir:
