@@ -126,6 +126,15 @@ func humanSize(n int64) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
+// DestinationError refuses a destination that is not a directory (a file,
+// a symlink): the caller's choice of path. Nothing was written.
+type DestinationError struct {
+	Path string
+	Why  string
+}
+
+func (e *DestinationError) Error() string { return "update " + e.Path + ": " + e.Why }
+
 // TypeConflictError refuses an in-place update that would have to remove a
 // directory the tree names as something else; Delete allows it.
 type TypeConflictError struct {
@@ -250,9 +259,9 @@ func (s *Store) PrepareUpdate(ctx context.Context, root *os.Root, name string, t
 	case err != nil:
 		return nil, fmt.Errorf("update %s: %w", u.res.Path, err)
 	case fi.Mode()&fs.ModeSymlink != 0:
-		return nil, fmt.Errorf("update %s: the destination is a symlink; name the directory it points to", u.res.Path)
+		return nil, &DestinationError{Path: u.res.Path, Why: "the destination is a symlink; name the directory it points to"}
 	case !fi.IsDir():
-		return nil, fmt.Errorf("update %s: the destination exists and is not a directory; remove it or choose another", u.res.Path)
+		return nil, &DestinationError{Path: u.res.Path, Why: "the destination exists and is not a directory; remove it or choose another"}
 	default:
 		u.exists = true
 	}

@@ -134,6 +134,7 @@ func casError(op string, err error) *protocol.Error {
 	var se *cas.SpaceError
 	var tc *cas.TypeConflictError
 	var mat *cas.MaterializeError
+	var de *cas.DestinationError
 	switch {
 	case errors.As(err, &se):
 		if se.Limit {
@@ -159,6 +160,8 @@ func casError(op string, err error) *protocol.Error {
 		return protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"reason": "invalid_tree"}, "%s: %v", op, err)
 	case errors.As(err, &tc):
 		return protocol.Errorf(protocol.CodeInvalidParams, map[string]any{"reason": "type_conflict", "paths": tc.Paths}, "%s: %v", op, err)
+	case errors.As(err, &de):
+		return protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"path": de.Path, "reason": "not_a_directory"}, "%s: %v", op, err)
 	case errors.As(err, &mat):
 		return protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"reason": "refused"}, "%s: %v", op, err)
 	}
