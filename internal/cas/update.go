@@ -126,6 +126,12 @@ func humanSize(n int64) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
+// Errors of an Update's Receive that are the sender's mistakes.
+var (
+	ErrUpdateFinished = errors.New("the update is finished")
+	ErrReceived       = errors.New("already received")
+)
+
 // DestinationError refuses a destination that is not a directory (a file,
 // a symlink): the caller's choice of path. Nothing was written.
 type DestinationError struct {
@@ -957,11 +963,11 @@ func (u *Update) Receive(d Digest) (*BlobWriter, error) {
 	u.mu.Lock()
 	if u.finished {
 		u.mu.Unlock()
-		return nil, errors.New("receive: the update is finished")
+		return nil, fmt.Errorf("receive: %w", ErrUpdateFinished)
 	}
 	if _, ok := u.received[d.Hash]; ok {
 		u.mu.Unlock()
-		return nil, fmt.Errorf("receive %s: already received", d)
+		return nil, fmt.Errorf("receive %s: %w", d, ErrReceived)
 	}
 	name := u.tempFor(ws[0].rel)
 	u.addTemp(name)
@@ -981,7 +987,7 @@ func (u *Update) create(name string) (*os.File, error) {
 	u.mu.Lock()
 	if u.finished {
 		u.mu.Unlock()
-		return nil, errors.New("the update is finished")
+		return nil, ErrUpdateFinished
 	}
 	u.creating.Add(1)
 	defer u.creating.Done()

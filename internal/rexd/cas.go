@@ -160,6 +160,10 @@ func casError(op string, err error) *protocol.Error {
 		return protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"reason": "invalid_tree"}, "%s: %v", op, err)
 	case errors.As(err, &tc):
 		return protocol.Errorf(protocol.CodeInvalidParams, map[string]any{"reason": "type_conflict", "paths": tc.Paths}, "%s: %v", op, err)
+	case errors.Is(err, cas.ErrReceived):
+		return protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"reason": "already_received"}, "%s: %v; it needs no more bytes", op, err)
+	case errors.Is(err, cas.ErrUpdateFinished):
+		return protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"reason": "unknown_txn"}, "%s: %v (committed or aborted meanwhile); run cas.materialize again", op, err)
 	case errors.As(err, &de):
 		return protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"path": de.Path, "reason": "not_a_directory"}, "%s: %v", op, err)
 	case errors.As(err, &mat):
