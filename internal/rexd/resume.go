@@ -506,6 +506,9 @@ type eventLog struct {
 	kept   int64
 	closed bool
 	out    *sender
+	// sent is the last session_seq written to any connection: a client
+	// can have no event after it.
+	sent uint64
 }
 
 type loggedEvent struct {
@@ -619,10 +622,10 @@ func (l *eventLog) resume(c *conn, last uint64, id string) (*sender, *protocol.E
 			protocol.ResumeRefusal{SessionID: id, Reason: protocol.ResumeStaleSeq, Acked: l.first - 1},
 			"resume refused: events up to %d were acknowledged and are gone, so a resume from %d would miss some", l.first-1, last)
 	}
-	if last >= l.nextSq {
+	if last > l.sent {
 		return nil, protocol.Errorf(protocol.CodeInvalidParams,
-			protocol.ResumeRefusal{SessionID: id, Reason: protocol.ResumeAheadSeq, NextSeq: l.nextSq},
-			"resume refused: event %d was never sent (the next is %d)", last, l.nextSq)
+			protocol.ResumeRefusal{SessionID: id, Reason: protocol.ResumeAheadSeq, NextSeq: l.sent + 1},
+			"resume refused: event %d was never sent (the next is %d)", last, l.sent+1)
 	}
 	l.dropLocked(last)
 	if l.out != nil {
@@ -697,13 +700,18 @@ func (l *eventLog) run(o *sender) {
 		for _, line := range batch {
 			err := o.c.enc.WriteLine(line)
 			l.mu.Lock()
+			if err == nil {
+				// Counted even when the sender was stopped meanwhile: the
+				// client may have it, and may resume from it.
+				o.cursor++
+				l.sent = max(l.sent, o.cursor-1)
+			}
 			if err != nil || o.stopped {
 				o.stopped = true
 				l.cond.Broadcast()
 				l.mu.Unlock()
 				return
 			}
-			o.cursor++
 			l.cond.Broadcast()
 			l.mu.Unlock()
 		}
