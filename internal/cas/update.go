@@ -126,6 +126,21 @@ func humanSize(n int64) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
+// Errors of an Update's Receive that are the sender's mistakes.
+var (
+	ErrUpdateFinished = errors.New("the update is finished")
+	ErrReceived       = errors.New("already received")
+)
+
+// DestinationError refuses a destination that is not a directory (a file,
+// a symlink): the caller's choice of path. Nothing was written.
+type DestinationError struct {
+	Path string
+	Why  string
+}
+
+func (e *DestinationError) Error() string { return "update " + e.Path + ": " + e.Why }
+
 // TypeConflictError refuses an in-place update that would have to remove a
 // directory the tree names as something else; Delete allows it.
 type TypeConflictError struct {
@@ -250,9 +265,9 @@ func (s *Store) PrepareUpdate(ctx context.Context, root *os.Root, name string, t
 	case err != nil:
 		return nil, fmt.Errorf("update %s: %w", u.res.Path, err)
 	case fi.Mode()&fs.ModeSymlink != 0:
-		return nil, fmt.Errorf("update %s: the destination is a symlink; name the directory it points to", u.res.Path)
+		return nil, &DestinationError{Path: u.res.Path, Why: "the destination is a symlink; name the directory it points to"}
 	case !fi.IsDir():
-		return nil, fmt.Errorf("update %s: the destination exists and is not a directory; remove it or choose another", u.res.Path)
+		return nil, &DestinationError{Path: u.res.Path, Why: "the destination exists and is not a directory; remove it or choose another"}
 	default:
 		u.exists = true
 	}
@@ -452,7 +467,17 @@ func (u *Update) diff() error {
 			}
 			if metaDiffers {
 				note(pe.rel, false)
-				u.setMeta = append(u.setMeta, pe)
+				if c.info == nil || soleLink(c.info) {
+					u.setMeta = append(u.setMeta, pe)
+					continue
+				}
+				// chmod or chown would reach the inode's other names,
+				// which may lie outside the roots: a copy of its own, with
+				// the new mode, is renamed over this name instead.
+				w.from = pe.rel
+				u.writes = append(u.writes, w)
+				u.byHash[pe.e.Digest.Hash] = append(u.byHash[pe.e.Digest.Hash], w)
+				res.Bytes += pe.e.Digest.Size
 			}
 			continue
 		case c.e.Type == EntryDir:
@@ -938,11 +963,11 @@ func (u *Update) Receive(d Digest) (*BlobWriter, error) {
 	u.mu.Lock()
 	if u.finished {
 		u.mu.Unlock()
-		return nil, errors.New("receive: the update is finished")
+		return nil, fmt.Errorf("receive: %w", ErrUpdateFinished)
 	}
 	if _, ok := u.received[d.Hash]; ok {
 		u.mu.Unlock()
-		return nil, fmt.Errorf("receive %s: already received", d)
+		return nil, fmt.Errorf("receive %s: %w", d, ErrReceived)
 	}
 	name := u.tempFor(ws[0].rel)
 	u.addTemp(name)
@@ -962,7 +987,7 @@ func (u *Update) create(name string) (*os.File, error) {
 	u.mu.Lock()
 	if u.finished {
 		u.mu.Unlock()
-		return nil, errors.New("the update is finished")
+		return nil, ErrUpdateFinished
 	}
 	u.creating.Add(1)
 	defer u.creating.Done()
@@ -1060,15 +1085,26 @@ func (w *BlobWriter) Abort() {
 // side by side: no more threads creating files in one directory than that.
 //
 // Every object is hashed once, here, before any is written: a batch with
-// one bad object writes nothing, and the writers need not hash again.
+// one bad object, or one the update does not need, writes nothing, and the
+// writers need not hash again. An object received already (a batch sent
+// again, or twice in one) is the same bytes: it is taken as it is.
 func (u *Update) Put(objs []Object) error {
 	for _, o := range objs {
 		if err := verifyObject(o); err != nil {
 			return fmt.Errorf("receive: %w", err)
 		}
+		if !u.needSet[o.Digest] {
+			return fmt.Errorf("receive %s: %w: the update does not need it", o.Digest, ErrMismatch)
+		}
 	}
 	for i := range objs {
 		o := objs[i]
+		u.mu.Lock()
+		_, done := u.received[o.Digest.Hash]
+		u.mu.Unlock()
+		if done {
+			continue
+		}
 		w, err := u.Receive(o.Digest)
 		if err != nil {
 			return err

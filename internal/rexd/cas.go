@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -133,6 +134,7 @@ func casError(op string, err error) *protocol.Error {
 	var se *cas.SpaceError
 	var tc *cas.TypeConflictError
 	var mat *cas.MaterializeError
+	var de *cas.DestinationError
 	switch {
 	case errors.As(err, &se):
 		if se.Limit {
@@ -158,6 +160,12 @@ func casError(op string, err error) *protocol.Error {
 		return protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"reason": "invalid_tree"}, "%s: %v", op, err)
 	case errors.As(err, &tc):
 		return protocol.Errorf(protocol.CodeInvalidParams, map[string]any{"reason": "type_conflict", "paths": tc.Paths}, "%s: %v", op, err)
+	case errors.Is(err, cas.ErrReceived):
+		return protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"reason": "already_received"}, "%s: %v; it needs no more bytes", op, err)
+	case errors.Is(err, cas.ErrUpdateFinished):
+		return protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"reason": "unknown_txn"}, "%s: %v (committed or aborted meanwhile); run cas.materialize again", op, err)
+	case errors.As(err, &de):
+		return protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"path": de.Path, "reason": "not_a_directory"}, "%s: %v", op, err)
 	case errors.As(err, &mat):
 		return protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"reason": "refused"}, "%s: %v", op, err)
 	}
@@ -543,6 +551,9 @@ func (c *conn) storeChunk(req *request, st *cas.Store, p protocol.CASPutChunkPar
 		}
 		cs.uploads[p.Digest] = up
 	}
+	if p.Offset != up.Offset() {
+		return protocol.CASPutChunkResult{}, wrongOffset(p, up.Offset())
+	}
 	if err := up.WriteChunk(p.Offset, data); err != nil {
 		up.Abort()
 		delete(cs.uploads, p.Digest)
@@ -557,6 +568,14 @@ func (c *conn) storeChunk(req *request, st *cas.Store, p protocol.CASPutChunkPar
 		res.Committed = true
 	}
 	return res, nil
+}
+
+// wrongOffset refuses a chunk that does not start where the upload is: a
+// retried or reordered chunk. The upload stays, so the client can resend
+// from where it is.
+func wrongOffset(p protocol.CASPutChunkParams, want int64) *protocol.Error {
+	return protocol.Errorf(protocol.CodeInvalidParams, map[string]any{"reason": "wrong_offset", "offset": want},
+		"cas.put_chunk: chunk of %s at offset %d, expected %d; resend from %d", p.Digest, p.Offset, want, want)
 }
 
 // txnChunk is a piece of a blob an update needs, written straight into
@@ -592,7 +611,7 @@ func (c *conn) txnChunk(req *request, p protocol.CASPutChunkParams, d cas.Digest
 		return protocol.CASPutChunkResult{}, casError("cas.put_chunk", err)
 	}
 	if p.Offset != w.Offset() {
-		return fail(fmt.Errorf("chunk at offset %d, expected %d; resend from %d", p.Offset, w.Offset(), w.Offset()))
+		return protocol.CASPutChunkResult{}, wrongOffset(p, w.Offset())
 	}
 	if _, err := w.Write(data); err != nil {
 		return fail(err)
@@ -636,7 +655,7 @@ func lookupOwner(spec string) (*cas.Owner, error) {
 	name, group, hasGroup := strings.Cut(spec, ":")
 	o := &cas.Owner{UID: -1, GID: -1}
 	if name != "" {
-		if n, err := strconv.Atoi(name); err == nil {
+		if n, ok := numericID(name); ok {
 			o.UID = n
 		} else {
 			u, err := user.Lookup(name)
@@ -650,7 +669,7 @@ func lookupOwner(spec string) (*cas.Owner, error) {
 		}
 	}
 	if group != "" {
-		if n, err := strconv.Atoi(group); err == nil {
+		if n, ok := numericID(group); ok {
 			o.GID = n
 		} else {
 			g, err := user.LookupGroup(group)
@@ -664,6 +683,17 @@ func lookupOwner(spec string) (*cas.Owner, error) {
 		return nil, fmt.Errorf("owner %q names neither a user nor a group", spec)
 	}
 	return o, nil
+}
+
+// numericID reads a uid or gid given as a number: one chown can set. It
+// takes 32 bits (4294967296 would be 0, root) and (uid_t)-1 means "leave
+// alone"; anything else is looked up as a name.
+func numericID(s string) (int, bool) {
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil || n == math.MaxUint32 || n > math.MaxInt {
+		return 0, false
+	}
+	return int(n), true
 }
 
 // materializeResult turns an update's result into the wire form.
@@ -827,6 +857,13 @@ func (c *conn) casCommit(ctx context.Context, req *request) (any, *protocol.Erro
 	t.writers = nil
 	r, err := t.u.Commit(ctx)
 	t.mu.Unlock()
+	var me *cas.MissingError
+	if errors.As(err, &me) {
+		// Commit aborted the update, which was dropped above: "send
+		// them first" would lead to unknown_txn.
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, map[string]any{"reason": "missing", "missing": digestStrings(me.Digests[:min(len(me.Digests), cas.MaxHasDigests)])},
+			"cas.commit: %d blob(s) the update needs were not sent, so it was aborted; run cas.materialize again", len(me.Digests))
+	}
 	if err != nil {
 		return nil, casError("cas.commit", err)
 	}

@@ -77,12 +77,26 @@ type conn struct {
 	// line it writes comes back, and relayEnd is closed when it ends.
 	relay    *net.UnixConn
 	relayEnd chan struct{}
+
+	// resumeFirst marks a connection on a session's socket (resume.go)
+	// that has not resumed a session yet: it serves a session.resume with
+	// the right token first, or nothing (refused ends it), so that only
+	// the holder of a token gets this rexd's policy, which may be wider
+	// than the connecting process's own rexd's. Read and written by the
+	// reader only.
+	resumeFirst, refused bool
 }
 
 // Serve answers requests read from r on w until r ends or ctx is done. On
 // the way out it ends every process of the connection's sessions except the
 // detached ones, then waits for those to finish.
 func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
+	return s.serve(ctx, r, w, false)
+}
+
+// serve is Serve; resumeFirst is set for a connection on a session's
+// socket (see conn.resumeFirst).
+func (s *Server) serve(ctx context.Context, r io.Reader, w io.Writer, resumeFirst bool) error {
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	c := &conn{
@@ -95,6 +109,7 @@ func (s *Server) Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 		held:        byteBudget{max: maxOutstandingBytes},
 		working:     make(chan struct{}, maxWorking),
 		relayEnd:    make(chan struct{}),
+		resumeFirst: resumeFirst,
 	}
 	dec := protocol.NewDecoder(r, s.cfg.MaxLine)
 
@@ -160,6 +175,15 @@ loop:
 				continue
 			}
 			c.handleLine(in.line, in.raw)
+			if c.resumeFirst {
+				c.mu.Lock()
+				resumed := len(c.sessions) > 0
+				c.mu.Unlock()
+				if c.refused || !resumed {
+					break loop
+				}
+				c.resumeFirst = false
+			}
 		case <-c.relayEnd:
 			break loop
 		}
@@ -298,6 +322,16 @@ func (c *conn) handleLine(line, raw []byte) {
 		}
 		c.reply(protocol.NewErrorResponse(id, perr))
 		c.auditRefused(msg, perr)
+		return
+	}
+	if c.resumeFirst && !(msg.IsRequest() && msg.Method == protocol.MethodSessionResume) {
+		perr := protocol.Errorf(protocol.CodeInvalidRequest, nil,
+			"a session's socket serves only a session.resume, as the first request; this connection is ended")
+		if msg.IsRequest() {
+			c.reply(protocol.NewErrorResponse(msg.ID, perr))
+		}
+		c.auditRefused(msg, perr)
+		c.refused = true
 		return
 	}
 	if msg.IsNotification() {

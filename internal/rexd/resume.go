@@ -239,7 +239,7 @@ func (s *Server) acceptResumes(ln *net.UnixListener) {
 				r.notifyLocked()
 				r.mu.Unlock()
 			}()
-			s.Serve(s.life, c, c)
+			s.serve(s.life, c, c, true)
 		}()
 	}
 }
@@ -250,7 +250,13 @@ func (sess *session) orphan(c *conn) {
 	rs := sess.resume
 	rs.log.detach(c)
 	rs.mu.Lock()
-	if rs.ended || rs.orphaned {
+	// A resume may have moved the session to another connection since c's
+	// shutdown found it: that one holds it now (sessionResume moves it
+	// under rs.mu).
+	sess.mu.Lock()
+	moved := sess.conn != c
+	sess.mu.Unlock()
+	if rs.ended || rs.orphaned || moved {
 		rs.mu.Unlock()
 		return
 	}
@@ -352,18 +358,19 @@ func (c *conn) sessionResume(ctx context.Context, req *request) (any, *protocol.
 	if perr != nil {
 		return nil, perr
 	}
+	// The session moves to c; an old connection still up loses it. Under
+	// rs.mu, so that the old one's shutdown, which may have found the
+	// session in its map, cannot orphan it after this (see orphan).
 	rs.mu.Lock()
 	if rs.timer != nil {
 		rs.timer.Stop()
 	}
 	rs.orphaned = false
-	rs.mu.Unlock()
-
-	// The session moves to c; an old connection still up loses it.
 	sess.mu.Lock()
 	old := sess.conn
 	sess.conn = c
 	sess.mu.Unlock()
+	rs.mu.Unlock()
 	if old != c {
 		old.mu.Lock()
 		if old.sessions[sess.id] == sess {
@@ -499,6 +506,9 @@ type eventLog struct {
 	kept   int64
 	closed bool
 	out    *sender
+	// sent is the last session_seq written to any connection: a client
+	// can have no event after it.
+	sent uint64
 }
 
 type loggedEvent struct {
@@ -612,10 +622,10 @@ func (l *eventLog) resume(c *conn, last uint64, id string) (*sender, *protocol.E
 			protocol.ResumeRefusal{SessionID: id, Reason: protocol.ResumeStaleSeq, Acked: l.first - 1},
 			"resume refused: events up to %d were acknowledged and are gone, so a resume from %d would miss some", l.first-1, last)
 	}
-	if last >= l.nextSq {
+	if last > l.sent {
 		return nil, protocol.Errorf(protocol.CodeInvalidParams,
-			protocol.ResumeRefusal{SessionID: id, Reason: protocol.ResumeAheadSeq, NextSeq: l.nextSq},
-			"resume refused: event %d was never sent (the next is %d)", last, l.nextSq)
+			protocol.ResumeRefusal{SessionID: id, Reason: protocol.ResumeAheadSeq, NextSeq: l.sent + 1},
+			"resume refused: event %d was never sent (the next is %d)", last, l.sent+1)
 	}
 	l.dropLocked(last)
 	if l.out != nil {
@@ -690,13 +700,18 @@ func (l *eventLog) run(o *sender) {
 		for _, line := range batch {
 			err := o.c.enc.WriteLine(line)
 			l.mu.Lock()
+			if err == nil {
+				// Counted even when the sender was stopped meanwhile: the
+				// client may have it, and may resume from it.
+				o.cursor++
+				l.sent = max(l.sent, o.cursor-1)
+			}
 			if err != nil || o.stopped {
 				o.stopped = true
 				l.cond.Broadcast()
 				l.mu.Unlock()
 				return
 			}
-			o.cursor++
 			l.cond.Broadcast()
 			l.mu.Unlock()
 		}
