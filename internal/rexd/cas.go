@@ -544,6 +544,9 @@ func (c *conn) storeChunk(req *request, st *cas.Store, p protocol.CASPutChunkPar
 		if p.Offset != 0 {
 			return protocol.CASPutChunkResult{}, protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"reason": "no_upload"}, "cas.put_chunk: no upload of %s in progress; start at offset 0", p.Digest)
 		}
+		if len(cs.uploads) >= maxUploads {
+			return protocol.CASPutChunkResult{}, tooManyUploads()
+		}
 		var err error
 		up, err = st.NewUpload(d)
 		if err != nil {
@@ -568,6 +571,27 @@ func (c *conn) storeChunk(req *request, st *cas.Store, p protocol.CASPutChunkPar
 		res.Committed = true
 	}
 	return res, nil
+}
+
+// maxUploads bounds the streamed blobs in progress of a session (to its
+// store) and of each update waiting for blobs, and maxUpdates the updates
+// waiting at once: each upload holds an open temp file and each update its
+// whole plan, so without a bound a client could run rexd out of file
+// descriptors or memory, failing every session. rex streams one blob at a
+// time per destination and waits on one update per push.
+const (
+	maxUploads = 64
+	maxUpdates = 16
+)
+
+func tooManyUploads() *protocol.Error {
+	return protocol.Errorf(protocol.CodeResourceLimit, protocol.ResourceLimitData{Limit: "uploads", Value: maxUploads},
+		"cas.put_chunk: %d blobs are being streamed already, the most at once; finish one (its final chunk) or start it again from offset 0", maxUploads)
+}
+
+func tooManyUpdates() *protocol.Error {
+	return protocol.Errorf(protocol.CodeResourceLimit, protocol.ResourceLimitData{Limit: "updates", Value: maxUpdates},
+		"cas.materialize: %d updates of this session are waiting for blobs already, the most at once; commit or abort one first", maxUpdates)
 }
 
 // wrongOffset refuses a chunk that does not start where the upload is: a
@@ -598,6 +622,9 @@ func (c *conn) txnChunk(req *request, p protocol.CASPutChunkParams, d cas.Digest
 	if w == nil {
 		if p.Offset != 0 {
 			return protocol.CASPutChunkResult{}, protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"reason": "no_upload"}, "cas.put_chunk: no upload of %s in progress; start at offset 0", p.Digest)
+		}
+		if len(t.writers) >= maxUploads {
+			return protocol.CASPutChunkResult{}, tooManyUploads()
 		}
 		var err error
 		if w, err = t.u.Receive(d); err != nil {
@@ -759,6 +786,16 @@ func (c *conn) casMaterialize(ctx context.Context, req *request) (any, *protocol
 			return nil, casError("cas.materialize", err)
 		}
 	}
+	if !p.DryRun && len(p.Trees) == 0 {
+		// Refused before the plan is made, too: the check below, which
+		// counts it in, is the one that holds under concurrent calls.
+		s.cas.mu.Lock()
+		n := len(s.cas.txns)
+		s.cas.mu.Unlock()
+		if n >= maxUpdates {
+			return nil, tooManyUpdates()
+		}
+	}
 	opts := cas.UpdateOptions{Atomic: p.Atomic, Delete: p.Delete, DeleteUnder: p.DeleteUnder, DryRun: p.DryRun, MaxBytes: p.MaxBytes, List: p.List || p.DryRun,
 		Keep: c.srv.isAuditLog}
 	if p.Owner != "" {
@@ -802,6 +839,11 @@ func (c *conn) casMaterialize(ctx context.Context, req *request) (any, *protocol
 		cs.mu.Unlock()
 		u.Abort()
 		return nil, protocol.Errorf(protocol.CodeInvalidRequest, nil, "cas.materialize: the session is closing")
+	}
+	if len(cs.txns) >= maxUpdates {
+		cs.mu.Unlock()
+		u.Abort()
+		return nil, tooManyUpdates()
 	}
 	if cs.txns == nil {
 		cs.txns = map[string]*casTxn{}
