@@ -145,7 +145,15 @@ func (c *Client) SendSessionExec(op protocol.SessionOpenParams, p protocol.ExecS
 		if json.Unmarshal(raw, &r) == nil {
 			s.ID = r.SessionID
 		}
-	}, nil)
+	}, func(raw json.RawMessage) {
+		// The caller gave up first: s.ID is never set, so the exec.start
+		// behind it cannot name its process's session. Closing the session
+		// stops that process (rexd handled the start before reading this).
+		var r protocol.SessionOpenResult
+		if json.Unmarshal(raw, &r) == nil {
+			s.stopAbandoned(protocol.MethodSessionClose, protocol.SessionRef{SessionID: r.SessionID})
+		}
+	})
 	if err != nil {
 		return nil, fmt.Errorf("open session: %w", err)
 	}
