@@ -292,12 +292,15 @@ func (c *Client) Resume(ctx context.Context, r io.Reader, w io.Writer, closer io
 		}
 	}
 	if back == 0 {
-		closer.Close()
-		<-transport
 		if refused == nil {
 			refused = &ResumeError{Err: errors.New("no session to resume")}
 		}
+		// Ended with rexd's reason before the new transport closes: its
+		// reader, finding nothing resumable, would end it with a bare
+		// ErrClosed.
 		c.Abandon(refused)
+		closer.Close()
+		<-transport
 		return refused
 	}
 	c.mu.Lock()
