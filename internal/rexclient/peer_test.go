@@ -16,13 +16,14 @@ type peer struct {
 	dec *protocol.Decoder
 	enc *protocol.Encoder
 	out *io.PipeWriter // the client's input; closing it ends the transport
+	in  *io.PipeReader // the client's output; closing it fails its writes
 }
 
 // newPeer returns a peer and the client's side of its transport.
 func newPeer() (p *peer, r io.Reader, w io.Writer, closer io.Closer) {
 	cr, pw := io.Pipe() // peer -> client
 	pr, cw := io.Pipe() // client -> peer
-	p = &peer{dec: protocol.NewDecoder(pr, 0), enc: protocol.NewEncoder(pw), out: pw}
+	p = &peer{dec: protocol.NewDecoder(pr, 0), enc: protocol.NewEncoder(pw), out: pw, in: pr}
 	return p, cr, cw, closerFunc(func() error { cw.Close(); pw.Close(); return nil })
 }
 
