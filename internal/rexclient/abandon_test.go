@@ -3,6 +3,7 @@ package rexclient_test
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
@@ -46,4 +47,53 @@ func TestAbandonedOpenSessionExecStopsTheProcess(t *testing.T) {
 	v.set(false)
 	// No event tells the test that rexd stopped it: poll, bounded.
 	waitFor(t, func() bool { return syscall.Kill(pid, 0) != nil })
+}
+
+// TestAbandonedOpenSessionIsClosed: a session.open the caller gave up on
+// (a cancelled AcquireAs) does not leave its session open on rexd for as
+// long as the connection lives: each one counted against the user's
+// max_concurrent_sessions there until none could open.
+func TestAbandonedOpenSessionIsClosed(t *testing.T) {
+	root := t.TempDir()
+	cmd := exec.Command(rexdBin, "--stdio", "--root", root, "--no-audit", "--limit", "max_concurrent_sessions=1")
+	// Sessions are counted per user in a registry: this rexd's own.
+	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+t.TempDir())
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	v := newValve(out)
+	c := rexclient.NewConn(v.pr, in, in)
+	t.Cleanup(func() { v.set(false); c.Close(); cmd.Wait() })
+	v.set(true)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	opened := make(chan error, 1)
+	go func() {
+		_, err := c.OpenSession(ctx, protocol.SessionOpenParams{ClientName: "t"})
+		opened <- err
+	}()
+	waitFor(t, v.isHolding) // rexd opened it; the answer is held
+	cancel()
+	if err := <-opened; !errors.Is(err, context.Canceled) {
+		t.Fatalf("OpenSession returned %v, want context.Canceled", err)
+	}
+	v.set(false)
+	// The late answer closes the session on its own goroutine; nothing
+	// tells the test when: poll, bounded, until the one session allowed
+	// can open again.
+	var err error
+	defer func() {
+		if t.Failed() {
+			t.Logf("the last open: %v", err)
+		}
+	}()
+	waitFor(t, func() bool {
+		var s *rexclient.Session
+		if s, err = c.OpenSession(context.Background(), protocol.SessionOpenParams{ClientName: "t"}); err == nil {
+			s.Close(context.Background())
+		}
+		return err == nil
+	})
 }
