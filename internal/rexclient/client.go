@@ -355,15 +355,21 @@ func (c *Client) send(enc *protocol.Encoder, method string, params any, onResult
 // leaving a connection that looks alive but can carry no request.
 func (c *Client) writeFailed(enc *protocol.Encoder, err error) error {
 	c.mu.Lock()
-	closer := c.closer
-	// Not when Close closed it (the likely cause): closed once is enough.
-	current := enc == c.enc && !c.closing
+	closer, transport := c.closer, c.transport
+	current := enc == c.enc
+	closing := c.closing // Close closed it (the likely cause): once is enough
 	resumable := len(c.resumable) > 0
 	c.mu.Unlock()
-	if current && closer != nil {
+	if current && closer != nil && !closing {
 		go closer.Close() // it may wait for the transport's end
 	}
 	if resumable {
+		if current && closer != nil {
+			// Until the reader has dropped it, the connection looks up:
+			// a caller waiting for the resume (callResumed) would retry
+			// at once on this dead transport, over and over.
+			<-transport
+		}
 		return fmt.Errorf("%w: %v", ErrDropped, err)
 	}
 	return fmt.Errorf("%w: %v", ErrClosed, err)
