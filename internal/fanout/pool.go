@@ -155,6 +155,12 @@ type entry struct {
 	cancel   func() // ends the dial
 	removed  bool   // no longer in entries: close conn once the dial ends
 
+	// first is the dialling caller's Target.First; firstLeft is set when
+	// that caller gave up before the dial ended: a command the dial
+	// starts for it then has no owner, and is stopped.
+	first     *rexclient.FirstExec
+	firstLeft bool
+
 	// named are further sessions on conn, one per client name (AcquireAs);
 	// namedMu serialises opening them. They end with the connection.
 	namedMu sync.Mutex
@@ -377,6 +383,9 @@ func (p *Pool) Acquire(ctx context.Context, t Target) (*Lease, error) {
 		if !e.done() {
 			// This caller gives up; the last one to leave ends the dial,
 			// and the next caller starts a fresh one.
+			if t.First != nil && t.First == e.first {
+				e.firstLeft = true
+			}
 			if e.waiters == 0 {
 				p.removeLocked(e)
 				e.cancel()
@@ -458,7 +467,7 @@ func (p *Pool) dialLocked(t Target, k string) *entry {
 	if t.ResumeGrace == 0 {
 		t.ResumeGrace = p.opts.ResumeGrace
 	}
-	e := &entry{key: k, name: t.Name, ready: make(chan struct{}), cancel: cancel, lastUsed: time.Now()}
+	e := &entry{key: k, name: t.Name, ready: make(chan struct{}), cancel: cancel, lastUsed: time.Now(), first: t.First}
 	p.entries[k] = e
 	p.wg.Add(1)
 	go func() {
@@ -478,8 +487,18 @@ func (p *Pool) dialLocked(t Target, k string) *entry {
 			p.removeLocked(e)
 		}
 		drop := e.removed && conn != nil
+		var orphan *rexclient.Process
+		if f := t.First; e.firstLeft && f != nil && f.Sent && f.Proc != nil {
+			orphan = f.Proc
+		}
 		close(e.ready)
 		p.mu.Unlock()
+		if orphan != nil && !drop {
+			// Its caller was told it was cancelled: it must not run.
+			kctx, kcancel := context.WithTimeout(context.Background(), killWait)
+			orphan.Kill(kctx, "TERM")
+			kcancel()
+		}
 		switch {
 		case drop:
 			// Nobody can use it any more: close it rather than leak it.

@@ -376,7 +376,22 @@ func runOne(ctx context.Context, pool *Pool, t Target, task Task, opts Options, 
 		defer me.Flush()
 		stdout, stderr = mo, me
 	}
+	// A process that outlives its target's result (a cancel rexd did not
+	// confirm in time) sends nothing more: the result is the target's
+	// last event, and the maskers are flushed then.
+	var outMu sync.Mutex
+	outDone := false
+	defer func() {
+		outMu.Lock()
+		outDone = true
+		outMu.Unlock()
+	}()
 	eopts := rexclient.ExecOptions{OnEvent: func(ev rexclient.Event) {
+		outMu.Lock()
+		defer outMu.Unlock()
+		if outDone {
+			return
+		}
 		startOnce.Do(reportStart)
 		switch ev.Kind {
 		case rexclient.Stdout:

@@ -317,6 +317,7 @@ func (c *Client) send(enc *protocol.Encoder, method string, params any, onResult
 
 	var reqID json.RawMessage
 	var err error
+	written := true // false: the params could not be encoded
 	if fr, ok := params.(frameRequest); ok {
 		// A raw frame (rawCASPut): its line, then the bytes, not copied.
 		reqID = json.RawMessage(key)
@@ -331,15 +332,47 @@ func (c *Client) send(enc *protocol.Encoder, method string, params any, onResult
 		if msg, err = protocol.NewRequest(id, method, params); err == nil {
 			reqID = msg.ID
 			err = enc.Encode(msg)
+		} else {
+			written = false
 		}
 	}
 	if err != nil {
 		c.mu.Lock()
 		delete(c.pending, key)
 		c.mu.Unlock()
+		if written {
+			err = c.writeFailed(enc, err)
+		}
 		return nil, fmt.Errorf("send %s: %w", method, err)
 	}
 	return &sent{cl: cl, key: key, id: reqID, method: method}, nil
+}
+
+// writeFailed takes a failed write on enc's transport for its end: the
+// caller's error says the connection is lost (ErrDropped while sessions
+// wait to be resumed, else ErrClosed), and the current transport is
+// closed so that its reader ends it (dropped or ended) instead of
+// leaving a connection that looks alive but can carry no request.
+func (c *Client) writeFailed(enc *protocol.Encoder, err error) error {
+	c.mu.Lock()
+	closer, transport := c.closer, c.transport
+	current := enc == c.enc
+	closing := c.closing // Close closed it (the likely cause): once is enough
+	resumable := len(c.resumable) > 0
+	c.mu.Unlock()
+	if current && closer != nil && !closing {
+		go closer.Close() // it may wait for the transport's end
+	}
+	if resumable {
+		if current && closer != nil {
+			// Until the reader has dropped it, the connection looks up:
+			// a caller waiting for the resume (callResumed) would retry
+			// at once on this dead transport, over and over.
+			<-transport
+		}
+		return fmt.Errorf("%w: %v", ErrDropped, err)
+	}
+	return fmt.Errorf("%w: %v", ErrClosed, err)
 }
 
 // await waits for the answer to a sent request and decodes its result.

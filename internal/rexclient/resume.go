@@ -292,32 +292,38 @@ func (c *Client) Resume(ctx context.Context, r io.Reader, w io.Writer, closer io
 		}
 	}
 	if back == 0 {
-		closer.Close()
-		<-transport
 		if refused == nil {
 			refused = &ResumeError{Err: errors.New("no session to resume")}
 		}
+		// Ended with rexd's reason before the new transport closes: its
+		// reader, finding nothing resumable, would end it with a bare
+		// ErrClosed.
 		c.Abandon(refused)
+		closer.Close()
+		<-transport
 		return refused
 	}
 	c.mu.Lock()
 	old := c.closer
 	c.enc, c.closer, c.transport = enc, closer, transport
+	var kills []pendingKill
+	var orphans []liveProc
 	select {
-	case <-transport: // it dropped again already: still waiting
+	case <-transport:
+		// It dropped again already: still waiting. The kills stay
+		// queued for the Resume that brings it back (sent now, they
+		// would fail), which finds the orphans again.
 	default:
 		c.dropped = nil
 		if c.back != nil {
 			close(c.back)
 			c.back = nil
 		}
-	}
-	kills := c.kills
-	c.kills = nil
-	var orphans []liveProc
-	for _, p := range live {
-		if c.routes[p.ProcessID] == nil {
-			orphans = append(orphans, p)
+		kills, c.kills = c.kills, nil
+		for _, p := range live {
+			if c.routes[p.ProcessID] == nil {
+				orphans = append(orphans, p)
+			}
 		}
 	}
 	c.mu.Unlock()

@@ -79,12 +79,12 @@ type Session struct {
 // OpenSession calls session.open.
 func (c *Client) OpenSession(ctx context.Context, p protocol.SessionOpenParams) (*Session, error) {
 	var res protocol.SessionOpenResult
-	err := c.Call(ctx, protocol.MethodSessionOpen, p, &res)
+	err := c.call(ctx, protocol.MethodSessionOpen, p, &res, nil, c.closeAbandoned)
 	if raw := slices.Index(p.RequestedCapabilities, protocol.CapOutputRaw); raw >= 0 && protocol.ErrorCode(err) == protocol.CodeUnsupportedCapability {
 		// A rexd of an older build (one beside a rex installed over it)
 		// sends output as JSON lines: ask again without raw frames.
 		p.RequestedCapabilities = slices.Delete(slices.Clone(p.RequestedCapabilities), raw, raw+1)
-		err = c.Call(ctx, protocol.MethodSessionOpen, p, &res)
+		err = c.call(ctx, protocol.MethodSessionOpen, p, &res, nil, c.closeAbandoned)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open session: %w", err)
@@ -95,6 +95,17 @@ func (c *Client) OpenSession(ctx context.Context, p protocol.SessionOpenParams) 
 	s := &Session{c: c, ID: res.SessionID, Info: res}
 	c.register(s)
 	return s, nil
+}
+
+// closeAbandoned closes the session a session.open opened for a caller
+// that gave up before the answer (it runs on its own goroutine): else it
+// stays open as long as the connection, counted against the user's
+// max_concurrent_sessions on the host.
+func (c *Client) closeAbandoned(raw json.RawMessage) {
+	var r protocol.SessionOpenResult
+	if json.Unmarshal(raw, &r) == nil && r.SessionID != "" {
+		c.stopAbandoned(protocol.MethodSessionClose, protocol.SessionRef{SessionID: r.SessionID})
+	}
 }
 
 // ErrMayHaveStarted marks an OpenSessionExec that failed after its
@@ -138,6 +149,9 @@ type PendingOpen struct {
 // NewConn) can take both requests to deliver them another way.
 func (c *Client) SendSessionExec(op protocol.SessionOpenParams, p protocol.ExecStartParams, opts ExecOptions) (*PendingOpen, error) {
 	s := &Session{c: c}
+	// Given up on, the open closes its session (closeAbandoned): s.ID is
+	// then never set, so the exec.start's own undo cannot name it, and the
+	// close stops the process (rexd handled the start before reading it).
 	open, err := c.send(nil, protocol.MethodSessionOpen, op, func(raw json.RawMessage) {
 		// On the reader, before exec.start's answer is read: the
 		// process's route names its session.
@@ -145,7 +159,7 @@ func (c *Client) SendSessionExec(op protocol.SessionOpenParams, p protocol.ExecS
 		if json.Unmarshal(raw, &r) == nil {
 			s.ID = r.SessionID
 		}
-	}, nil)
+	}, c.closeAbandoned)
 	if err != nil {
 		return nil, fmt.Errorf("open session: %w", err)
 	}
@@ -288,10 +302,12 @@ const abandonWait = 30 * time.Second
 
 // stopAbandoned stops a process started for a caller that is gone (its
 // context ended before the start reply came). It runs on its own goroutine.
-func (s *Session) stopAbandoned(method string, params any) {
+func (s *Session) stopAbandoned(method string, params any) { s.c.stopAbandoned(method, params) }
+
+func (c *Client) stopAbandoned(method string, params any) {
 	ctx, cancel := context.WithTimeout(context.Background(), abandonWait)
 	defer cancel()
-	s.c.Call(ctx, method, params, nil) // an error means the connection is gone, and rexd stops it then
+	c.Call(ctx, method, params, nil) // an error means the connection is gone, and rexd stops it then
 }
 
 func (p *Process) startRoute(id string, opts ExecOptions) {

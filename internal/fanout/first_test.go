@@ -1,0 +1,86 @@
+package fanout_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/rexconsole/rex/internal/fanout"
+	"github.com/rexconsole/rex/internal/protocol"
+	"github.com/rexconsole/rex/internal/rexclient"
+)
+
+// firstStarter is a connector that starts Target.First with the
+// connection's session, as sshx does, once the test opens the gate.
+type firstStarter struct{ g *gated }
+
+func (s firstStarter) Connect(ctx context.Context, t fanout.Target) (*fanout.Conn, error) {
+	conn, err := s.g.Connect(ctx, t)
+	if err != nil || t.First == nil {
+		return conn, err
+	}
+	f := t.First
+	f.Proc, f.Err = conn.Session.Exec(ctx, f.Params, f.Opts)
+	f.Sent = true
+	return conn, nil
+}
+
+// TestFirstOfACallerWhoLeftIsStopped: the caller whose Acquire dials
+// hands its command (Target.First) to the dial; when it gives up while
+// another caller keeps the dial going, that command, started with the
+// connection, has nobody to own it and is stopped, as a cancelled Exec's
+// is. Before, it ran to its end.
+func TestFirstOfACallerWhoLeftIsStopped(t *testing.T) {
+	g := newGated(newFleet(t))
+	pool := fanout.NewPool(firstStarter{g}, fanout.PoolOptions{})
+	defer pool.Close()
+	joined := make(chan int, 8)
+	fanout.SetWaitHook(pool, waiters(joined))
+
+	first := &rexclient.FirstExec{Params: protocol.ExecStartParams{
+		Argv: []string{"sleep", "60"}}}
+	ctxA, cancelA := context.WithCancel(context.Background())
+	errA := make(chan error, 1)
+	go func() {
+		_, err := pool.Acquire(ctxA, fanout.Target{Name: "h1", First: first})
+		errA <- err
+	}()
+	<-joined
+	<-g.started
+	leaseB := make(chan *fanout.Lease, 1)
+	go func() {
+		l, err := pool.Acquire(context.Background(), fanout.Target{Name: "h1"})
+		if err != nil {
+			t.Error(err)
+		}
+		leaseB <- l
+	}()
+	<-joined
+	cancelA()
+	if err := <-errA; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the first caller got %v, want context.Canceled", err)
+	}
+	close(g.gate)
+	l := <-leaseB
+	if l == nil {
+		return
+	}
+	defer l.Release()
+	// The process of the caller who left: rexd says how it ended.
+	bg := context.Background()
+	info, err := l.Session().SessionInfo(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Processes) != 1 {
+		t.Fatalf("processes %+v, want the first command's", info.Processes)
+	}
+	wait := int64(10000)
+	var st protocol.ExecWaitResult
+	if err := l.Session().Client().Call(bg, protocol.MethodExecWait, protocol.ExecWaitParams{SessionID: l.Session().ID, ProcessID: info.Processes[0].ProcessID, TimeoutMS: &wait}, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Status != protocol.StatusKilled {
+		t.Fatalf("the command of the caller who left is %s, want killed", st.Status)
+	}
+}
