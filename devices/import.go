@@ -710,6 +710,10 @@ func (a *ansibleInventory) inventory() (Inventory, error) {
 			inv.Skipped = append(inv.Skipped, fmt.Sprintf("group %s: %v", g, err))
 			continue
 		}
+		if err := groupNameIsAddress(g); err != nil {
+			inv.Skipped = append(inv.Skipped, fmt.Sprintf("group %s: %v", g, err))
+			continue
+		}
 		var m []string
 		for _, h := range members(g, map[string]bool{}) {
 			if !slices.Contains(m, h) {
@@ -725,6 +729,18 @@ func (a *ansibleInventory) inventory() (Inventory, error) {
 	return inv, nil
 }
 
+// inventoryNames lists the inventory's device names, then its group names.
+func inventoryNames(inv Inventory) []string {
+	var out []string
+	for _, d := range inv.Devices {
+		out = append(out, d.Name)
+	}
+	for _, g := range inv.Groups {
+		out = append(out, g.Name)
+	}
+	return out
+}
+
 // Import adds an inventory to the registry: every device and group, or
 // none. A name that is taken already (by a device or a group) fails the
 // whole import unless force is set; then devices are replaced (keeping
@@ -733,6 +749,15 @@ func (a *ansibleInventory) inventory() (Inventory, error) {
 func (r *Registry) Import(inv Inventory, force bool) (replaced []string, err error) {
 	var clashes []string
 	names := map[string]string{}
+	// Names the registry would refuse together (Web1 beside web1) fail the
+	// import before anything is added, as a device and group of one name do.
+	folded := map[string]string{}
+	for _, n := range inventoryNames(inv) {
+		if prev, ok := folded[strings.ToLower(n)]; ok && prev != n {
+			return nil, fmt.Errorf("%s and %s are both in the inventory and differ only in case, which rex does not tell apart; rename one", prev, n)
+		}
+		folded[strings.ToLower(n)] = n
+	}
 	for _, d := range inv.Devices {
 		if prev, dup := names[d.Name]; dup {
 			return nil, fmt.Errorf("%s is both a %s and a device in the inventory; rename one", d.Name, prev)

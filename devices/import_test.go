@@ -264,7 +264,7 @@ func checkInventory(t *testing.T, inv Inventory) {
 		}
 	}
 	r := New()
-	if _, err := r.Import(inv, false); err != nil && !strings.Contains(err.Error(), "both a") {
+	if _, err := r.Import(inv, false); err != nil && !strings.Contains(err.Error(), "both a") && !strings.Contains(err.Error(), "differ only in case") {
 		t.Fatalf("import into an empty registry: %v", err)
 	}
 }
@@ -316,5 +316,34 @@ Host trailing
 	}
 	if !slices.Equal(inv.Skipped, wantSkipped) {
 		t.Errorf("skipped:\n%s\nwant:\n%s", strings.Join(inv.Skipped, "\n"), strings.Join(wantSkipped, "\n"))
+	}
+}
+
+// TestImportNamesTheRegistryWouldRefuse: an inventory whose names differ
+// only in case fails before anything is added, with a sentence naming
+// both (the fuzzer found "0[A:a]", a range from 0A to 0a); a group named
+// like an IP address is skipped, saying why, as any bad group is.
+func TestImportNamesTheRegistryWouldRefuse(t *testing.T) {
+	inv, err := FromAnsibleINI([]byte("web1 ansible_host=10.0.0.1\nWeb1 ansible_host=10.0.0.2\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := New()
+	if _, err := r.Import(inv, false); err == nil || !strings.Contains(err.Error(), "web1 and Web1 are both in the inventory and differ only in case") {
+		t.Errorf("import of web1 and Web1: %v", err)
+	}
+	if len(r.Devices()) != 0 {
+		t.Errorf("a failed import added %v", r.Devices())
+	}
+
+	inv, err = FromAnsibleINI([]byte("[10.0.0.9]\nweb1 ansible_host=10.0.0.1\n[web]\nweb1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inv.Groups) != 1 || inv.Groups[0].Name != "web" || len(inv.Skipped) != 1 || !strings.Contains(inv.Skipped[0], "group 10.0.0.9: the name \"10.0.0.9\" is an IP address") {
+		t.Errorf("groups %+v, skipped %q", inv.Groups, inv.Skipped)
+	}
+	if _, err := New().Import(inv, false); err != nil {
+		t.Errorf("import: %v", err)
 	}
 }

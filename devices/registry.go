@@ -152,6 +152,15 @@ func (r *Registry) Add(d Device, force bool) (replaced bool, err error) {
 	return exists, nil
 }
 
+// groupNameIsAddress refuses a group named like an IP address: rex run
+// with that word would reach the group, not the address.
+func groupNameIsAddress(name string) error {
+	if _, err := netip.ParseAddr(name); err == nil {
+		return fmt.Errorf("the name %q is an IP address, so rex run %s would reach this group's devices instead of that address; choose a name that is not an address", name, name)
+	}
+	return nil
+}
+
 // caseClash refuses a new name that equals a device or group name but for
 // case: "Web1" beside "web1" would read as one machine (ssh matches hosts
 // regardless of case, and so do the reserved words). Lookups stay exact,
@@ -207,8 +216,8 @@ func (r *Registry) CreateGroup(name string) error {
 	if _, ok := r.devices[name]; ok {
 		return fmt.Errorf("%q is already a device name; choose another name for the group", name)
 	}
-	if _, err := netip.ParseAddr(name); err == nil {
-		return fmt.Errorf("the name %q is an IP address, so rex run %s would reach this group's devices instead of that address; choose a name that is not an address", name, name)
+	if err := groupNameIsAddress(name); err != nil {
+		return err
 	}
 	if err := r.caseClash(name); err != nil {
 		return err
