@@ -3,8 +3,6 @@ package rexclient_test
 import (
 	"context"
 	"errors"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -20,16 +18,7 @@ import (
 // answer was dropped, so the exec.start's undo named no session and the
 // process ran on in a session nobody knew.
 func TestAbandonedOpenSessionExecStopsTheProcess(t *testing.T) {
-	root := t.TempDir()
-	cmd := exec.Command(rexdBin, "--stdio", "--root", root, "--no-audit")
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	v := newValve(out)
-	c := rexclient.NewConn(v.pr, in, in)
-	t.Cleanup(func() { v.set(false); c.Close(); cmd.Wait() })
+	c, v, root := valvedClient(t, nil)
 	v.set(true)
 
 	pidFile := filepath.Join(root, "pid")
@@ -54,18 +43,8 @@ func TestAbandonedOpenSessionExecStopsTheProcess(t *testing.T) {
 // long as the connection lives: each one counted against the user's
 // max_concurrent_sessions there until none could open.
 func TestAbandonedOpenSessionIsClosed(t *testing.T) {
-	root := t.TempDir()
-	cmd := exec.Command(rexdBin, "--stdio", "--root", root, "--no-audit", "--limit", "max_concurrent_sessions=1")
 	// Sessions are counted per user in a registry: this rexd's own.
-	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+t.TempDir())
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	v := newValve(out)
-	c := rexclient.NewConn(v.pr, in, in)
-	t.Cleanup(func() { v.set(false); c.Close(); cmd.Wait() })
+	c, v, _ := valvedClient(t, []string{"XDG_CACHE_HOME=" + t.TempDir()}, "--limit", "max_concurrent_sessions=1")
 	v.set(true)
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -71,11 +71,27 @@ func (v *valve) set(shut bool) {
 	v.mu.Unlock()
 }
 
-// valved starts a real rexd whose output goes through a valve.
+// valved starts a real rexd whose output goes through a valve and opens
+// a session on it.
 func valved(t *testing.T) (*rexclient.Session, *valve, string) {
 	t.Helper()
+	c, v, root := valvedClient(t, nil)
+	s, err := c.OpenSession(context.Background(), protocol.SessionOpenParams{ClientName: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, v, root
+}
+
+// valvedClient starts a real rexd (with env added to its environment and
+// args after the usual ones) whose output goes through a valve, open.
+func valvedClient(t *testing.T, env []string, args ...string) (*rexclient.Client, *valve, string) {
+	t.Helper()
 	root := t.TempDir()
-	cmd := exec.Command(rexdBin, "--stdio", "--root", root, "--no-audit")
+	cmd := exec.Command(rexdBin, append([]string{"--stdio", "--root", root, "--no-audit"}, args...)...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	in, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
@@ -84,14 +100,11 @@ func valved(t *testing.T) (*rexclient.Session, *valve, string) {
 	v := newValve(out)
 	c := rexclient.NewConn(v.pr, in, in)
 	t.Cleanup(func() { v.set(false); c.Close(); cmd.Wait() })
-	s, err := c.OpenSession(context.Background(), protocol.SessionOpenParams{ClientName: "t"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, v, root
+	return c, v, root
 }
 
-// waitPidFile waits until rexd has started the process that writes file.
+// readPid waits until rexd has started the process that writes file, and
+// returns its pid.
 func readPid(t *testing.T, file string) int {
 	t.Helper()
 	var pid int

@@ -31,6 +31,22 @@ type closerFunc func() error
 
 func (f closerFunc) Close() error { return f() }
 
+// answer reads the next request, which must be method, and answers it
+// with result; it reports whether it did.
+func (p *peer) answer(t *testing.T, method string, result any) bool {
+	t.Helper()
+	m := p.request(t, method)
+	if m == nil {
+		return false
+	}
+	res, err := protocol.NewResponse(m.ID, result)
+	if err != nil {
+		t.Errorf("peer: answer %s: %v", method, err)
+		return false
+	}
+	return p.enc.Encode(res) == nil
+}
+
 // request reads the next request, which must be method.
 func (p *peer) request(t *testing.T, method string) *protocol.Message {
 	t.Helper()
@@ -56,15 +72,8 @@ func TestResumeRefusedKeepsRexdsReason(t *testing.T) {
 	p1, r, w, closer := newPeer()
 	c := rexclient.NewConn(r, w, closer)
 	defer c.Close()
-	go func() {
-		m := p1.request(t, protocol.MethodSessionOpen)
-		if m == nil {
-			return
-		}
-		res, _ := protocol.NewResponse(m.ID, protocol.SessionOpenResult{
-			SessionID: "s_1", Protocol: protocol.Version, ResumeGraceMS: 1000, ResumeToken: "tok"})
-		p1.enc.Encode(res)
-	}()
+	go p1.answer(t, protocol.MethodSessionOpen, protocol.SessionOpenResult{
+		SessionID: "s_1", Protocol: protocol.Version, ResumeGraceMS: 1000, ResumeToken: "tok"})
 	if _, err := c.OpenSession(context.Background(), protocol.SessionOpenParams{ClientName: "t", ResumeGraceMS: 1000}); err != nil {
 		t.Fatal(err)
 	}

@@ -20,14 +20,7 @@ func TestWriteFailureIsConnectionLoss(t *testing.T) {
 	p, r, w, closer := newPeer()
 	c := rexclient.NewConn(r, w, closer)
 	defer c.Close()
-	go func() {
-		m := p.request(t, protocol.MethodSessionOpen)
-		if m == nil {
-			return
-		}
-		res, _ := protocol.NewResponse(m.ID, protocol.SessionOpenResult{SessionID: "s_1", Protocol: protocol.Version})
-		p.enc.Encode(res)
-	}()
+	go p.answer(t, protocol.MethodSessionOpen, protocol.SessionOpenResult{SessionID: "s_1", Protocol: protocol.Version})
 	s, err := c.OpenSession(context.Background(), protocol.SessionOpenParams{ClientName: "t"})
 	if err != nil {
 		t.Fatal(err)
@@ -57,18 +50,9 @@ func TestWriteFailureOnResumableWaitsForTheResume(t *testing.T) {
 	}))
 	defer c.Close()
 	go func() {
-		m := p1.request(t, protocol.MethodSessionOpen)
-		if m == nil {
-			return
-		}
-		res, _ := protocol.NewResponse(m.ID, protocol.SessionOpenResult{
-			SessionID: "s_1", Protocol: protocol.Version, ResumeGraceMS: 60000, ResumeToken: "tok"})
-		p1.enc.Encode(res)
-		if m = p1.request(t, protocol.MethodPTYOpen); m == nil {
-			return
-		}
-		res, _ = protocol.NewResponse(m.ID, protocol.PTYOpenResult{PTYID: "t_1", ProcessID: "p_1"})
-		p1.enc.Encode(res)
+		_ = p1.answer(t, protocol.MethodSessionOpen, protocol.SessionOpenResult{
+			SessionID: "s_1", Protocol: protocol.Version, ResumeGraceMS: 60000, ResumeToken: "tok"}) &&
+			p1.answer(t, protocol.MethodPTYOpen, protocol.PTYOpenResult{PTYID: "t_1", ProcessID: "p_1"})
 	}()
 	ctx := context.Background()
 	s, err := c.OpenSession(ctx, protocol.SessionOpenParams{ClientName: "t", ResumeGraceMS: 60000})
@@ -90,23 +74,10 @@ func TestWriteFailureOnResumableWaitsForTheResume(t *testing.T) {
 
 	p2, r2, w2, closer2 := newPeer()
 	go func() {
-		m := p2.request(t, protocol.MethodSessionResume)
-		if m == nil {
-			return
-		}
-		res, _ := protocol.NewResponse(m.ID, protocol.SessionResumeResult{SessionID: "s_1",
-			Processes: []protocol.ProcessInfo{{ProcessID: "p_1", PTYID: "t_1"}}})
-		p2.enc.Encode(res)
-		if m = p2.request(t, protocol.MethodPTYInput); m == nil {
-			return
-		}
-		res, _ = protocol.NewResponse(m.ID, struct{}{})
-		p2.enc.Encode(res)
-		if m = p2.request(t, protocol.MethodSessionClose); m == nil { // c.Close
-			return
-		}
-		res, _ = protocol.NewResponse(m.ID, struct{}{})
-		p2.enc.Encode(res)
+		_ = p2.answer(t, protocol.MethodSessionResume, protocol.SessionResumeResult{SessionID: "s_1",
+			Processes: []protocol.ProcessInfo{{ProcessID: "p_1", PTYID: "t_1"}}}) &&
+			p2.answer(t, protocol.MethodPTYInput, struct{}{}) &&
+			p2.answer(t, protocol.MethodSessionClose, struct{}{}) // c.Close
 	}()
 	if err := c.Resume(ctx, r2, w2, closer2); err != nil {
 		t.Fatal(err)
