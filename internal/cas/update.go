@@ -1099,13 +1099,10 @@ func (u *Update) Put(objs []Object) error {
 	}
 	for i := range objs {
 		o := objs[i]
-		u.mu.Lock()
-		_, done := u.received[o.Digest.Hash]
-		u.mu.Unlock()
-		if done {
+		w, err := u.Receive(o.Digest)
+		if errors.Is(err, ErrReceived) {
 			continue
 		}
-		w, err := u.Receive(o.Digest)
 		if err != nil {
 			return err
 		}
