@@ -166,7 +166,7 @@ func (r *CASRemote) Materialize(ctx context.Context, tree cas.Digest, path strin
 	err := r.s.c.call(ctx, protocol.MethodCASMaterialize, p, &res, nil, func(raw json.RawMessage) {
 		var late protocol.CASMaterializeResult
 		if json.Unmarshal(raw, &late) == nil && late.Txn != "" {
-			r.s.stopAbandoned(protocol.MethodCASAbort, protocol.CASTxnParams{SessionID: r.s.ID, Txn: late.Txn})
+			r.s.c.stopAbandoned(protocol.MethodCASAbort, protocol.CASTxnParams{SessionID: r.s.ID, Txn: late.Txn})
 		}
 	})
 	return res, err

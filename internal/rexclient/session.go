@@ -287,7 +287,7 @@ func (s *Session) sendExec(p protocol.ExecStartParams, opts ExecOptions) (*Proce
 		// The caller gave up before the reply: nobody owns the process.
 		var r protocol.ExecStartResult
 		if json.Unmarshal(raw, &r) == nil {
-			s.stopAbandoned(protocol.MethodExecKill, protocol.ExecKillParams{SessionID: s.ID, ProcessID: r.ProcessID, Signal: "TERM"})
+			s.c.stopAbandoned(protocol.MethodExecKill, protocol.ExecKillParams{SessionID: s.ID, ProcessID: r.ProcessID, Signal: "TERM"})
 		}
 	})
 	if err != nil {
@@ -300,10 +300,9 @@ func (s *Session) sendExec(p protocol.ExecStartParams, opts ExecOptions) (*Proce
 // gave up on.
 const abandonWait = 30 * time.Second
 
-// stopAbandoned stops a process started for a caller that is gone (its
-// context ended before the start reply came). It runs on its own goroutine.
-func (s *Session) stopAbandoned(method string, params any) { s.c.stopAbandoned(method, params) }
-
+// stopAbandoned stops what a late answer started for a caller that is gone
+// (its context ended before the reply came): a process, a terminal, a
+// session, an update. It runs on its own goroutine.
 func (c *Client) stopAbandoned(method string, params any) {
 	ctx, cancel := context.WithTimeout(context.Background(), abandonWait)
 	defer cancel()
@@ -452,7 +451,7 @@ func (s *Session) OpenPTY(ctx context.Context, p protocol.PTYOpenParams, opts Ex
 	}, func(raw json.RawMessage) {
 		var r protocol.PTYOpenResult
 		if json.Unmarshal(raw, &r) == nil {
-			s.stopAbandoned(protocol.MethodPTYClose, protocol.PTYCloseParams{SessionID: s.ID, PTYID: r.PTYID})
+			s.c.stopAbandoned(protocol.MethodPTYClose, protocol.PTYCloseParams{SessionID: s.ID, PTYID: r.PTYID})
 		}
 	})
 	if err != nil {
