@@ -227,6 +227,11 @@ func (e engineModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		c.current = nil
 	case stopMsg:
 		cmds = append(cmds, m.quit())
+	case tea.WindowSizeMsg:
+		// The console's size is its active client's (activate). This one
+		// is the headless program's own, 0×0 for want of a terminal, sent
+		// from a goroutine as it starts: when it landed after an attach,
+		// the client was drawn an empty screen until it typed.
 	default:
 		update(msg)
 	}

@@ -254,3 +254,28 @@ func TestTrimWaitsForTheLastDetach(t *testing.T) {
 		t.Error("the console did not trim trimAfter after its last client left")
 	}
 }
+
+// nothingMsg is a message the console has no use for.
+type nothingMsg struct{}
+
+// TestConsoleSizeIsItsClients: the console is laid out for its active
+// client, whatever else says a size. The headless engine program sends
+// itself a 0×0 size (it has no terminal) from a goroutine of its own as
+// it starts; under load that came after a client had attached, and the
+// client was drawn an empty screen until its next key.
+func TestConsoleSizeIsItsClients(t *testing.T) {
+	con, _ := runConsole(t, t.TempDir(), fanout.ConnectorFunc(noTargets), nil)
+	c := attachClient(t, con, 100, 30)
+	c.waitFor(t, "❯")
+
+	con.prog.Send(tea.WindowSizeMsg{}) // as the engine's own start sends it
+	// The engine handles one message at a time: once a second is taken,
+	// the first has been handled.
+	con.prog.Send(nothingMsg{})
+	con.mu.Lock()
+	w, h := con.rt.m.width, con.rt.m.height
+	con.mu.Unlock()
+	if w != 100 || h != 30 {
+		t.Fatalf("after the engine's own size the console is laid out for %d×%d, want its client's 100×30", w, h)
+	}
+}
