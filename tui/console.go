@@ -53,6 +53,8 @@ type Console struct {
 	// gen counts the engine's Updates: a client's view drawn at the same
 	// gen and size is still true.
 	gen uint64
+	// seq orders the clients' activity (client.seen).
+	seq atomic.Int64
 }
 
 // NewConsole builds the console for the rex server.
@@ -221,7 +223,7 @@ func (e engineModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if c.active != msg.cl {
 			c.activate(msg.cl, update)
 		}
-		msg.cl.seen.Store(seq.Add(1))
+		msg.cl.seen.Store(c.seq.Add(1))
 		c.current = msg.cl
 		update(msg.msg)
 		c.current = nil
@@ -244,13 +246,10 @@ func (e engineModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	return e, tea.Batch(cmds...)
 }
 
-// seq orders the clients' activity.
-var seq atomic.Int64
-
 // activate lays the console out for cl. c.mu is held.
 func (c *Console) activate(cl *client, update func(tea.Msg)) {
 	c.active = cl
-	cl.seen.Store(seq.Add(1))
+	cl.seen.Store(c.seq.Add(1))
 	w, h := cl.size()
 	update(tea.WindowSizeMsg{Width: w, Height: h})
 }
