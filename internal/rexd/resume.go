@@ -174,6 +174,13 @@ type resumeState struct {
 	ended      bool
 	timer      *time.Timer
 	orphanedAt time.Time
+	// endReason and endedAt say why and when the session ended, for a
+	// resume that comes before the tombstone is written.
+	endReason string
+	endedAt   time.Time
+	// expiring, when set (tests), runs in expire once the session is
+	// claimed, before it is ended.
+	expiring func()
 }
 
 // newResumeID names a resumable session: its number, and random bytes so
@@ -270,16 +277,25 @@ func (sess *session) orphan(c *conn) {
 // expire ends an orphaned session whose grace ran out: REXD v1's rule.
 func (sess *session) expire() {
 	rs := sess.resume
+	n := sess.liveCount()
+	reason := fmt.Sprintf("its connection was not resumed within the resume grace of %s, so rexd stopped %s (REXD v1's disconnect rule)",
+		rs.grace, plural(n, "process", "processes"))
 	rs.mu.Lock()
 	if !rs.orphaned || rs.ended {
 		rs.mu.Unlock()
 		return
 	}
+	// Claimed in the critical section that checked: a session.resume
+	// that lands from here on is refused (it looks at ended as it moves
+	// the session), where before it was answered and then closed under
+	// its client.
+	rs.endLocked(reason)
+	hook := rs.expiring
 	rs.mu.Unlock()
-	n := sess.liveCount()
-	reason := fmt.Sprintf("its connection was not resumed within the resume grace of %s, so rexd stopped %s (REXD v1's disconnect rule)",
-		rs.grace, plural(n, "process", "processes"))
-	sess.endResumable(reason)
+	if hook != nil {
+		hook()
+	}
+	sess.leaveTombstone(reason)
 	sess.srv.audit.Write(auditEntry{SessionID: sess.id, ClientName: sess.clientName, Event: "session.expired",
 		Error:  &auditError{Code: protocol.CodeInvalidParams, Message: "session " + sess.id + " expired: " + reason},
 		Result: map[string]any{"processes_stopped": n}})
@@ -297,19 +313,40 @@ func (sess *session) endResumable(reason string) {
 		rs.mu.Unlock()
 		return
 	}
-	rs.ended = true
+	rs.endLocked(reason)
+	rs.mu.Unlock()
+	sess.leaveTombstone(reason)
+}
+
+// endLocked marks the session ended. rs.mu is held.
+func (rs *resumeState) endLocked(reason string) {
+	rs.ended, rs.endReason, rs.endedAt = true, reason, time.Now().UTC()
 	if rs.timer != nil {
 		rs.timer.Stop()
 	}
-	rs.mu.Unlock()
-	rs.ln.Close()
+}
+
+// leaveTombstone closes the session's socket and, when reason is not
+// empty, leaves it in the session directory for a later rexd's resume.
+func (sess *session) leaveTombstone(reason string) {
+	sess.resume.ln.Close()
 	if dir, err := sess.srv.sessionDir(); err == nil {
 		dir.Remove(sess.id + ".sock")
 		if reason != "" {
-			b, _ := json.Marshal(tombstone{Reason: reason, At: time.Now().UTC()})
+			b, _ := json.Marshal(tombstone{Reason: reason, At: sess.resume.endedAt})
 			dir.WriteFile(sess.id+".ended", b)
 		}
 	}
+}
+
+// goneLocked is the refusal of a resume of the ended session. rs.mu is
+// held.
+func (rs *resumeState) goneLocked(s *Server, id string) *protocol.Error {
+	if rs.endReason != "" {
+		return resumeRefused(id, protocol.ResumeExpired, protocol.CodeInvalidParams,
+			"session %s ended at %s: %s", id, rs.endedAt.Format(time.RFC3339), rs.endReason)
+	}
+	return s.goneSession(id)
 }
 
 // tombstone is what a session that expired leaves behind.
@@ -348,20 +385,22 @@ func (c *conn) sessionResume(ctx context.Context, req *request) (any, *protocol.
 		return nil, resumeRefused(sess.id, protocol.ResumeWrongToken, protocol.CodeUnauthorized,
 			"resume refused: the token does not match session %s", sess.id)
 	}
+	// The session moves to c, and an old connection still up loses it,
+	// in one critical section with the check that it has not ended: so
+	// that an expiry cannot end it after this answer (see expire), and
+	// the old connection's shutdown, which may have found the session in
+	// its map, cannot orphan it (see orphan).
 	rs.mu.Lock()
 	if rs.ended {
+		perr := rs.goneLocked(c.srv, sess.id)
 		rs.mu.Unlock()
-		return nil, c.srv.goneSession(p.SessionID)
-	}
-	rs.mu.Unlock()
-	out, perr := rs.log.resume(c, p.LastSeq, sess.id)
-	if perr != nil {
 		return nil, perr
 	}
-	// The session moves to c; an old connection still up loses it. Under
-	// rs.mu, so that the old one's shutdown, which may have found the
-	// session in its map, cannot orphan it after this (see orphan).
-	rs.mu.Lock()
+	out, perr := rs.log.resume(c, p.LastSeq, sess.id)
+	if perr != nil {
+		rs.mu.Unlock()
+		return nil, perr
+	}
 	if rs.timer != nil {
 		rs.timer.Stop()
 	}
