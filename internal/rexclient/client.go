@@ -39,6 +39,9 @@ type Client struct {
 	closing   bool                // Close or Abandon was called
 	kills     []pendingKill       // asked for while dropped; sent on Resume
 	back      chan struct{}       // while dropped: closed once resumed
+	// Set by tests: dropHook runs at the end of drop, resumeHook in
+	// Resume once rexd has answered, before the connection is settled.
+	dropHook, resumeHook func()
 
 	// Counters of bytes on the wire, for tests and benchmarks.
 	bytesIn counter
@@ -214,9 +217,9 @@ func (c *Client) readLoop(dec *protocol.Decoder, enc *protocol.Encoder, transpor
 		err = fmt.Errorf("%w: %v", ErrClosed, err)
 	}
 	// The transport's end is told after the connection's state is
-	// settled: dropped (waiting for Resume or Abandon) or ended.
-	if c.drop(err) {
-		close(transport)
+	// settled: dropped (waiting for Resume or Abandon; drop tells it) or
+	// ended.
+	if c.drop(err, transport) {
 		return
 	}
 	c.end(err)

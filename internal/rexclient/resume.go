@@ -182,9 +182,9 @@ func eventSeq(msg *protocol.Message) (string, uint64) {
 	return p.SessionID, p.SessionSeq
 }
 
-// drop takes a transport's end: a resumable connection waits for Resume
-// (true); any other ends.
-func (c *Client) drop(err error) bool {
+// drop takes the end of transport: a resumable connection waits for
+// Resume (true), and transport is closed; any other ends.
+func (c *Client) drop(err error, transport chan struct{}) bool {
 	c.mu.Lock()
 	if c.closing || c.err != nil || len(c.resumable) == 0 {
 		c.mu.Unlock()
@@ -194,6 +194,12 @@ func (c *Client) drop(err error) bool {
 	if c.back == nil {
 		c.back = make(chan struct{})
 	}
+	// Closed with dropped set, under the lock: a Resume that brought this
+	// transport looks at it under the lock to learn whether it is still
+	// up. Closed after unlocking, it let such a Resume mark a connection
+	// whose reader had ended as up, and calls went to a dead transport.
+	close(transport)
+	hook := c.dropHook
 	pending := c.pending
 	c.pending = map[string]*call{}
 	// Processes of sessions that are not resumable ended with the
@@ -211,6 +217,9 @@ func (c *Client) drop(err error) bool {
 	}
 	for _, r := range lost {
 		r.lost(fmt.Errorf("%w: the connection dropped and its session was not resumable", ErrClosed))
+	}
+	if hook != nil {
+		hook()
 	}
 	return true
 }
@@ -302,6 +311,12 @@ func (c *Client) Resume(ctx context.Context, r io.Reader, w io.Writer, closer io
 		closer.Close()
 		<-transport
 		return refused
+	}
+	c.mu.Lock()
+	hook := c.resumeHook
+	c.mu.Unlock()
+	if hook != nil {
+		hook()
 	}
 	c.mu.Lock()
 	old := c.closer
