@@ -335,15 +335,7 @@ func runOne(ctx context.Context, pool *Pool, t Target, task Task, opts Options, 
 		return r
 	}
 
-	env := make(map[string]string, len(task.Env)+len(sec)+2)
-	for k, v := range task.Env {
-		env[k] = v
-	}
-	for k, v := range sec {
-		env[k] = v
-	}
-	env["REX_TARGET"], env["REX_GROUP"] = t.Name, t.Group
-	p := protocol.ExecStartParams{Argv: task.Argv, Env: env, Cwd: task.Cwd}
+	p := protocol.ExecStartParams{Argv: task.Argv, Env: processEnv(t, task.Env, sec), Cwd: task.Cwd}
 	if len(task.Argv) == 0 {
 		p.Shell, p.Command = true, task.Command
 	}

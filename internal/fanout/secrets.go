@@ -25,18 +25,19 @@ func (p *Pool) secretEnv(ctx context.Context, t Target) (map[string]string, erro
 	return p.opts.Secrets(ctx, t)
 }
 
-// withSecrets lays secret variables over env, in a new map.
-func withSecrets(env, sec map[string]string) map[string]string {
-	if len(sec) == 0 {
-		return env
-	}
-	out := make(map[string]string, len(env)+len(sec))
+// processEnv is the environment of a process rex starts on t, in a new
+// map: env, the target's secrets over it, and REX_TARGET and REX_GROUP
+// over both (the target's name, and the group TARGETS chose it through),
+// which nothing else may set.
+func processEnv(t Target, env, sec map[string]string) map[string]string {
+	out := make(map[string]string, len(env)+len(sec)+2)
 	for k, v := range env {
 		out[k] = v
 	}
 	for k, v := range sec {
 		out[k] = v
 	}
+	out["REX_TARGET"], out["REX_GROUP"] = t.Name, t.Group
 	return out
 }
 
@@ -56,15 +57,16 @@ func secretValues(sec map[string]string) []string {
 const termHold = 30 * time.Millisecond
 
 // OpenPTY opens a terminal on the lease's session running what p says,
-// its output to out. It gets the target's secrets (PoolOptions.Secrets)
-// in its environment, and their values show as *** in out.
+// its output to out. It gets the target's secrets (PoolOptions.Secrets),
+// REX_TARGET and REX_GROUP in its environment, as a command does, and
+// the secrets' values show as *** in out.
 func (l *Lease) OpenPTY(ctx context.Context, p protocol.PTYOpenParams, out io.Writer) (*rexclient.PTY, error) {
 	sec, err := l.p.secretEnv(ctx, l.t)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", l.t.Name, err)
 	}
+	p.Env = processEnv(l.t, p.Env, sec)
 	if len(sec) > 0 {
-		p.Env = withSecrets(p.Env, sec)
 		m := secrets.NewMasker(out, secretValues(sec))
 		m.HoldAtMost(termHold)
 		out = m

@@ -142,3 +142,30 @@ func TestFirstIsPublicOnlyWithoutSecrets(t *testing.T) {
 		})
 	}
 }
+
+// TestTerminalKnowsItsTarget: a terminal gets REX_TARGET and REX_GROUP
+// as every command does (rex attach, the console's /attach), over what
+// the request's own environment says; they were missing.
+func TestTerminalKnowsItsTarget(t *testing.T) {
+	pool := fanout.NewPool(newFleet(t), fanout.PoolOptions{})
+	defer pool.Close()
+	lease, err := pool.Acquire(context.Background(), fanout.Target{Name: "web1", Group: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release()
+	var out lockedBuf
+	pty, err := lease.OpenPTY(context.Background(), protocol.PTYOpenParams{
+		Argv: []string{"sh", "-c", `echo "t=$REX_TARGET g=$REX_GROUP x=$X"`},
+		Env:  map[string]string{"REX_TARGET": "spoof", "X": "y"},
+	}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pty.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); !strings.Contains(got, "t=web1 g=web x=y") {
+		t.Errorf("terminal output %q, want t=web1 g=web x=y", got)
+	}
+}
