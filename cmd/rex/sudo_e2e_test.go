@@ -35,8 +35,15 @@ func TestPushWithSudo(t *testing.T) {
 	os.WriteFile(conf, []byte("setting = 1\n"), 0o644)
 
 	out, errOut, code := f.run("push", conf, etc+"/", "hn")
-	if code != 1 || !strings.Contains(errOut, "permission denied") || !strings.Contains(errOut, "--sudo") {
+	if code != 1 || !strings.Contains(errOut, "permission denied ("+etc) || !strings.Contains(errOut, "--sudo") {
 		t.Fatalf("push without --sudo: %d %q %q", code, out, errOut)
+	}
+	// One sentence for the operator: the place, not rex's temporary name
+	// in it, and no protocol code or method.
+	for _, not := range []string{".rex-", "(-32", "cas.", "unauthorized"} {
+		if strings.Contains(errOut, not) {
+			t.Errorf("push without --sudo says %q: %q", not, errOut)
+		}
 	}
 
 	// NOPASSWD: no question asked.

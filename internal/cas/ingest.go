@@ -573,6 +573,13 @@ func tempName(prefix string) string {
 	return fmt.Sprintf("%s%d-%s", prefix, os.Getpid(), randomSuffix())
 }
 
+// IsTempName reports whether name is one of the temporary names rex
+// gives what it writes beside the files it manages.
+func IsTempName(name string) bool {
+	_, ok := rexTemp(name)
+	return ok
+}
+
 // rexTemp reports whether name is one of rex's temporary names, and the
 // pid of the process that made it.
 func rexTemp(name string) (int, bool) {

@@ -938,6 +938,11 @@ func PushTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 		abortCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		remote.Abort(abortCtx, res.Txn)
 		cancel()
+		if placeError(err) {
+			// The blobs of an update are written where they go: this is
+			// the destination's failure, not the sending's.
+			return stats(total), PushResult{Path: res.Path}, writeError(target, res.Path, err)
+		}
 		return stats(total), PushResult{Path: res.Path}, fmt.Errorf("send: %w", err)
 	}
 	report(SyncProgress{Phase: SyncWriting, Progress: last})
@@ -1030,10 +1035,42 @@ func writeError(target, dest string, err error) error {
 		return errors.New(target + ": " + pe.Message)
 	}
 	if errors.As(err, &pe) && pe.Code == protocol.CodeResourceLimit && strings.Contains(pe.Message, "--max-bytes") {
-		return errors.New(strings.TrimPrefix(pe.Message, "cas.materialize: "))
+		return rexdSentence{pe}
+	}
+	if errors.As(err, &pe) {
+		return fmt.Errorf("write %s: %w", dest, rexdSentence{pe})
 	}
 	return fmt.Errorf("write %s: %w", dest, err)
 }
+
+// placeError reports whether err is rexd's word that a place on the
+// target cannot be written: no permission, no space, a file-system error.
+func placeError(err error) bool {
+	var pe *protocol.Error
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case protocol.CodeUnauthorized, protocol.CodeFileSystem, protocol.CodeNoSpace:
+		return true
+	}
+	return false
+}
+
+// rexdSentence is an error rexd worded for people, as an operator reads
+// it: its sentence, without the error's code and the method's name,
+// which are for programs (they stay in the wrapped error).
+type rexdSentence struct{ pe *protocol.Error }
+
+func (e rexdSentence) Error() string {
+	msg := e.pe.Message
+	if method, rest, ok := strings.Cut(msg, ": "); ok && strings.HasPrefix(method, "cas.") && !strings.Contains(method, " ") {
+		return rest
+	}
+	return msg
+}
+
+func (e rexdSentence) Unwrap() error { return e.pe }
 
 // sendNeeded sends the blobs an update asked for, page after page.
 func sendNeeded(ctx context.Context, st *cas.Store, remote *rexclient.CASRemote, res PushResult, last *cas.Progress, verified *cas.VerifiedSet, report func(SyncProgress)) (cas.Stats, error) {

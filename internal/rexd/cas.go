@@ -80,6 +80,7 @@ type casTxn struct {
 	mu      sync.Mutex
 	u       *cas.Update
 	path    string                     // the destination as cas.materialize named it (resolved)
+	root    string                     // the allowed root it is under, which its errors' paths are relative to
 	writers map[string]*cas.BlobWriter // streamed blobs in progress, by digest
 }
 
@@ -130,6 +131,12 @@ func (cs *casSession) dropTxn(id string) *casTxn {
 // that says what happened, and a code that says what kind of thing it is
 // (never internal_error for a file-system failure).
 func casError(op string, err error) *protocol.Error {
+	return casErrorUnder(op, "", err)
+}
+
+// casErrorUnder is casError for an error of work under the allowed root
+// at root, whose paths are named relative to it.
+func casErrorUnder(op, root string, err error) *protocol.Error {
 	var me *cas.MissingError
 	var se *cas.SpaceError
 	var tc *cas.TypeConflictError
@@ -169,7 +176,7 @@ func casError(op string, err error) *protocol.Error {
 	case errors.As(err, &mat):
 		return protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"reason": "refused"}, "%s: %v", op, err)
 	}
-	if perr := fileSystemError(op, err); perr != nil {
+	if perr := fileSystemError(op, root, err); perr != nil {
 		return perr
 	}
 	return protocol.Errorf(protocol.CodeInternalError, nil, "%s: %v", op, err)
@@ -177,15 +184,15 @@ func casError(op string, err error) *protocol.Error {
 
 // fileSystemError maps an errno to its own code and one sentence, or
 // returns nil.
-func fileSystemError(op string, err error) *protocol.Error {
+func fileSystemError(op, root string, err error) *protocol.Error {
 	path := ""
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
-		path = pe.Path
+		path = shownPath(root, pe.Path)
 	}
 	var le *os.LinkError
 	if errors.As(err, &le) {
-		path = le.New
+		path = shownPath(root, le.New)
 	}
 	where := ""
 	if path != "" {
@@ -231,6 +238,20 @@ func fileSystemError(op string, err error) *protocol.Error {
 			"%s: no such file or directory%s", op, where)
 	}
 	return nil
+}
+
+// shownPath is how path, of work under the allowed root at root (when
+// relative), reads to the operator: absolute, and rex's own temporary
+// name as the directory it was made in, which is the place the operator
+// can do something about (its permissions, its space).
+func shownPath(root, path string) string {
+	if root != "" && !filepath.IsAbs(path) {
+		path = filepath.Join(root, path)
+	}
+	if cas.IsTempName(filepath.Base(path)) {
+		return filepath.Dir(path)
+	}
+	return path
 }
 
 // casAudited is a cas result as the client gets it, with what the audit
@@ -815,7 +836,7 @@ func (c *conn) casMaterialize(ctx context.Context, req *request) (any, *protocol
 		if errors.As(err, &kept) {
 			return nil, c.srv.auditLogRefused("cas.materialize", filepath.Join(rp.abs, filepath.FromSlash(kept.Path)))
 		}
-		return nil, casError("cas.materialize", err)
+		return nil, casErrorUnder("cas.materialize", rp.root.path, err)
 	}
 	res := materializeResult(u.Result())
 	res.Path = rp.abs
@@ -826,7 +847,7 @@ func (c *conn) casMaterialize(ctx context.Context, req *request) (any, *protocol
 	if len(need) == 0 {
 		r, err := u.Commit(ctx)
 		if err != nil {
-			return nil, casError("cas.materialize", err)
+			return nil, casErrorUnder("cas.materialize", rp.root.path, err)
 		}
 		res = materializeResult(r)
 		res.Path = rp.abs
@@ -848,7 +869,7 @@ func (c *conn) casMaterialize(ctx context.Context, req *request) (any, *protocol
 	if cs.txns == nil {
 		cs.txns = map[string]*casTxn{}
 	}
-	cs.txns[id] = &casTxn{u: u, path: rp.abs}
+	cs.txns[id] = &casTxn{u: u, path: rp.abs, root: rp.root.path}
 	cs.mu.Unlock()
 	// A client that cancelled gave up on the answer, and with it on the
 	// only way to learn the txn id: nothing could abort the txn, whose
@@ -907,7 +928,7 @@ func (c *conn) casCommit(ctx context.Context, req *request) (any, *protocol.Erro
 			"cas.commit: %d blob(s) the update needs were not sent, so it was aborted; run cas.materialize again", len(me.Digests))
 	}
 	if err != nil {
-		return nil, casError("cas.commit", err)
+		return nil, casErrorUnder("cas.commit", t.root, err)
 	}
 	res := materializeResult(r)
 	res.Path = t.path // as cas.materialize said it: the client keys its sync record by it
@@ -945,7 +966,7 @@ func (c *conn) casIngest(ctx context.Context, req *request) (any, *protocol.Erro
 		if isEscape(err) {
 			return nil, s.roots.forbidden(rp.abs, "a symbolic link leads outside the allowed roots")
 		}
-		if perr := fileSystemError("cas.ingest "+rp.abs, err); perr != nil && !errors.Is(err, fs.ErrNotExist) {
+		if perr := fileSystemError("cas.ingest "+rp.abs, rp.root.path, err); perr != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, perr
 		}
 		return nil, s.roots.fsError("cas.ingest", rp, err)

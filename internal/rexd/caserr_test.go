@@ -52,3 +52,28 @@ func TestCASFileSystemErrors(t *testing.T) {
 		t.Errorf("limit: %d %q", perr.Code, perr.Message)
 	}
 }
+
+// TestCASErrorPathsReadAsPlaces: a file-system error under a root names
+// an absolute path, and rex's own temporary name (a stage, a temp file)
+// as the directory it was made in: "permission denied
+// (srv/.rex-stage-14212-5bceec9e34103cd8)" told the operator of a name
+// they never chose, relative to a root they never see.
+func TestCASErrorPathsReadAsPlaces(t *testing.T) {
+	tests := []struct {
+		root, path, want string
+	}{
+		{"/", "srv/.rex-stage-14212-5bceec9e34103cd8", "/srv"},
+		{"/home/u", "site/.rex-tmp-77-0a1b", "/home/u/site"},
+		{"/home/u", "site/app.conf", "/home/u/site/app.conf"},
+		{"/home/u", "site/.rex-stage-x", "/home/u/site/.rex-stage-x"}, // not rex's: no pid
+		{"", "/srv/site/f", "/srv/site/f"},
+	}
+	for _, tt := range tests {
+		perr := casErrorUnder("cas.materialize", tt.root, fmt.Errorf("update: %w", &fs.PathError{Op: "mkdir", Path: tt.path, Err: syscall.EACCES}))
+		var data map[string]any
+		json.Unmarshal(perr.Data, &data)
+		if data["path"] != tt.want || !strings.Contains(perr.Message, "("+tt.want+")") {
+			t.Errorf("%s under %q: %v %q, want the path %s", tt.path, tt.root, data["path"], perr.Message, tt.want)
+		}
+	}
+}
