@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -28,13 +29,38 @@ const (
 	lockName   = "server.lock"
 )
 
-// DirPath is where the server's socket lives: $XDG_RUNTIME_DIR/rex, else
+// DirPath is where the server's socket lives: $XDG_RUNTIME_DIR/rex; else,
+// when /run/user/<uid> is this user's private directory (what login
+// sessions set XDG_RUNTIME_DIR to), /run/user/<uid>/rex; else
 // /tmp/rex-<uid>.
 func DirPath() string {
-	if d := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
+	return dirPath(os.Getenv("XDG_RUNTIME_DIR"), "/run/user", os.Getuid())
+}
+
+// dirPath is DirPath with the runtime directories of the login sessions
+// under runUser. Without it, a process started with a minimal environment
+// (an MCP client's `rex mcp` gets HOME, PATH, USER and little more) looked
+// in /tmp/rex-<uid>, missed the console that the operator's shell started
+// under XDG_RUNTIME_DIR, and ran on local.
+func dirPath(xdg, runUser string, uid int) string {
+	if filepath.IsAbs(xdg) {
+		return filepath.Join(xdg, "rex")
+	}
+	if d := filepath.Join(runUser, strconv.Itoa(uid)); privateDir(d, uid) {
 		return filepath.Join(d, "rex")
 	}
-	return filepath.Join(os.TempDir(), "rex-"+strconv.Itoa(os.Getuid()))
+	return filepath.Join(os.TempDir(), "rex-"+strconv.Itoa(uid))
+}
+
+// privateDir reports whether d is a directory (not a symlink) of uid's
+// with mode 0700.
+func privateDir(d string, uid int) bool {
+	fi, err := os.Lstat(d)
+	if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == uid
 }
 
 // OpenDir opens the server's directory, made 0700 and checked (never

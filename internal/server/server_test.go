@@ -188,7 +188,9 @@ func TestServerDirectory(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 	t.Setenv("XDG_RUNTIME_DIR", "")
-	want := filepath.Join(tmp, "rex-"+strconv.Itoa(os.Getuid()))
+	// This machine's /run/user decides (TestServerDirectoryFallback tries
+	// each case).
+	want := dirPath("", "/run/user", os.Getuid())
 	if got := DirPath(); got != want {
 		t.Fatalf("DirPath without XDG_RUNTIME_DIR: %s, want %s", got, want)
 	}
@@ -393,5 +395,53 @@ func TestAttachSizeIsBounded(t *testing.T) {
 	want := fmt.Sprintf("hello %dx%d\n", maxCols, maxRows)
 	if l, _ := bufio.NewReader(outR).ReadString('\n'); l != want {
 		t.Fatalf("first frame %q, want %q", l, want)
+	}
+}
+
+// TestServerDirectoryFallback: without XDG_RUNTIME_DIR the directory is
+// under /run/user/<uid> when that is this user's private directory (a
+// login session's runtime directory), so that rex started with a minimal
+// environment (an MCP client's `rex mcp`) finds the console the
+// operator's shell started; anything else there falls back to TMPDIR.
+func TestServerDirectoryFallback(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	uid := os.Getuid()
+	fallback := filepath.Join(tmp, "rex-"+strconv.Itoa(uid))
+	tests := []struct {
+		name string
+		make func(d string)
+		want string // "" means the runtime directory's rex
+	}{
+		{"private", func(d string) { os.Mkdir(d, 0o700) }, ""},
+		{"missing", func(string) {}, fallback},
+		{"open to others", func(d string) { os.Mkdir(d, 0o755); os.Chmod(d, 0o755) }, fallback},
+		{"a symlink", func(d string) {
+			o := t.TempDir()
+			os.Chmod(o, 0o700)
+			os.Symlink(o, d)
+		}, fallback},
+		{"a file", func(d string) { os.WriteFile(d, nil, 0o700) }, fallback},
+		{"another's", func(d string) { os.Mkdir(d, 0o700); os.Chown(d, 65534, 65534) }, fallback},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.name == "another's" && os.Geteuid() != 0 {
+				t.Fatal("this case needs root to give a directory to another uid (CI runs as root)")
+			}
+			runUser := t.TempDir()
+			d := filepath.Join(runUser, strconv.Itoa(uid))
+			tt.make(d)
+			want := tt.want
+			if want == "" {
+				want = filepath.Join(d, "rex")
+			}
+			if got := dirPath("", runUser, uid); got != want {
+				t.Errorf("dirPath: %s, want %s", got, want)
+			}
+			if got := dirPath("/x/run", runUser, uid); got != "/x/run/rex" {
+				t.Errorf("dirPath with XDG_RUNTIME_DIR: %s", got)
+			}
+		})
 	}
 }
