@@ -1148,12 +1148,28 @@ func HumanBytes(n int64) string {
 }
 
 // reportEach prints failures and maps results to the exit status: 255 when
-// a target was unreachable, 1 when one failed.
+// a target was unreachable, 1 when one failed. Of several targets, a
+// failure ends with the summary rex run prints, so the count is not left
+// to the reader of many lines.
 func reportEach(o IO, results []fanout.EachResult) error {
+	var sum fanout.Summary
 	for _, r := range results {
-		if r.Err != nil {
-			fmt.Fprintf(o.Err, "%s! %v\n", r.Target, r.Err)
+		sum.Duration = max(sum.Duration, r.Duration)
+		switch {
+		case r.Err == nil:
+			sum.OK++
+			continue
+		case r.Cancelled:
+			sum.Cancelled++
+		case r.Unreachable:
+			sum.Unreachable++
+		default:
+			sum.Failed++
 		}
+		fmt.Fprintf(o.Err, "%s! %v\n", r.Target, r.Err)
+	}
+	if len(results) > 1 && sum.OK < len(results) {
+		fmt.Fprintln(o.Err, SummaryLine(&sum))
 	}
 	return eachStatus(results)
 }

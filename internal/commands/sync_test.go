@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rexconsole/rex/internal/cas"
 	"github.com/rexconsole/rex/internal/fanout"
@@ -792,5 +794,44 @@ func TestUnchangedSyncRecordsNothing(t *testing.T) {
 	sn, err := st.ReadSnapshot(next.Snapshot)
 	if err != nil || sn.Root != two || len(sn.Parents) != 1 || sn.Parents[0] != first.Snapshot {
 		t.Fatalf("a changed tree recorded %+v (%v); want root %s on top of %s", sn, err, two, first.Snapshot)
+	}
+}
+
+// TestReportEachSummarizes: a push or pull of several targets that fails
+// somewhere ends with rex run's summary on stderr; one target, or all
+// well, prints none; the exit status is the contract's.
+func TestReportEachSummarizes(t *testing.T) {
+	failed := errors.New("write /srv/site: permission denied (/srv)")
+	tests := []struct {
+		name    string
+		results []fanout.EachResult
+		want    string
+		code    int
+	}{
+		{"several, some failed", []fanout.EachResult{
+			{Target: "h1", Duration: time.Second},
+			{Target: "h2", Err: failed, Duration: 2 * time.Second},
+			{Target: "h3", Err: errors.New("unreachable: connection refused"), Unreachable: true},
+			{Target: "h4", Err: errors.New("cancelled"), Cancelled: true},
+		}, "h2! write /srv/site: permission denied (/srv)\nh3! unreachable: connection refused\nh4! cancelled\nrex: 1 ok, 1 failed, 1 unreachable, 1 cancelled in 2s\n", 255},
+		{"several, all well", []fanout.EachResult{{Target: "h1"}, {Target: "h2"}}, "", 0},
+		{"one, failed", []fanout.EachResult{{Target: "h1", Err: failed}}, "h1! write /srv/site: permission denied (/srv)\n", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var errOut bytes.Buffer
+			err := reportEach(IO{Out: io.Discard, Err: &errOut}, tt.results)
+			if got := errOut.String(); got != tt.want {
+				t.Errorf("stderr:\n%s\nwant:\n%s", got, tt.want)
+			}
+			code := 0
+			var ee *ExitError
+			if errors.As(err, &ee) {
+				code = ee.Code
+			}
+			if code != tt.code {
+				t.Errorf("exit status %d, want %d", code, tt.code)
+			}
+		})
 	}
 }
