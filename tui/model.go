@@ -130,7 +130,7 @@ type Model struct {
 	ctx      context.Context
 	opts     Options
 	app      *commands.App // for the verbs that reach targets themselves: push, pull, tool
-	workDir  string        // where rex was started: relative local paths start there
+	workDir  string        // where relative local paths start: the active client's directory (Console.activate), else rex's
 	push     pushFunc      // commands.PushTargets; scripted in view tests
 	pull     pullFunc      // commands.PullFrom; scripted in view tests
 	run      runFunc
