@@ -938,6 +938,9 @@ func PushTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 		abortCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		remote.Abort(abortCtx, res.Txn)
 		cancel()
+		if denied := permissionDenied(res.Path, err); denied != nil {
+			return stats(total), PushResult{Path: res.Path}, denied
+		}
 		return stats(total), PushResult{Path: res.Path}, fmt.Errorf("send: %w", err)
 	}
 	report(SyncProgress{Phase: SyncWriting, Progress: last})
@@ -1032,7 +1035,29 @@ func writeError(target, dest string, err error) error {
 	if errors.As(err, &pe) && pe.Code == protocol.CodeResourceLimit && strings.Contains(pe.Message, "--max-bytes") {
 		return errors.New(strings.TrimPrefix(pe.Message, "cas.materialize: "))
 	}
+	if denied := permissionDenied(dest, err); denied != nil {
+		return denied
+	}
 	return fmt.Errorf("write %s: %w", dest, err)
+}
+
+// permissionDenied says that the login user may not write dest, without
+// the wire's framing (code, method) and rex's own staging names, which
+// the operator never chose; nil when err is another error.
+func permissionDenied(dest string, err error) error {
+	var pe *protocol.Error
+	var d struct{ Path, Reason string }
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeUnauthorized || json.Unmarshal(pe.Data, &d) != nil || d.Reason != "permission_denied" {
+		return nil
+	}
+	where := ""
+	switch {
+	case strings.HasPrefix(path.Base(d.Path), ".rex-"):
+		where = ": the login user may not create files there"
+	case d.Path != "":
+		where = " on " + d.Path
+	}
+	return fmt.Errorf("write %s: permission denied%s; use --sudo, or a place the login user may write", dest, where)
 }
 
 // sendNeeded sends the blobs an update asked for, page after page.

@@ -794,3 +794,35 @@ func TestUnchangedSyncRecordsNothing(t *testing.T) {
 		t.Fatalf("a changed tree recorded %+v (%v); want root %s on top of %s", sn, err, two, first.Snapshot)
 	}
 }
+
+// TestWriteErrorPermissionDenied: a push the login user may not write
+// says so in the operator's words, without the wire's code and method
+// or the name of rex's staging directory.
+func TestWriteErrorPermissionDenied(t *testing.T) {
+	denied := func(path string) error {
+		// As rexd's fileSystemError builds it for EACCES.
+		return fmt.Errorf("materialize: %w", protocol.Errorf(protocol.CodeUnauthorized,
+			map[string]string{"path": path, "reason": "permission_denied"},
+			"cas.materialize: permission denied (%s); use --sudo, or a place the login user may write", path))
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"staging beside DEST", denied("srv/.rex-stage-14212-5bceec9e34103cd8"),
+			"write /srv/site: permission denied: the login user may not create files there; use --sudo, or a place the login user may write"},
+		{"a file inside DEST", denied("srv/site/index.html"),
+			"write /srv/site: permission denied on srv/site/index.html; use --sudo, or a place the login user may write"},
+		{"no path", denied(""),
+			"write /srv/site: permission denied; use --sudo, or a place the login user may write"},
+		{"another error", fmt.Errorf("materialize: %w", protocol.Errorf(protocol.CodeUnauthorized, map[string]string{"path": "etc", "reason": "outside_roots"}, "outside the allowed roots")),
+			"write /srv/site: materialize: unauthorized (-32001): outside the allowed roots"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := writeError("h1", "/srv/site", tc.err).Error(); got != tc.want {
+				t.Errorf("writeError:\n got %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
