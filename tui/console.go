@@ -248,13 +248,13 @@ func (e engineModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 }
 
 // activate lays the console out for cl, and makes relative local paths
-// start where cl's rex was started: the operator who typed the line
-// means their own directory, not the one the server began in. c.mu is
-// held.
+// and project tools start where cl's rex was started: the operator who
+// typed the line means their own directory, not the one the server
+// began in. c.mu is held.
 func (c *Console) activate(cl *client, update func(tea.Msg)) {
 	c.active = cl
 	if cl.dir != "" {
-		c.rt.m.workDir = cl.dir
+		c.rt.m.workDir.set(cl.dir)
 	}
 	cl.seen.Store(c.seq.Add(1))
 	w, h := cl.size()
@@ -386,7 +386,7 @@ type client struct {
 	con  *Console
 	prog *tea.Program
 
-	dir string // its working directory, where relative local paths start; "" keeps the console's
+	dir string // its working directory (workDir); "" keeps the console's
 
 	mu     sync.Mutex
 	w, h   int

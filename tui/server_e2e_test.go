@@ -611,7 +611,8 @@ func TestServerTerminalFollowsActiveClientE2E(t *testing.T) {
 // TestServerRelativePathsFollowClientE2E: the rex server was started in
 // one directory; a rex attached from another pushes and pulls relative
 // paths from its own directory, as a shell there would, not from the
-// server's, and a client from the first directory gets the first again.
+// server's, and lists that directory's project tools; a client from the
+// first directory gets the first again.
 func TestServerRelativePathsFollowClientE2E(t *testing.T) {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Fatal("the console's end-to-end tests drive tmux; install tmux")
@@ -630,6 +631,11 @@ func TestServerRelativePathsFollowClientE2E(t *testing.T) {
 	}
 	c := startConsoleIn(t, bin, dirs["first"], 140, 40)
 	c.detach()
+	for name, dir := range dirs {
+		if out, code := c.shell("cd " + dir + " && rex tool new walk/" + name); code != 0 {
+			t.Fatalf("rex tool new in %s: %d %s", dir, code, out)
+		}
+	}
 
 	for i, name := range []string{"second", "first"} {
 		d := c.terminal(t, 140, 40)
@@ -651,6 +657,10 @@ func TestServerRelativePathsFollowClientE2E(t *testing.T) {
 		d.run("/pull "+dest+" back", "pull "+dest+" back — 1 ok")
 		if _, err := os.Stat(filepath.Join(dirs[name], "back", name+".txt")); err != nil {
 			t.Errorf("/pull into a relative LOCAL from a rex started in %s: %v", dirs[name], err)
+		}
+		other := map[string]string{"first": "second", "second": "first"}[name]
+		if scr := d.run("/tool list", "walk/"+name); strings.Contains(scr, "walk/"+other) {
+			t.Errorf("/tool list from a rex started in %s lists walk/%s, %s's project tool:\n%s", dirs[name], other, dirs[other], scr)
 		}
 		d.detach()
 	}

@@ -192,7 +192,7 @@ func (m *Model) localPath(dir string) (string, error) {
 	if filepath.IsAbs(dir) {
 		return filepath.Clean(dir), nil
 	}
-	return filepath.Join(m.workDir, dir), nil
+	return filepath.Join(m.workDir.get(), dir), nil
 }
 
 // resultLog keeps each target's result as a job reports it, for the
