@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -246,9 +247,15 @@ func (e engineModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	return e, tea.Batch(cmds...)
 }
 
-// activate lays the console out for cl. c.mu is held.
+// activate lays the console out for cl, and makes relative local paths
+// and project tools start where cl's rex was started: the operator who
+// typed the line means their own directory, not the one the server
+// began in. c.mu is held.
 func (c *Console) activate(cl *client, update func(tea.Msg)) {
 	c.active = cl
+	if cl.dir != "" {
+		c.rt.m.workDir.set(cl.dir)
+	}
 	cl.seen.Store(c.seq.Add(1))
 	w, h := cl.size()
 	update(tea.WindowSizeMsg{Width: w, Height: h})
@@ -271,6 +278,9 @@ func (c *Console) Attach(ctx context.Context, t *server.Terminal) server.Detach 
 	}
 	c.mu.Unlock()
 	cl := &client{con: c, w: t.Cols, h: t.Rows, quit: make(chan struct{})}
+	if filepath.IsAbs(t.Dir) {
+		cl.dir = filepath.Clean(t.Dir)
+	}
 	opts := []tea.ProgramOption{
 		tea.WithContext(ctx), tea.WithInput(t.In), tea.WithOutput(t.Out),
 		tea.WithWindowSize(t.Cols, t.Rows), tea.WithEnvironment(t.Env), tea.WithoutSignalHandler(),
@@ -375,6 +385,8 @@ func (c *Console) Stop(force bool) (server.Status, bool) {
 type client struct {
 	con  *Console
 	prog *tea.Program
+
+	dir string // its working directory (workDir); "" keeps the console's
 
 	mu     sync.Mutex
 	w, h   int

@@ -123,6 +123,27 @@ type verbDoneMsg struct {
 	reload bool
 }
 
+// workDir is where relative local paths of /push and /pull start and
+// where the project's tools are looked for: the directory rex was started
+// in, then, behind a rex server, the active client's (Console.activate).
+// Verbs read it from their goroutines while an attach changes it.
+type workDir struct {
+	mu  sync.Mutex
+	dir string
+}
+
+func (w *workDir) get() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.dir
+}
+
+func (w *workDir) set(dir string) {
+	w.mu.Lock()
+	w.dir = dir
+	w.mu.Unlock()
+}
+
 // Model is the console: one root model that owns every widget and routes
 // every message. Panes, sidebar and command line are plain values drawn
 // by it, not nested programs.
@@ -130,7 +151,7 @@ type Model struct {
 	ctx      context.Context
 	opts     Options
 	app      *commands.App // for the verbs that reach targets themselves: push, pull, tool
-	workDir  string        // where rex was started: relative local paths start there
+	workDir  *workDir      // where relative local paths and project tools start
 	push     pushFunc      // commands.PushTargets; scripted in view tests
 	pull     pullFunc      // commands.PullFrom; scripted in view tests
 	run      runFunc
@@ -234,15 +255,15 @@ func newModel(ctx context.Context, opts Options, run runFunc, now func() time.Ti
 	}
 	var startup []string
 
-	m.workDir = opts.WorkDir
-	if m.workDir == "" {
+	m.workDir = &workDir{dir: opts.WorkDir}
+	if opts.WorkDir == "" {
 		wd, err := os.Getwd()
 		if err != nil {
 			startup = append(startup, fmt.Sprintf("cannot tell the working directory (%v); give /push and /pull absolute local paths", err))
 		}
-		m.workDir = wd
+		m.workDir.set(wd)
 	}
-	m.app = &commands.App{Resolve: m.resolve, ConfigDir: opts.ConfigDir, CacheDir: opts.CacheDir, StateDir: opts.StateDir}
+	m.app = &commands.App{Resolve: m.resolve, ConfigDir: opts.ConfigDir, CacheDir: opts.CacheDir, StateDir: opts.StateDir, WorkDir: m.workDir.get}
 	m.push, m.pull = commands.PushTargets, commands.PullFrom
 	if opts.CacheDir != "" {
 		m.app.CASDir = filepath.Join(opts.CacheDir, "cas")

@@ -145,5 +145,5 @@ func withRexdFleet(e *testEnv, f *rexdFleet) {
 	e.m.app.CASDir = filepath.Join(e.dir, "cache", "rex", "cas")
 	e.m.app.CacheDir = filepath.Join(e.dir, "cache", "rex")
 	f.localRoots = []string{e.m.opts.ConfigDir, e.m.app.CacheDir}
-	e.m.workDir = e.dir
+	e.m.workDir.set(e.dir)
 }

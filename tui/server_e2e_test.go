@@ -607,3 +607,61 @@ func TestServerTerminalFollowsActiveClientE2E(t *testing.T) {
 	b.tmux(nil, "resize-window", "-t", "rex", "-x", "120", "-y", "34")
 	last(fmt.Sprintf("a width between %d and %d after the resize", bc, ac), func(r, cc int) bool { return cc > bc && cc < ac })
 }
+
+// TestServerRelativePathsFollowClientE2E: the rex server was started in
+// one directory; a rex attached from another pushes and pulls relative
+// paths from its own directory, as a shell there would, not from the
+// server's, and lists that directory's project tools; a client from the
+// first directory gets the first again.
+func TestServerRelativePathsFollowClientE2E(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Fatal("the console's end-to-end tests drive tmux; install tmux")
+	}
+	bin := buildConsole(t)
+	root := sshtest.TempDir(t)
+	dirs := map[string]string{}
+	for _, name := range []string{"first", "second"} {
+		dirs[name] = filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Join(dirs[name], "site"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dirs[name], "site", name+".txt"), []byte(name+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := startConsoleIn(t, bin, dirs["first"], 140, 40)
+	c.detach()
+	for name, dir := range dirs {
+		if out, code := c.shell("cd " + dir + " && rex tool new walk/" + name); code != 0 {
+			t.Fatalf("rex tool new in %s: %d %s", dir, code, out)
+		}
+	}
+
+	for i, name := range []string{"second", "first"} {
+		d := c.terminal(t, 140, 40)
+		d.sendLine("cd " + dirs[name] + " && rex")
+		d.waitFor("local ❯")
+		dest := filepath.Join(root, fmt.Sprintf("dest%d", i))
+		d.run("/push site "+dest, "push site "+dest+" — 1 ok")
+		entries, err := os.ReadDir(dest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range entries {
+			got = append(got, e.Name())
+		}
+		if len(got) != 1 || got[0] != name+".txt" {
+			t.Errorf("/push site from a rex started in %s wrote %v, want [%s.txt]", dirs[name], got, name)
+		}
+		d.run("/pull "+dest+" back", "pull "+dest+" back — 1 ok")
+		if _, err := os.Stat(filepath.Join(dirs[name], "back", name+".txt")); err != nil {
+			t.Errorf("/pull into a relative LOCAL from a rex started in %s: %v", dirs[name], err)
+		}
+		other := map[string]string{"first": "second", "second": "first"}[name]
+		if scr := d.run("/tool list", "walk/"+name); strings.Contains(scr, "walk/"+other) {
+			t.Errorf("/tool list from a rex started in %s lists walk/%s, %s's project tool:\n%s", dirs[name], other, dirs[other], scr)
+		}
+		d.detach()
+	}
+}

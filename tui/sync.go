@@ -178,9 +178,9 @@ func progressBar(st *Styles, frac float64, w int, failed bool) string {
 	return fill.Render(strings.Repeat("█", full)) + st.Muted.Render(strings.Repeat("░", bw-full)+pct)
 }
 
-// localPath makes a LOCAL_DIR absolute: relative to the directory rex was
-// started in, "~/" in the operator's home (there is no shell to expand
-// it).
+// localPath makes a LOCAL_DIR absolute: relative to workDir (the
+// directory of the rex that typed it), "~/" in the operator's home (there
+// is no shell to expand it).
 func (m *Model) localPath(dir string) (string, error) {
 	if dir == "~" || strings.HasPrefix(dir, "~/") {
 		home, err := os.UserHomeDir()
@@ -192,7 +192,7 @@ func (m *Model) localPath(dir string) (string, error) {
 	if filepath.IsAbs(dir) {
 		return filepath.Clean(dir), nil
 	}
-	return filepath.Join(m.workDir, dir), nil
+	return filepath.Join(m.workDir.get(), dir), nil
 }
 
 // resultLog keeps each target's result as a job reports it, for the

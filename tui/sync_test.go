@@ -265,7 +265,7 @@ func TestLocalPath(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
 	e := newEnv(t, 80, 24, false)
-	e.m.workDir = "/work/dir"
+	e.m.workDir.set("/work/dir")
 	for _, tt := range []struct{ in, want string }{
 		{"site", "/work/dir/site"},
 		{"./site/../other", "/work/dir/other"},

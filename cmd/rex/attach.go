@@ -10,9 +10,11 @@ func newAttachCmd(e *env) *cobra.Command {
 	var spec commands.AttachSpec
 	cmd := &cobra.Command{
 		Use:   "attach TARGET [-- CMD [ARG...]]",
-		Short: "An interactive terminal on one target; ctrl+] detaches",
+		Short: "An interactive terminal on one target; ctrl+] closes it",
 		Long: `Open a terminal on one target in this one: the login shell, or CMD.
-ctrl+] hands the terminal back. The exit status is the remote program's.`,
+ctrl+] closes the remote terminal, ending what runs in it, and hands this
+one back (the console's /attach keeps terminals running). The exit status is
+the remote program's, 0 after ctrl+].`,
 		Example: `  rex attach web1
   rex attach db1 -- top -d 1`,
 		ValidArgsFunction: completeTargets(e, 0),

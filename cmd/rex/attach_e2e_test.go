@@ -40,10 +40,15 @@ func TestAttachLocalE2E(t *testing.T) {
 	s.waitFor("the new size", func(scr string) bool { return hasLine(scr, "40 120") })
 
 	s.send("C-]")
-	s.waitFor("the local prompt after ctrl+]", func(scr string) bool {
+	scr = s.waitFor("the local prompt after ctrl+]", func(scr string) bool {
 		lines := strings.Split(strings.TrimRight(scr, "\n "), "\n")
 		return strings.HasPrefix(strings.TrimSpace(lines[len(lines)-1]), "LOCAL$")
 	})
+	// ctrl+] ended the remote shell: rex says so, since "detach" means
+	// a session that lives on to tmux and screen users.
+	if !strings.Contains(scr, "rex: ctrl+] closed the terminal on local and ended what ran in it") {
+		t.Errorf("no word that ctrl+] ended the remote terminal:\n%s", scr)
+	}
 	s.line("stty -g > " + after + "; cmp -s " + before + " " + after + " && echo TTY-RESTORED")
 	s.waitFor("the terminal settings restored", func(scr string) bool { return hasLine(scr, "TTY-RESTORED") })
 

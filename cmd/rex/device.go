@@ -177,8 +177,11 @@ func newDeviceReachCmd(e *env, verb, short, example string) *cobra.Command {
 		ValidArgsFunction: completeTargets(e, 0),
 	}, func(fs *pflag.FlagSet) {
 		commands.BindConnectTimeout(fs, &connect)
-		excl.BindExclude(fs)
+		excl.Bind(fs)
 	}, func(cmd *cobra.Command, s *commands.Setup, args []string) error {
+		if excl.Target != "" {
+			args = append(args, excl.Target) // -w, as run's
+		}
 		if len(args) > 0 {
 			args = []string{excl.Spec(strings.Join(args, ","))}
 		}

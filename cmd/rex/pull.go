@@ -21,11 +21,19 @@ listed: created (+), updated (~), merged (M), deleted (-). With several
 targets each goes into LOCAL/<target>.
 
 A push from LOCAL refuses to send unresolved conflicts until they are
-resolved (or --force). --dry-run prints what the merge would write.`,
+resolved (or --force). --dry-run prints what the merge would write.
+
+-w TARGETS names the targets as a flag (as rpdcp's -w); -x NAMES leaves
+some out.`,
 		Example: `  rex pull /srv/www ./site web1
-  rex pull /etc/nginx ./configs web`,
+  rex pull /etc/nginx ./configs web
+  rex pull -w 'web[1-4]' /etc/nginx ./configs`,
 		ValidArgsFunction: completeAfterPaths(e, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if excl.Target != "" {
+				// -w names the targets (pdcp's -w): every word is a path.
+				args = append(args, excl.Target)
+			}
 			if err := spec.Args(args); err != nil {
 				return err
 			}
@@ -39,6 +47,6 @@ resolved (or --force). --dry-run prints what the merge would write.`,
 		},
 	}
 	spec.Bind(cmd.Flags())
-	excl.BindExclude(cmd.Flags())
+	excl.Bind(cmd.Flags())
 	return cmd
 }

@@ -28,14 +28,22 @@ A relative DEST starts in the target user's home; any path the login user
 may write works, unless the device's "roots" narrow it. --sudo writes as
 root (or the device's become_user): sudo -n, and the password asked once
 when a target's sudo wants one. A file a target already holds, in DEST or
-elsewhere, is not sent again.`,
+elsewhere, is not sent again.
+
+-w TARGETS names the targets as a flag, as pdcp's -w: then the last word is
+DEST. -x NAMES leaves some out.`,
 		Example: `  rex push ./site /srv/www web
   rex push --delete ./site /srv/www web --dry-run
   rex push --sudo nginx.conf /etc/nginx/conf.d/ 'edge[1-8]'
   rex push --atomic build/ /opt/app/current app
-  rex push ./site /srv/www web -x web3`,
+  rex push ./site /srv/www web -x web3
+  rex push -w 'web[1-4]' a.conf b.conf /etc/app/`,
 		ValidArgsFunction: completeAfterPaths(e, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if excl.Target != "" {
+				// -w names the targets (pdcp's -w): every word is a path.
+				args = append(args, excl.Target)
+			}
 			if err := spec.Args(args); err != nil {
 				return err
 			}
@@ -49,7 +57,7 @@ elsewhere, is not sent again.`,
 		},
 	}
 	spec.Bind(cmd.Flags())
-	excl.BindExclude(cmd.Flags())
+	excl.Bind(cmd.Flags())
 	return cmd
 }
 

@@ -666,3 +666,34 @@ func TestPushSeveralSourcesDeleteInsideEach(t *testing.T) {
 		}
 	}
 }
+
+// TestPushPullTargetsAsFlag: -w TARGETS names push's, pull's and device
+// check's targets as it does run's (and pdcp's): then every word is a
+// path, the last push's DEST; -x still leaves targets out.
+func TestPushPullTargetsAsFlag(t *testing.T) {
+	e := newRexEnv(t, rexBin)
+	src := filepath.Join(e.home, "site")
+	writeFiles(t, src, map[string]string{"a.txt": "a\n"})
+	conf := filepath.Join(e.home, "b.conf")
+	writeFiles(t, e.home, map[string]string{"b.conf": "b\n"})
+	dest := filepath.Join(e.home, "dest")
+	if out, errOut, code := e.run("push", "-w", "local", src, dest); code != 0 || read(t, filepath.Join(dest, "a.txt")) != "a\n" {
+		t.Fatalf("push -w local SRC DEST: %d %q %q", code, out, errOut)
+	}
+	etc := filepath.Join(e.home, "etc")
+	if out, errOut, code := e.run("push", src, conf, etc+"/", "-w", "local"); code != 0 || read(t, filepath.Join(etc, "site", "a.txt")) != "a\n" || read(t, filepath.Join(etc, "b.conf")) != "b\n" {
+		t.Fatalf("push SRC SRC DEST/ -w local: %d %q %q", code, out, errOut)
+	}
+	back := filepath.Join(e.home, "back")
+	if out, errOut, code := e.run("pull", "--target", "local", dest, back); code != 0 || read(t, filepath.Join(back, "a.txt")) != "a\n" {
+		t.Fatalf("pull --target local REMOTE LOCAL: %d %q %q", code, out, errOut)
+	}
+	// -x applies to -w's targets: nothing is left, which is an error.
+	out, errOut, code := e.run("pull", "-w", "local", "-x", "local", dest, filepath.Join(e.home, "none"))
+	if code == 0 {
+		t.Errorf("pull -w local -x local: %d %q %q", code, out, errOut)
+	}
+	if out, errOut, code := e.run("device", "check", "-w", "local"); code != 0 || !strings.Contains(out, "local  ok") {
+		t.Errorf("device check -w local: %d %q %q", code, out, errOut)
+	}
+}

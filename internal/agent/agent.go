@@ -257,7 +257,7 @@ func (s *Session) Turn(ctx context.Context, prompt string, emit func(Event)) *Tu
 	}
 	model := &retryModel{LanguageModel: s.opts.Model, retries: s.opts.Retries, delay: s.opts.RetryDelay,
 		onRetry: func(err error, d time.Duration) {
-			t.send(Event{Type: EventRetry, Error: providerSentence(err), DelayMS: d.Milliseconds()})
+			t.send(Event{Type: EventRetry, Error: providerSentence(err, s.opts.Config.BaseURL), DelayMS: d.Milliseconds()})
 		}}
 	sys := systemPrompt
 	if s.opts.Prompt != "" {
@@ -332,7 +332,7 @@ func (s *Session) Turn(ctx context.Context, prompt string, emit func(Event)) *Tu
 	case ctx.Err() != nil:
 		r.Outcome, r.Err = OutcomeCancelled, errors.New("cancelled; the request and every command it started were stopped")
 	case err != nil:
-		r.Outcome, r.Err = OutcomeFailed, errors.New(providerSentence(err))
+		r.Outcome, r.Err = OutcomeFailed, errors.New(providerSentence(err, s.opts.Config.BaseURL))
 	case outcome != "":
 		r.Outcome, r.Err = outcome, errors.New(stopMsg)
 	case res != nil && len(res.Steps) >= s.opts.Config.MaxSteps && res.Steps[len(res.Steps)-1].FinishReason == fantasy.FinishReasonToolCalls:
@@ -389,8 +389,9 @@ func (s *Session) target() string {
 	return t
 }
 
-// providerSentence says what went wrong with the provider in one sentence.
-func providerSentence(err error) string {
+// providerSentence says what went wrong with the provider in one sentence;
+// baseURL is where the provider was asked (empty: the provider's own).
+func providerSentence(err error, baseURL string) string {
 	var pe *fantasy.ProviderError
 	if errors.As(err, &pe) {
 		switch {
@@ -411,10 +412,15 @@ func providerSentence(err error) string {
 	}
 	var re *fantasy.RetryError
 	if errors.As(err, &re) && len(re.Errors) > 0 {
-		return providerSentence(re.Errors[len(re.Errors)-1])
+		return providerSentence(re.Errors[len(re.Errors)-1], baseURL)
 	}
 	msg := err.Error()
 	if strings.Contains(msg, "connection refused") {
+		if baseURL != "" {
+			// The address itself: with no base_url set it is the
+			// default (Ollama's), which the operator never wrote down.
+			return fmt.Sprintf("the model server at %s did not answer (connection refused); start it, or set [agent] base_url to where it runs", baseURL)
+		}
 		return "the model server did not answer (connection refused): is it running at [agent] base_url?"
 	}
 	return "the model request failed: " + msg

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -372,6 +373,25 @@ func TestClientErrorsAreNotRetried(t *testing.T) {
 	r = h.turn(fleettest.Context(t), "hi")
 	if r.Outcome != agent.OutcomeFailed || !strings.Contains(r.Err.Error(), "rate-limiting") || len(srv.Requests()) != 3 {
 		t.Fatalf("turn %+v after %d requests", r, len(srv.Requests()))
+	}
+}
+
+// TestModelServerDownNamesItsAddress: with no model server listening the
+// turn fails naming the address rex tried, which with no base_url set
+// is a default the operator never wrote down.
+func TestModelServerDownNamesItsAddress(t *testing.T) {
+	srv := llmtest.New(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.URL = "http://" + l.Addr().String() + "/v1"
+	l.Close() // nothing listens there now: connection refused
+	h := newHarness(t, srv, setup{options: func(o *agent.Options) { o.Retries = 0 }})
+	r := h.turn(fleettest.Context(t), "hi")
+	want := "the model server at " + srv.URL + " did not answer (connection refused); start it, or set [agent] base_url to where it runs"
+	if r.Outcome != agent.OutcomeFailed || r.Err == nil || r.Err.Error() != want {
+		t.Fatalf("turn %+v\nwant the error %q", r, want)
 	}
 }
 

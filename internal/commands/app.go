@@ -1,6 +1,8 @@
 package commands
 
 import (
+	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -31,8 +33,27 @@ type App struct {
 	// when REX_SECRETS_PASSPHRASE is not set; nil means it cannot be asked
 	// (the console). See SecretStore.
 	AskSecretPassphrase func(confirm bool) (string, error)
+	// WorkDir says where the project space of tools is looked for (.ai/
+	// in it or a directory above); nil or "" means the process's working
+	// directory. The console's rex server sets it to the attached
+	// client's, which the operator sees as "here".
+	WorkDir func() string
 
 	secretsOnce sync.Once
 	secrets     secrets.Store
 	secretsErr  error
+}
+
+// workDir is where the project space of tools is looked for (WorkDir).
+func (app *App) workDir() (string, error) {
+	if app.WorkDir != nil {
+		if wd := app.WorkDir(); wd != "" {
+			return wd, nil
+		}
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("find the working directory: %w", err)
+	}
+	return wd, nil
 }

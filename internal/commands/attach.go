@@ -90,6 +90,12 @@ func Attach(ctx context.Context, app *App, o IO, spec AttachSpec) error {
 	}
 	defer lease.Release()
 	code, err := AttachTerminal(ctx, lease, in, out, cmd)
+	if errors.Is(err, ErrDetached) {
+		// Said aloud because "detach" promises, to tmux and screen users,
+		// a shell that keeps running: this one has ended.
+		fmt.Fprintf(o.Err, "rex: ctrl+] closed the terminal on %s and ended what ran in it; the console's /attach keeps terminals running\n", t.Name)
+		return nil
+	}
 	if err != nil {
 		return &ExitError{Code: 255, Err: fmt.Errorf("attach %s: %w", t.Name, err)}
 	}

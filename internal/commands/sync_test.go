@@ -835,3 +835,34 @@ func TestReportEachSummarizes(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteErrorSaysRexdsSentence: a push the target refuses says so in
+// rexd's sentence, without the wire's code and the method's name (rexd
+// names the place: an absolute path, its temporary names shown as their
+// directory; TestCASErrorPathsReadAsPlaces).
+func TestWriteErrorSaysRexdsSentence(t *testing.T) {
+	refused := func(code int, data map[string]string, msg string) error {
+		return fmt.Errorf("materialize: %w", protocol.Errorf(code, data, "%s", msg))
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"permission denied", refused(protocol.CodeUnauthorized, map[string]string{"path": "/srv", "reason": "permission_denied"},
+			"cas.materialize: permission denied (/srv); use --sudo, or a place the login user may write"),
+			"write /srv/site: permission denied (/srv); use --sudo, or a place the login user may write"},
+		{"read-only", refused(protocol.CodeFileSystem, map[string]string{"path": "/srv/site/f", "reason": "read_only"},
+			"cas.commit: the file system is read-only (/srv/site/f)"),
+			"write /srv/site: the file system is read-only (/srv/site/f)"},
+		{"outside the roots", refused(protocol.CodeForbiddenPath, map[string]string{"path": "/etc", "reason": "outside_roots"}, "outside the allowed roots"),
+			"write /srv/site: outside the allowed roots"},
+		{"not rexd's", errors.New("connection lost"), "write /srv/site: connection lost"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := writeError("h1", "/srv/site", tc.err).Error(); got != tc.want {
+				t.Errorf("writeError:\n got %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}

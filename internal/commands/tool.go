@@ -40,9 +40,10 @@ const ToolUsage = `usage:
 // ToolRunUsage is the synopsis of `rex tool run`.
 const ToolRunUsage = "rex tool run ID [--param K=V]... [--target TARGETS] [-x NAMES] [--json] [--trace]"
 
-// engine builds the executor chain engine for the working directory.
+// engine builds the executor chain engine for the working directory
+// (App.WorkDir).
 func (app *App) engine() (*chain.Engine, error) {
-	wd, err := os.Getwd()
+	wd, err := app.workDir()
 	if err != nil {
 		return nil, err
 	}

@@ -66,7 +66,7 @@ func ToolNew(app *App, o IO, spec ToolNewSpec) error {
 	default:
 		space = "project"
 		if root = eng.ProjectRoot(); root == "" {
-			if root, err = os.Getwd(); err != nil {
+			if root, err = app.workDir(); err != nil {
 				return err
 			}
 			fmt.Fprintf(o.Err, "no project here yet: starting one in %s (its .ai/ directory)\n", root)

@@ -216,13 +216,14 @@ type Window struct {
 	Resized <-chan struct{}
 	Env     []string
 	Profile string
+	Dir     string // the working directory (AttachParams.Dir)
 }
 
 // Attach attaches the window to the console until the server detaches it
 // (or the console quits), and returns how it ended. ctx ending detaches.
 func (c *Client) Attach(ctx context.Context, w Window) (Detach, error) {
 	cols, rows := w.Size()
-	if err := c.call(ctx, MethodAttach, AttachParams{Cols: cols, Rows: rows, Env: w.Env, Profile: w.Profile}, nil); err != nil {
+	if err := c.call(ctx, MethodAttach, AttachParams{Cols: cols, Rows: rows, Env: w.Env, Profile: w.Profile, Dir: w.Dir}, nil); err != nil {
 		return Detach{}, err
 	}
 	done := make(chan struct{})

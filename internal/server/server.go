@@ -205,6 +205,7 @@ type Terminal struct {
 	Cols, Rows int
 	Env        []string
 	Profile    string
+	Dir        string // the client's working directory; empty: unknown
 	resizes    chan ResizeParams
 }
 
@@ -404,7 +405,7 @@ func (s *serverConn) serve(ctx context.Context) {
 			pr, pw := io.Pipe()
 			input = pw
 			term = &Terminal{In: pr, Out: &outputWriter{enc: s.enc}, Cols: p.Cols, Rows: p.Rows, Env: p.Env, Profile: p.Profile,
-				resizes: make(chan ResizeParams, 8)}
+				Dir: p.Dir, resizes: make(chan ResizeParams, 8)}
 			go func() {
 				d := s.c.Attach(ctx, term)
 				pr.Close()

@@ -50,7 +50,7 @@ func Spawn(ctx context.Context, exe string, args, env []string, logPath string) 
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	dir, _ := os.UserHomeDir()
 	if wd, err := os.Getwd(); err == nil {
-		dir = wd // relative paths of /push and /pull start where rex was started
+		dir = wd // until a client says its own (AttachParams.Dir)
 	}
 	cmd.Dir = dir
 	if err := cmd.Start(); err != nil {

@@ -79,7 +79,8 @@ func AttachTerminal(ctx context.Context, c *Client, in, out *os.File) (Detach, e
 		return w, h
 	}
 	profile := colorprofile.Detect(out, os.Environ())
-	d, err := c.Attach(ctx, Window{In: cr, StopIn: func() { cr.Cancel() }, Out: out, Size: size, Resized: resized, Env: env, Profile: profile.String()})
+	dir, _ := os.Getwd() // none: the server's own stays in force
+	d, err := c.Attach(ctx, Window{In: cr, StopIn: func() { cr.Cancel() }, Out: out, Size: size, Resized: resized, Env: env, Profile: profile.String(), Dir: dir})
 	if err != nil {
 		// The server went away mid-frame (killed): nobody put the
 		// terminal back as it was, so this client does.

@@ -114,6 +114,10 @@ type AttachParams struct {
 	// Profile is the client's colour profile (colorprofile.Profile's
 	// name); empty lets the server work it out from Env.
 	Profile string `json:"profile,omitempty"`
+	// Dir is the client's working directory: relative local paths of
+	// /push and /pull typed there start in it, not where the server was
+	// started. Empty keeps the server's.
+	Dir string `json:"dir,omitempty"`
 }
 
 // DataParams carry terminal bytes (console.input, console.output).
