@@ -21,9 +21,9 @@ type EachResult struct {
 }
 
 // Each runs fn on every target with a live session, with the same bounded
-// concurrency, per-target connect timeout and failure isolation as Run. It
-// is for work that is not one command: pushes, pulls, checks. Results come
-// back in the order of targets.
+// concurrency, per-target connect timeout, failure isolation and
+// Options.Release as Run. It is for work that is not one command: pushes,
+// pulls, checks. Results come back in the order of targets.
 func Each(ctx context.Context, pool *Pool, targets []Target, opts Options,
 	fn func(ctx context.Context, t Target, s *rexclient.Session) error) []EachResult {
 	opts = opts.withDefaults()
@@ -54,7 +54,11 @@ func Each(ctx context.Context, pool *Pool, targets []Target, opts Options,
 				r.Err, r.Unreachable = err, true
 				return
 			}
-			defer lease.Release()
+			if opts.Release {
+				defer lease.Close()
+			} else {
+				defer lease.Release()
+			}
 			sess := lease.Session()
 			if opts.Bulk {
 				if sess, err = lease.Bulk(ctx); err != nil {

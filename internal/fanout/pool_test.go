@@ -397,26 +397,45 @@ func TestLeaseClose(t *testing.T) {
 	}
 }
 
-// TestRunReleaseClosesEachTarget: a run with Release leaves no connection
-// in the pool; without it every target's connection stays for the next run.
-func TestRunReleaseClosesEachTarget(t *testing.T) {
-	for _, release := range []bool{true, false} {
-		f := newFleet(t)
-		pool := fanout.NewPool(f, fanout.PoolOptions{})
-		ts := targets("h1", "h2", "h3", "h4")
-		for range 2 {
-			s := fanout.Run(context.Background(), pool, ts, fanout.Task{Argv: []string{"true"}}, fanout.Options{Concurrency: 2, Release: release})
-			if s.OK != len(ts) {
-				t.Fatalf("release %v: %d ok", release, s.OK)
+// TestReleaseClosesEachTarget: a run (Run or Each) with Release leaves
+// no connection in the pool; without it every target's connection stays
+// for the next run.
+func TestReleaseClosesEachTarget(t *testing.T) {
+	runs := map[string]func(pool *fanout.Pool, ts []fanout.Target, opts fanout.Options) int{
+		"Run": func(pool *fanout.Pool, ts []fanout.Target, opts fanout.Options) int {
+			return fanout.Run(context.Background(), pool, ts, fanout.Task{Argv: []string{"true"}}, opts).OK
+		},
+		"Each": func(pool *fanout.Pool, ts []fanout.Target, opts fanout.Options) int {
+			ok := 0
+			for _, r := range fanout.Each(context.Background(), pool, ts, opts, func(ctx context.Context, _ fanout.Target, s *rexclient.Session) error {
+				_, err := s.SessionInfo(ctx)
+				return err
+			}) {
+				if r.Err == nil {
+					ok++
+				}
 			}
+			return ok
+		},
+	}
+	for name, run := range runs {
+		for _, release := range []bool{true, false} {
+			f := newFleet(t)
+			pool := fanout.NewPool(f, fanout.PoolOptions{})
+			ts := targets("h1", "h2", "h3", "h4")
+			for range 2 {
+				if ok := run(pool, ts, fanout.Options{Concurrency: 2, Release: release}); ok != len(ts) {
+					t.Fatalf("%s, release %v: %d ok", name, release, ok)
+				}
+			}
+			want := int64(len(ts))
+			if release {
+				want *= 2
+			}
+			if got := f.dials.Load(); got != want {
+				t.Errorf("%s, release %v: %d dials over two runs, want %d", name, release, got, want)
+			}
+			pool.Close()
 		}
-		want := int64(len(ts))
-		if release {
-			want *= 2
-		}
-		if got := f.dials.Load(); got != want {
-			t.Errorf("release %v: %d dials over two runs, want %d", release, got, want)
-		}
-		pool.Close()
 	}
 }

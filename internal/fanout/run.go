@@ -109,8 +109,8 @@ type Options struct {
 	// each target's pooled connection (Pool.AcquireAs), so rexd's audit
 	// log says who acted: "rex-agent", "rex-mcp/<client>".
 	ClientName string
-	// Release closes each target's connection as soon as its command has
-	// ended (Lease.Close), for a one-shot run that will not reuse it: open
+	// Release closes each target's connection as soon as its command (or
+	// Each's fn) has ended (Lease.Close), for a one-shot run that will not reuse it: open
 	// files and remote rexds then follow Concurrency, not the number of
 	// targets. The console keeps its connections and leaves it unset.
 	Release bool

@@ -69,7 +69,10 @@ func New(rwc io.ReadWriteCloser) *Client {
 }
 
 // NewConn starts a client reading r and writing w; closer is closed by
-// Close (it may be nil).
+// Close. It may be nil when the caller owns r and w: the connection then
+// ends at Close or at a failed write without waiting for rexd, and rexd
+// sees the end of its input (stopping what was not detached) only when
+// the caller closes w.
 func NewConn(r io.Reader, w io.Writer, closer io.Closer) *Client {
 	c := &Client{
 		closer:    closer,
@@ -138,7 +141,10 @@ func (c *Client) Close() error {
 	if closer != nil {
 		err = closer.Close()
 	}
-	if dropped {
+	// With no closer nothing here can end the transport, and rexd would
+	// end its output only when it sees the end of its input: the
+	// connection ends now instead of waiting for that.
+	if dropped || closer == nil {
 		c.end(ErrClosed)
 	}
 	<-c.done
@@ -363,11 +369,19 @@ func (c *Client) writeFailed(enc *protocol.Encoder, err error) error {
 	closing := c.closing // Close closed it (the likely cause): once is enough
 	resumable := len(c.resumable) > 0
 	c.mu.Unlock()
-	if current && closer != nil && !closing {
+	if current && closer == nil {
+		// Nothing here can end the transport for its reader to see (the
+		// caller owns it): the connection ends now, resumable or not,
+		// instead of looking up with no way to carry a request.
+		err = fmt.Errorf("%w: %v", ErrClosed, err)
+		c.end(err)
+		return err
+	}
+	if current && !closing {
 		go closer.Close() // it may wait for the transport's end
 	}
 	if resumable {
-		if current && closer != nil {
+		if current {
 			// Until the reader has dropped it, the connection looks up:
 			// a caller waiting for the resume (callResumed) would retry
 			// at once on this dead transport, over and over.

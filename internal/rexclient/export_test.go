@@ -8,3 +8,17 @@ func SetHooks(c *Client, drop, resume func()) {
 	c.dropHook, c.resumeHook = drop, resume
 	c.mu.Unlock()
 }
+
+// Queued is the number of events waiting for p's consumer.
+func Queued(p *Process) int {
+	p.s.c.mu.Lock()
+	r := p.s.c.routes[p.ID]
+	p.s.c.mu.Unlock()
+	if r == nil {
+		return 0
+	}
+	return len(r.ch)
+}
+
+// RouteQueue bounds the events waiting for one process's consumer.
+const RouteQueue = routeQueue

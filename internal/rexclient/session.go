@@ -228,6 +228,9 @@ func (s *Session) SessionInfo(ctx context.Context) (protocol.SessionInfoResult, 
 
 // ExecOptions says where a process's output goes. Writers and OnEvent are
 // called from one goroutine per process, in the order rexd sent the events.
+// They must not wait on their own Client (Input, Kill, any call): once the
+// process's queue is full, the connection's reader waits for them, so the
+// answer would never be read. Hand such calls to another goroutine.
 type ExecOptions struct {
 	Stdout  io.Writer
 	Stderr  io.Writer
