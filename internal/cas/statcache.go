@@ -70,6 +70,17 @@ type statCache struct {
 	changed bool // fresh differs from old
 }
 
+// racy reports whether a file of key k, looked at after seen, could
+// change again unseen within the same tick of the file system's clock.
+func (k statKey) racy(seen time.Time) bool {
+	window := racyWindow
+	if k.Mtime%int64(time.Second) == 0 && k.Ctime%int64(time.Second) == 0 {
+		window = racyWindowCoarse
+	}
+	limit := seen.Add(-window).UnixNano()
+	return k.Mtime > limit || k.Ctime > limit
+}
+
 func keyOf(fi fs.FileInfo) (statKey, bool) {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
@@ -246,15 +257,7 @@ func (c *statCache) record(rel string, fi fs.FileInfo, d Digest, seen time.Time)
 	if !ok {
 		return
 	}
-	window := racyWindow
-	if k.Mtime%int64(time.Second) == 0 && k.Ctime%int64(time.Second) == 0 {
-		window = racyWindowCoarse
-	}
-	limit := seen.Add(-window).UnixNano()
-	var e statEntry
-	// Racy: it could change again unseen within the same tick.
-	e.Racy = k.Mtime > limit || k.Ctime > limit
-	e.Key = k
+	e := statEntry{Key: k, Racy: k.racy(seen)}
 	if _, err := hex.Decode(e.Hash[:], []byte(d.Hash)); err != nil {
 		return
 	}

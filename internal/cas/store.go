@@ -94,6 +94,10 @@ type Store struct {
 	trees *treeCache
 	stats *statMemo
 	now   func() time.Time // the clock of the stat caches; tests move it
+	// verified is what ReadChunk need not verify again; verifying, when
+	// set (tests), runs as it verifies an object whole.
+	verified  *verifiedFiles
+	verifying func(Digest)
 
 	// scratch, when set, holds what this view stores, in memory: see
 	// Scratch.
@@ -146,6 +150,7 @@ func Open(root string) (*Store, error) {
 		loc:        &locator{byHash: map[string][]blobLoc{}},
 		trees:      &treeCache{},
 		stats:      &statMemo{},
+		verified:   &verifiedFiles{},
 		now:        time.Now,
 	}
 	for _, dir := range []string{s.objects, s.tmp, s.quarantine, s.refs} {
@@ -783,22 +788,16 @@ func (s *Store) ReadChunk(d Digest, offset int64, n int) ([]byte, error) {
 	if offset < 0 || offset > d.Size {
 		return nil, fmt.Errorf("read chunk of %s: offset %d is outside the object's %d bytes", d, offset, d.Size)
 	}
-	if offset == 0 {
-		r, err := s.Open(d)
-		if err != nil {
-			return nil, err
-		}
-		_, err = io.Copy(io.Discard, r)
-		r.Close()
-		if err != nil {
-			return nil, err
-		}
-	}
-	f, _, err := s.openChecked(d)
+	f, loc, err := s.openChecked(d)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if offset == 0 {
+		if err := s.verifyOnce(f, loc, d); err != nil {
+			return nil, err
+		}
+	}
 	if rest := d.Size - offset; int64(n) > rest {
 		n = int(rest)
 	}
@@ -807,6 +806,67 @@ func (s *Store) ReadChunk(d Digest, offset int64, n int) ([]byte, error) {
 		return nil, fmt.Errorf("read chunk of %s at %d: %w", d, offset, err)
 	}
 	return buf, nil
+}
+
+// verifyOnce verifies the whole of f, opened for d, unless this store
+// verified the very same file unchanged before (same inode and device,
+// size, modification and change times, all older than the racy window
+// when it was verified): a client asking offset 0 again and again (a
+// retried or restarted download) costs a stat, not a read of the object.
+// Any write to the file moves its change time, which no one can set back.
+func (s *Store) verifyOnce(f *os.File, loc *blobLoc, d Digest) error {
+	seen := s.now()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("read object %s: %w", d, err)
+	}
+	k, ok := keyOf(fi)
+	if ok && s.verified.has(d, k) {
+		return nil
+	}
+	if s.verifying != nil {
+		s.verifying(d)
+	}
+	if _, err := io.Copy(io.Discard, &verifyingReader{s: s, f: f, loc: loc, d: d, h: sha256.New()}); err != nil {
+		return err
+	}
+	if ok && !k.racy(seen) {
+		s.verified.add(d, k)
+	}
+	return nil
+}
+
+// verifiedFiles is the files ReadChunk verified whole, by digest: at most
+// maxVerified, the oldest forgotten first.
+type verifiedFiles struct {
+	mu    sync.Mutex
+	m     map[Digest]statKey
+	order []Digest
+}
+
+const maxVerified = 4096
+
+func (v *verifiedFiles) has(d Digest, k statKey) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	got, ok := v.m[d]
+	return ok && got == k
+}
+
+func (v *verifiedFiles) add(d Digest, k statKey) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.m == nil {
+		v.m = map[Digest]statKey{}
+	}
+	if _, ok := v.m[d]; !ok {
+		if len(v.order) >= maxVerified {
+			delete(v.m, v.order[0])
+			v.order = v.order[1:]
+		}
+		v.order = append(v.order, d)
+	}
+	v.m[d] = k
 }
 
 // Upload receives one object in sequential pieces (a streamed put) and

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func objectOf(s string) Object {
@@ -411,5 +412,81 @@ func TestScratchStoresNothingOnDisk(t *testing.T) {
 	}
 	if _, err := v.NewUpload(DigestOf([]byte("large"))); err == nil {
 		t.Error("the view took an upload, which would land on disk")
+	}
+}
+
+// TestReadChunkVerifiesOncePerFile: a ReadChunk at offset 0 verifies the
+// whole object before sending any of it, but not again while the file is
+// the one it verified, unchanged: a client asking small chunks at offset
+// 0 of a large object cost a read of all of it per request. A file
+// changed since (its change time moved, even with size and mtime put
+// back), or one verified within the racy window, is verified again.
+func TestReadChunkVerifiesOncePerFile(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		clock   time.Duration // the store's clock, from now
+		offset  int64
+		corrupt bool // the object is changed in place after the first read
+		want    int  // whole verifications by 3 reads
+	}{
+		{"settled", time.Hour, 0, false, 1},
+		{"racy", -time.Hour, 0, false, 3},
+		{"changed", time.Hour, 0, true, 2},
+		{"not at offset 0", time.Hour, 1, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStore(t)
+			later(s, tc.clock)
+			data := bytes.Repeat([]byte("abc"), 100_000)
+			d, err := s.Add(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			verified := 0
+			s.verifying = func(Digest) { verified++ }
+			for i := range 3 {
+				_, err := s.ReadChunk(d, tc.offset, 10)
+				if tc.corrupt && i == 1 {
+					var ce *CorruptError
+					if !errors.As(err, &ce) {
+						t.Fatalf("a ReadChunk of the object changed in place: %v, want CorruptError", err)
+					}
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc.corrupt {
+					p := s.objectPath(d)
+					fi, err := os.Stat(p)
+					if err != nil {
+						t.Fatal(err)
+					}
+					// The store's clock is an hour ahead, so the file's
+					// change time must move on its own: the file system's
+					// clock ticks every few milliseconds.
+					k0, _ := keyOf(fi)
+					for deadline := time.Now().Add(10 * time.Second); ; {
+						os.Chmod(p, 0o600)
+						fi, err := os.Stat(p)
+						if k, _ := keyOf(fi); err != nil || k.Ctime != k0.Ctime {
+							break
+						}
+						if time.Now().After(deadline) {
+							t.Fatal("the file's change time never moved")
+						}
+					}
+					bad := bytes.Clone(data)
+					bad[len(bad)-1] ^= 1
+					if err := os.WriteFile(p, bad, 0o600); err != nil {
+						t.Fatal(err)
+					}
+					os.Chtimes(p, fi.ModTime(), fi.ModTime())
+				}
+			}
+			if verified != tc.want {
+				t.Fatalf("3 ReadChunks at offset %d verified the object %d times, want %d", tc.offset, verified, tc.want)
+			}
+		})
 	}
 }

@@ -67,12 +67,24 @@ func (s *Server) newTxnID() string {
 
 // casSession is a session's cas state: streamed puts to the store and
 // updates waiting for blobs. It has its own lock, so cas calls of one
-// session may run at once.
+// session may run at once; each upload and update has one more, held
+// across its disk writes, so that one blob's write or fsync holds up no
+// other's. Lock order: an upload's, then the session's.
 type casSession struct {
 	mu      sync.Mutex
-	uploads map[string]*cas.Upload // streamed puts to the store, by digest
-	txns    map[string]*casTxn     // updates waiting for blobs, by txn id
+	uploads map[string]*casUpload // streamed puts to the store, by digest
+	txns    map[string]*casTxn    // updates waiting for blobs, by txn id
 	closed  bool
+	// writing, when set (tests), runs before a chunk of an upload to the
+	// store is written.
+	writing func(digest string)
+}
+
+// casUpload is a streamed put to the store in progress.
+type casUpload struct {
+	mu   sync.Mutex
+	up   *cas.Upload // nil until its first chunk
+	done bool        // finished, failed or aborted, and out of the session's map
 }
 
 // casTxn is an update waiting for its blobs.
@@ -91,8 +103,13 @@ func (cs *casSession) close() {
 	uploads, txns := cs.uploads, cs.txns
 	cs.uploads, cs.txns, cs.closed = nil, nil, true
 	cs.mu.Unlock()
-	for _, up := range uploads {
-		up.Abort()
+	for _, e := range uploads {
+		e.mu.Lock()
+		if e.up != nil && !e.done {
+			e.up.Abort()
+		}
+		e.done = true
+		e.mu.Unlock()
 	}
 	for _, t := range txns {
 		t.abort()
@@ -545,53 +562,90 @@ func (c *conn) casPutChunk(ctx context.Context, req *request) (any, *protocol.Er
 	return casAudited{res, map[string]any{"offset": res.Offset, "committed": res.Committed}}, nil
 }
 
-// storeChunk is a piece of a streamed put into the store.
+// storeChunk is a piece of a streamed put into the store. Only the
+// upload's own lock is held while it writes (and commits, with an fsync).
 func (c *conn) storeChunk(req *request, st *cas.Store, p protocol.CASPutChunkParams, d cas.Digest, data []byte) (protocol.CASPutChunkResult, *protocol.Error) {
 	cs := &req.session.cas
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	if cs.closed {
-		return protocol.CASPutChunkResult{}, protocol.Errorf(protocol.CodeInvalidRequest, nil, "cas.put_chunk: the session is closing")
+	e, perr := cs.upload(p)
+	if perr != nil {
+		return protocol.CASPutChunkResult{}, perr
 	}
-	if cs.uploads == nil {
-		cs.uploads = map[string]*cas.Upload{}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.done || e.up == nil && p.Offset != 0 {
+		// Ended by a chunk or a close that came first, or not started yet
+		// by the chunk at offset 0 that made it.
+		return protocol.CASPutChunkResult{}, noUpload(p)
 	}
-	up := cs.uploads[p.Digest]
-	if p.Offset == 0 && up != nil { // a restart from the beginning
-		up.Abort()
-		up = nil
-	}
-	if up == nil {
-		if p.Offset != 0 {
-			return protocol.CASPutChunkResult{}, protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"reason": "no_upload"}, "cas.put_chunk: no upload of %s in progress; start at offset 0", p.Digest)
+	if p.Offset == 0 { // a start, or a restart from the beginning
+		if e.up != nil {
+			e.up.Abort()
 		}
-		if len(cs.uploads) >= maxUploads {
-			return protocol.CASPutChunkResult{}, tooManyUploads()
-		}
-		var err error
-		up, err = st.NewUpload(d)
+		up, err := st.NewUpload(d)
 		if err != nil {
+			cs.endUpload(p.Digest, e)
 			return protocol.CASPutChunkResult{}, casError("cas.put_chunk", err)
 		}
-		cs.uploads[p.Digest] = up
+		e.up = up
 	}
-	if p.Offset != up.Offset() {
-		return protocol.CASPutChunkResult{}, wrongOffset(p, up.Offset())
+	if p.Offset != e.up.Offset() {
+		return protocol.CASPutChunkResult{}, wrongOffset(p, e.up.Offset())
 	}
-	if err := up.WriteChunk(p.Offset, data); err != nil {
-		up.Abort()
-		delete(cs.uploads, p.Digest)
+	if cs.writing != nil {
+		cs.writing(p.Digest)
+	}
+	if err := e.up.WriteChunk(p.Offset, data); err != nil {
+		e.up.Abort()
+		cs.endUpload(p.Digest, e)
 		return protocol.CASPutChunkResult{}, casError("cas.put_chunk", err)
 	}
-	res := protocol.CASPutChunkResult{Offset: up.Offset()}
+	res := protocol.CASPutChunkResult{Offset: e.up.Offset()}
 	if p.Final {
-		delete(cs.uploads, p.Digest)
-		if err := up.Commit(); err != nil {
+		cs.endUpload(p.Digest, e)
+		if err := e.up.Commit(); err != nil {
 			return protocol.CASPutChunkResult{}, casError("cas.put_chunk", err)
 		}
 		res.Committed = true
 	}
 	return res, nil
+}
+
+// upload is the upload of p's digest in progress, made at offset 0.
+func (cs *casSession) upload(p protocol.CASPutChunkParams) (*casUpload, *protocol.Error) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.closed {
+		return nil, protocol.Errorf(protocol.CodeInvalidRequest, nil, "cas.put_chunk: the session is closing")
+	}
+	e := cs.uploads[p.Digest]
+	if e == nil {
+		if p.Offset != 0 {
+			return nil, noUpload(p)
+		}
+		if len(cs.uploads) >= maxUploads {
+			return nil, tooManyUploads()
+		}
+		if cs.uploads == nil {
+			cs.uploads = map[string]*casUpload{}
+		}
+		e = &casUpload{}
+		cs.uploads[p.Digest] = e
+	}
+	return e, nil
+}
+
+// endUpload takes e, whose lock is held, out of the session's uploads.
+func (cs *casSession) endUpload(digest string, e *casUpload) {
+	e.done = true
+	cs.mu.Lock()
+	if cs.uploads[digest] == e {
+		delete(cs.uploads, digest)
+	}
+	cs.mu.Unlock()
+}
+
+func noUpload(p protocol.CASPutChunkParams) *protocol.Error {
+	return protocol.Errorf(protocol.CodeInvalidParams, map[string]string{"reason": "no_upload"}, "cas.put_chunk: no upload of %s in progress; start at offset 0", p.Digest)
 }
 
 // maxUploads bounds the streamed blobs in progress of a session (to its

@@ -70,6 +70,9 @@ type resumeRegistry struct {
 	sessions map[string]*session // live resumable sessions of this process
 	sockets  int                 // connections accepted on their sockets, still served
 	changed  chan struct{}       // closed and renewed when either changes
+	// swept, when set (tests), runs when the sweep of the directory that
+	// opening it starts is over.
+	swept func()
 }
 
 func (s *Server) sessionDir() (*usock.Dir, error) {
@@ -328,15 +331,19 @@ func (rs *resumeState) endLocked(reason string) {
 
 // leaveTombstone closes the session's socket and, when reason is not
 // empty, leaves it in the session directory for a later rexd's resume.
+// The note comes first, so a resume never finds neither; the socket's
+// name goes before its listener closes, so another rexd's sweep never
+// sees a live rexd's socket refuse a connection (it would take it for
+// the socket of a dead one).
 func (sess *session) leaveTombstone(reason string) {
-	sess.resume.ln.Close()
 	if dir, err := sess.srv.sessionDir(); err == nil {
-		dir.Remove(sess.id + ".sock")
 		if reason != "" {
 			b, _ := json.Marshal(tombstone{Reason: reason, At: sess.resume.endedAt})
 			dir.WriteFile(sess.id+".ended", b)
 		}
+		dir.Remove(sess.id + ".sock")
 	}
+	sess.resume.ln.Close()
 }
 
 // goneLocked is the refusal of a resume of the ended session. rs.mu is
@@ -349,10 +356,25 @@ func (rs *resumeState) goneLocked(s *Server, id string) *protocol.Error {
 	return s.goneSession(id)
 }
 
-// tombstone is what a session that expired leaves behind.
+// tombstone is what a session that expired leaves behind, or what is
+// left for one whose rexd died (Gone), in place of its stale socket.
 type tombstone struct {
 	Reason string    `json:"reason"`
 	At     time.Time `json:"at"`
+	Gone   bool      `json:"gone,omitempty"`
+}
+
+// goneSentence is the refusal of a session whose rexd died.
+const goneSentence = "session %s is gone: the rexd that held it has died, and its processes with it"
+
+// buryStale replaces the socket of session id, which no process listens
+// on any more (its rexd was killed), by a note saying so, so that a late
+// resume still gets that sentence. A note already there (the session
+// ended and said why) is kept.
+func buryStale(dir *usock.Dir, id string) {
+	b, _ := json.Marshal(tombstone{At: time.Now().UTC(), Gone: true})
+	dir.WriteFileNew(id+".ended", b)
+	dir.Remove(id + ".sock")
 }
 
 // tombstoneKeep bounds how long a tombstone is kept.
@@ -440,7 +462,10 @@ func (s *Server) goneSession(id string) *protocol.Error {
 	if dir, err := s.sessionDir(); err == nil && validResumeID(id) {
 		if b, err := dir.ReadFile(id + ".ended"); err == nil {
 			var t tombstone
-			if json.Unmarshal(b, &t) == nil && t.Reason != "" {
+			if json.Unmarshal(b, &t) == nil && t.Gone {
+				return resumeRefused(id, protocol.ResumeGone, protocol.CodeInvalidParams, goneSentence, id)
+			}
+			if t.Reason != "" {
 				return resumeRefused(id, protocol.ResumeExpired, protocol.CodeInvalidParams,
 					"session %s ended at %s: %s", id, t.At.Format(time.RFC3339), t.Reason)
 			}
@@ -497,9 +522,8 @@ func (c *conn) relayResume(msg *protocol.Message) (*net.UnixConn, *protocol.Erro
 		return sock, nil
 	case usock.IsStale(err):
 		// Its rexd died without a word (killed): nothing runs for it.
-		dir.Remove(p.SessionID + ".sock")
-		return nil, resumeRefused(p.SessionID, protocol.ResumeGone, protocol.CodeInvalidParams,
-			"session %s is gone: the rexd that held it has died, and its processes with it", p.SessionID)
+		buryStale(dir, p.SessionID)
+		return nil, resumeRefused(p.SessionID, protocol.ResumeGone, protocol.CodeInvalidParams, goneSentence, p.SessionID)
 	case errors.Is(err, usock.ErrOtherUser):
 		return nil, resumeRefused(p.SessionID, "unknown_session", protocol.CodeUnauthorized,
 			"resume refused: session %s is held by another user", p.SessionID)
@@ -507,9 +531,20 @@ func (c *conn) relayResume(msg *protocol.Message) (*net.UnixConn, *protocol.Erro
 	return nil, c.srv.goneSession(p.SessionID)
 }
 
+// staleSocketAge is how old a socket must be before a sweep tries it: a
+// socket just bound refuses connections until its rexd listens on it.
+const staleSocketAge = time.Minute
+
 // sweepTombstones removes notes of sessions that ended long ago, and
-// sockets no process listens on.
+// replaces by a note the sockets no process listens on any more (their
+// rexd was killed): a connection to one is refused. A live rexd's socket
+// accepts it (and the connection, ending at once, is served as nothing).
 func (s *Server) sweepTombstones() {
+	defer func() {
+		if s.resume.swept != nil {
+			s.resume.swept()
+		}
+	}()
 	dir, err := s.sessionDir()
 	if err != nil {
 		return
@@ -519,9 +554,28 @@ func (s *Server) sweepTombstones() {
 		return
 	}
 	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".ended") {
-			if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > tombstoneKeep {
-				dir.Remove(e.Name())
+		fi, err := e.Info()
+		if err != nil {
+			continue
+		}
+		name := e.Name()
+		switch {
+		case strings.HasSuffix(name, ".ended"):
+			if time.Since(fi.ModTime()) > tombstoneKeep {
+				dir.Remove(name)
+			}
+		case strings.HasSuffix(name, ".sock") && fi.Mode()&os.ModeSocket != 0:
+			id := strings.TrimSuffix(name, ".sock")
+			if !validResumeID(id) || time.Since(fi.ModTime()) < staleSocketAge || s.resumableSession(id) != nil {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(s.life, 5*time.Second)
+			c, err := dir.Dial(ctx, name)
+			cancel()
+			if err == nil {
+				c.Close()
+			} else if usock.IsStale(err) {
+				buryStale(dir, id)
 			}
 		}
 	}

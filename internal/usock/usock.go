@@ -178,6 +178,26 @@ func (d *Dir) ReadFile(name string) ([]byte, error) {
 // WriteFile writes NAME in the directory atomically (a temporary name,
 // then a rename), mode 0600.
 func (d *Dir) WriteFile(name string, data []byte) error {
+	return d.writeVia(name, data, func(tmp string) error {
+		return unix.Renameat(int(d.f.Fd()), tmp, int(d.f.Fd()), name)
+	})
+}
+
+// WriteFileNew writes NAME in the directory, mode 0600, unless it exists:
+// written under a temporary name, then linked to NAME (which fails when
+// NAME exists, with an error wrapping os.ErrExist), so a reader never sees
+// it half written and a file there is never replaced.
+func (d *Dir) WriteFileNew(name string, data []byte) error {
+	err := d.writeVia(name, data, func(tmp string) error {
+		return unix.Linkat(int(d.f.Fd()), tmp, int(d.f.Fd()), name, 0)
+	})
+	unix.Unlinkat(int(d.f.Fd()), ".tmp-"+strconv.Itoa(os.Getpid())+"-"+name, 0)
+	return err
+}
+
+// writeVia writes data to a temporary name next to NAME and has place
+// put it at NAME; the temporary is removed when that fails.
+func (d *Dir) writeVia(name string, data []byte, place func(tmp string) error) error {
 	tmp := ".tmp-" + strconv.Itoa(os.Getpid()) + "-" + name
 	fd, err := unix.Openat(int(d.f.Fd()), tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
@@ -189,7 +209,7 @@ func (d *Dir) WriteFile(name string, data []byte) error {
 		err = cerr
 	}
 	if err == nil {
-		err = unix.Renameat(int(d.f.Fd()), tmp, int(d.f.Fd()), name)
+		err = place(tmp)
 	}
 	if err != nil {
 		unix.Unlinkat(int(d.f.Fd()), tmp, 0)

@@ -102,3 +102,24 @@ func TestListenDial(t *testing.T) {
 		t.Fatalf("dial a removed socket: %v", err)
 	}
 }
+
+// TestWriteFileNew: a file is written when missing and never replaced.
+func TestWriteFileNew(t *testing.T) {
+	d, err := OpenPrivate(filepath.Join(t.TempDir(), "d"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.WriteFileNew("n", []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.WriteFileNew("n", []byte("second")); !errors.Is(err, os.ErrExist) {
+		t.Fatalf("write over a file: %v, want ErrExist", err)
+	}
+	if b, _ := d.ReadFile("n"); string(b) != "first" {
+		t.Fatalf("the file holds %q", b)
+	}
+	if ents, _ := os.ReadDir(d.Path()); len(ents) != 1 {
+		t.Fatalf("left %d files, want 1", len(ents))
+	}
+}
