@@ -635,7 +635,7 @@ func DeviceReach(ctx context.Context, store *devices.Store, remote DeviceRemote,
 	if err != nil {
 		return fmt.Errorf("%s: %w", verb, err)
 	}
-	targets, err := r.ResolveWith(strings.Join(words, ","), devices.ResolveOptions{Aliases: SSHAliases})
+	targets, err := r.ResolveWith(strings.Join(words, ","), SSHResolveOptions())
 	if err != nil {
 		return fmt.Errorf("%s: %w", verb, err)
 	}
