@@ -124,7 +124,7 @@ func (r *Registry) Resolve(targets string) ([]Target, error) {
 func (r *Registry) ResolveWith(targets string, opts ResolveOptions) ([]Target, error) {
 	items, err := splitTargets(targets)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("targets %q: %w", targets, err)
 	}
 	if len(items) == 0 {
 		return nil, errors.New("no targets given; name a device, a group, all or local")
@@ -651,6 +651,31 @@ func isBracketedIPv6(item string) bool {
 	return end > 0 && strings.Contains(rest[1:end], ":")
 }
 
+// ExpandNames reads a list of names as TARGETS writes it, for the verbs
+// that take several device names: comma-separated (commas inside [...]
+// belong to a range), spaces around an item and empty items dropped, and
+// numeric ranges expanded (web[1-4], n[01-10], n[1,3,5-7]). It reads
+// names only: whatever else an item is (a glob, a group, an address) stays
+// as written, for the caller to look up and refuse.
+func ExpandNames(list string) ([]string, error) {
+	items, err := splitTargets(list)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", list, err)
+	}
+	var out []string
+	for _, item := range items {
+		words, err := expandRanges(item, MaxTargets)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", item, err)
+		}
+		if len(out)+len(words) > MaxTargets {
+			return nil, fmt.Errorf("%s names more than %d names; narrow the ranges", list, MaxTargets)
+		}
+		out = append(out, words...)
+	}
+	return out, nil
+}
+
 // splitTargets splits at commas outside brackets and drops empty items.
 func splitTargets(s string) ([]string, error) {
 	var items []string
@@ -676,7 +701,7 @@ func splitTargets(s string) ([]string, error) {
 		}
 	}
 	if depth != 0 {
-		return nil, fmt.Errorf("targets %q: '[' has no matching ']'; close every range as in node[1-4]", s)
+		return nil, errors.New("'[' has no matching ']'; close every range as in node[1-4]")
 	}
 	flush(len(s))
 	return items, nil

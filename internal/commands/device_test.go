@@ -234,9 +234,9 @@ func TestDeviceValidationErrors(t *testing.T) {
 		{[]string{"add", "x", "h", "--key", "~bob/id"}, `only "~/"`},
 		{[]string{"add", "web", "h"}, "already a group name"},
 		{[]string{"add", "web1", "h"}, "already exists"},
-		{[]string{"remove", "wbe1"}, `remove device wbe1: no device is named "wbe1"; did you mean web1?`},
-		{[]string{"remove", "wbe1,web1"}, `remove device wbe1: no device is named "wbe1"; did you mean web1?`},
-		{[]string{"remove", "web1,wbe2"}, `remove device wbe2: no device is named "wbe2"`}, // and web1 stays
+		{[]string{"remove", "wbe1"}, `nothing was removed: no device is named "wbe1"; did you mean web1?`},
+		{[]string{"remove", "wbe1,web1"}, `nothing was removed: no device is named "wbe1"; did you mean web1?`},
+		{[]string{"remove", "web1,wbe2"}, `nothing was removed: no device is named "wbe2"`}, // and web1 stays
 		{[]string{"group", "add", "web", "web1,web2"}, `no device is named "web2"; did you mean web1?`},
 		{[]string{"show", "web2"}, "did you mean web1?"},
 		{[]string{"group", "create", "web1"}, "already a device name"},
