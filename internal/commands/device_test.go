@@ -594,9 +594,6 @@ func TestTargetsFoldSameMachine(t *testing.T) {
 	if !slices.Equal(got, []string{"web1", "web2"}) || !slices.Equal(notes, []string{note}) {
 		t.Errorf("Resolve = %v, notices %q; want [web1 web2] and %q", got, notes, note)
 	}
-	if FoldNotes(ts)[0] != note {
-		t.Errorf("FoldNotes = %q", FoldNotes(ts))
-	}
 	var out, errOut bytes.Buffer
 	err = Device(context.Background(), store, IO{In: strings.NewReader(""), Out: &out, Err: &errOut}, []string{"check", "web1,root@10.0.0.1"})
 	if err == nil || !strings.Contains(err.Error(), "needs the SSH layer") {

@@ -207,19 +207,3 @@ func RootArgs(roots []string) []string {
 	}
 	return args
 }
-
-// FoldNotes are devices.FoldNotes of resolved targets: what TARGETS named
-// twice (one machine under two names) and now reaches once.
-func FoldNotes(ts []fanout.Target) []string {
-	var dts []devices.Target
-	for _, t := range ts {
-		spec := t.Spec
-		if s, ok := spec.(SudoSpec); ok {
-			spec = s.Target
-		}
-		if dt, ok := spec.(devices.Target); ok {
-			dts = append(dts, dt)
-		}
-	}
-	return devices.FoldNotes(dts)
-}
