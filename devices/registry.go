@@ -18,6 +18,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -248,10 +249,8 @@ func (r *Registry) AddToGroup(group string, names ...string) (added, already []s
 	if len(names) == 0 {
 		return nil, nil, errors.New("no devices given; name at least one device to add")
 	}
-	for _, n := range names {
-		if _, ok := r.devices[n]; !ok {
-			return nil, nil, r.unknownDevice(n)
-		}
+	if err := r.CheckDevices(names...); err != nil {
+		return nil, nil, err
 	}
 	for _, n := range names {
 		switch {
@@ -279,15 +278,60 @@ func (r *Registry) RemoveFromGroup(group string, names ...string) error {
 	if len(names) == 0 {
 		return errors.New("no devices given; name at least one device to remove")
 	}
+	var not []string
 	for _, n := range names {
-		if !slices.Contains(members, n) {
-			return fmt.Errorf("%q is not in group %q; rex device group list shows its members", n, group)
+		if !slices.Contains(members, n) && !slices.Contains(not, n) {
+			not = append(not, n)
 		}
+	}
+	switch {
+	case len(not) == 1:
+		return fmt.Errorf("%q is not in group %q; rex device group list shows its members", not[0], group)
+	case len(not) > 1:
+		return fmt.Errorf("%s are not in group %q; rex device group list shows its members", quotedList(not), group)
 	}
 	r.groups[group] = slices.DeleteFunc(slices.Clone(members), func(m string) bool {
 		return slices.Contains(names, m)
 	})
 	return nil
+}
+
+// CheckDevices refuses the names that are not devices, every one of them
+// in one error (an *UnknownError, with suggestions, when one is unknown),
+// so that a verb given several names can change nothing when one is wrong.
+func (r *Registry) CheckDevices(names ...string) error {
+	var unknown []string
+	for _, n := range names {
+		if _, ok := r.devices[n]; !ok && !slices.Contains(unknown, n) {
+			unknown = append(unknown, n)
+		}
+	}
+	switch len(unknown) {
+	case 0:
+		return nil
+	case 1:
+		return r.unknownDevice(unknown[0])
+	}
+	if len(unknown) > 5 {
+		return fmt.Errorf("%s are not devices; rex device list shows the devices", Fold(unknown))
+	}
+	return fmt.Errorf("no device is named %s; rex device list shows the devices", orList(quoted(unknown)))
+}
+
+// quotedList is "a" and "b", or the folded names (web[3-40]) past five.
+func quotedList(names []string) string {
+	if len(names) > 5 {
+		return Fold(names)
+	}
+	return orAndList(quoted(names))
+}
+
+func quoted(names []string) []string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return q
 }
 
 func (r *Registry) unknownDevice(name string) error {

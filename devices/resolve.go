@@ -70,6 +70,11 @@ type ResolveOptions struct {
 	// ReadFile reads a ^FILE host list; nil reads the file system (at most
 	// MaxHostFile bytes).
 	ReadFile func(name string) ([]byte, error)
+	// Port is the port ssh_config gives host (0 when it gives none), for a
+	// target whose port is unset: folding and exclusions compare the port
+	// rex will dial, which is 22 only when ssh_config sets no other. Nil
+	// means none is set anywhere.
+	Port func(host string) int
 }
 
 // MaxHostFile bounds a ^FILE host list.
@@ -97,8 +102,10 @@ func (r *Registry) Resolve(targets string) ([]Target, error) {
 //     a bare word that names nothing is a host name (in an exclusion, only
 //     when a chosen target has that name; otherwise it is unknown);
 //   - !ITEM: an exclusion. Whatever ITEM names (a glob: whatever target it
-//     matches by name; an address: every target at that address) is left
-//     out of the list, wherever the exclusion is written.
+//     matches by name; an address: every target that would connect there)
+//     is left out of the list, wherever the exclusion is written, and so
+//     is every other name of a machine it leaves out (the names folding
+//     would run once; two registered devices stay two).
 //
 // A device or group name always wins, then an ssh_config alias. Otherwise a
 // word that contains '@', '.' or ':' (so every IP address) is an ad-hoc
@@ -117,7 +124,7 @@ func (r *Registry) Resolve(targets string) ([]Target, error) {
 func (r *Registry) ResolveWith(targets string, opts ResolveOptions) ([]Target, error) {
 	items, err := splitTargets(targets)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("targets %q: %w", targets, err)
 	}
 	if len(items) == 0 {
 		return nil, errors.New("no targets given; name a device, a group, all or local")
@@ -138,54 +145,92 @@ func (r *Registry) ResolveWith(targets string, opts ResolveOptions) ([]Target, e
 		}
 	}
 	if len(excludes) == 0 {
-		return foldSameMachine(rs.out), nil
+		return rs.fold(rs.out), nil
 	}
 	if len(rs.out) == 0 {
 		return nil, errors.New("the targets only leave machines out; name what to run on too, as in all,!web3")
 	}
-	drop, err := rs.excluded(excludes)
+	drop, named, err := rs.excluded(excludes)
 	if err != nil {
 		return nil, err
 	}
+	// A machine left out under one name is left out under every name
+	// that reaches it as the same login (what folding would run once):
+	// `web2,root@10.0.0.2,!web2` leaves the machine out, as the operator
+	// meant, rather than running there under its other name. Two
+	// registered devices stay apart here as in folding.
+	droppedAny, droppedAdhoc := map[string]bool{}, map[string]bool{}
+	for _, t := range append(named, rs.out...) {
+		if k := rs.machineKey(t); k != "" && drop(t) {
+			droppedAny[k] = true
+			if t.Kind != KindDevice {
+				droppedAdhoc[k] = true
+			}
+		}
+	}
 	kept := rs.out[:0:0]
 	for _, t := range rs.out {
-		if !drop(t) {
-			kept = append(kept, t)
+		if drop(t) {
+			continue
 		}
+		if k := rs.machineKey(t); k != "" && (t.Kind == KindDevice && droppedAdhoc[k] || t.Kind != KindDevice && droppedAny[k]) {
+			continue
+		}
+		kept = append(kept, t)
 	}
 	if len(kept) == 0 {
 		return nil, fmt.Errorf("the exclusions leave out every one of the %d targets; nothing would run", len(rs.out))
 	}
-	return foldSameMachine(kept), nil
+	return rs.fold(kept), nil
 }
 
-// foldSameMachine keeps one target per machine and login: of the targets
-// with the same user, host (in any case), port (an unset port is 22),
-// jump host and, for a device with "become", sudo user, the first written
-// stays and lists the others in Folded. Two registered devices are both
-// kept, as Ansible keeps two inventory hosts with one address: the
-// operator registered both (as containers behind one address, say). An
-// unset user is not any user: host and root@host stay two targets.
-func foldSameMachine(ts []Target) []Target {
+// port is the port rex dials t on: its own, else ssh_config's for its
+// host (opts.Port), else 22.
+func (rs *resolver) port(t Target) int {
+	if t.Port != 0 {
+		return t.Port
+	}
+	if rs.opts.Port != nil {
+		if p := rs.opts.Port(t.Host); p > 0 {
+			return p
+		}
+	}
+	return 22
+}
+
+// machineKey says which machine and login t reaches: its user, host (in
+// any case), port (see port), jump host and, for a device with "become",
+// sudo user. It is "" for local. An unset user is not any user: host and
+// root@host have two keys.
+func (rs *resolver) machineKey(t Target) string {
+	if t.Kind == KindLocal {
+		return ""
+	}
+	key := t.User + "\x00" + strings.ToLower(t.Host) + "\x00" + strconv.Itoa(rs.port(t))
+	if t.Device != nil {
+		if j, ok := t.Device.extra["jump"]; ok {
+			key += "\x00jump:" + string(j)
+		}
+		if t.Device.Become {
+			key += "\x00sudo:" + t.Device.SudoUser()
+		}
+	}
+	return key
+}
+
+// fold keeps one target per machine and login (machineKey): of the
+// targets with one key, the first written stays and lists the others in
+// Folded. Two registered devices are both kept, as Ansible keeps two
+// inventory hosts with one address: the operator registered both (as
+// containers behind one address, say).
+func (rs *resolver) fold(ts []Target) []Target {
 	first := map[string]int{}
 	out := ts[:0:0]
 	for _, t := range ts {
-		if t.Kind == KindLocal {
+		key := rs.machineKey(t)
+		if key == "" {
 			out = append(out, t)
 			continue
-		}
-		port := t.Port
-		if port == 0 {
-			port = 22
-		}
-		key := t.User + "\x00" + strings.ToLower(t.Host) + "\x00" + strconv.Itoa(port)
-		if t.Device != nil {
-			if j, ok := t.Device.extra["jump"]; ok {
-				key += "\x00jump:" + string(j)
-			}
-			if t.Device.Become {
-				key += "\x00sudo:" + t.Device.SudoUser()
-			}
 		}
 		if i, ok := first[key]; ok && !(out[i].Kind == KindDevice && t.Kind == KindDevice) {
 			out[i].Folded = append(out[i].Folded, t.Name)
@@ -263,8 +308,8 @@ func (rs *resolver) add(t Target) error {
 // excluded resolves the exclusions into a predicate over targets. The name
 // of a chosen target excludes it; a glob matches the names of the targets
 // chosen; anything else resolves as a target would, with the same rules
-// (an unknown name is an error).
-func (rs *resolver) excluded(items []string) (func(Target) bool, error) {
+// (an unknown name is an error), into named.
+func (rs *resolver) excluded(items []string) (drop func(Target) bool, named []Target, err error) {
 	chosen := map[string]bool{}
 	for _, t := range rs.out {
 		chosen[t.Name] = true
@@ -272,30 +317,36 @@ func (rs *resolver) excluded(items []string) (func(Target) bool, error) {
 	sub := resolver{reg: rs.reg, home: rs.home, opts: rs.opts, seen: map[string]bool{}, excluding: true, chosen: chosen}
 	byName := map[string]bool{}
 	var globs []string
+	var addrs []Target
 	for _, item := range items {
 		if chosen[item] {
-			// The name of a target in the list (a host from a ^FILE, say).
+			// The name of a target in the list (a host from a ^FILE, say);
+			// when it is a host, it is an address too.
 			byName[item] = true
+			for _, t := range rs.out {
+				if t.Name == item && t.Kind == KindAdhoc {
+					addrs = append(addrs, t)
+				}
+			}
 			continue
 		}
 		if isGlob(item) {
 			if rest, ok := strings.CutPrefix(item, "ssh://"); ok {
 				// Names carry no scheme: this glob would leave nothing out.
-				return nil, fmt.Errorf("!%s: a pattern matches the names of the chosen targets, which carry no ssh://; write !%s", item, rest)
+				return nil, nil, fmt.Errorf("!%s: a pattern matches the names of the chosen targets, which carry no ssh://; write !%s", item, rest)
 			}
 			if _, err := path.Match(item, ""); err != nil {
-				return nil, fmt.Errorf("!%s is not a valid pattern; use * and ? as wildcards and [a-z] for one character of a set", item)
+				return nil, nil, fmt.Errorf("!%s is not a valid pattern; use * and ? as wildcards and [a-z] for one character of a set", item)
 			}
 			globs = append(globs, item)
 			continue
 		}
 		if err := sub.item(item); err != nil {
-			return nil, fmt.Errorf("!%s: %w", item, err)
+			return nil, nil, fmt.Errorf("!%s: %w", item, err)
 		}
 	}
 	// A machine left out by its address ([user@]host[:port], pdsh's and
 	// clush's habit) is left out under any name that reaches it.
-	var addrs []Target
 	for _, x := range sub.out {
 		if x.Kind == KindAdhoc {
 			addrs = append(addrs, x)
@@ -306,7 +357,7 @@ func (rs *resolver) excluded(items []string) (func(Target) bool, error) {
 			return true
 		}
 		for _, a := range addrs {
-			if sameAddress(a, t) {
+			if rs.atAddress(a, t) {
 				return true
 			}
 		}
@@ -316,26 +367,20 @@ func (rs *resolver) excluded(items []string) (func(Target) bool, error) {
 			}
 		}
 		return false
-	}, nil
+	}, sub.out, nil
 }
 
-// sameAddress reports whether the target t is at the address a names: the
-// same host, and the user and port a gives when it gives them (port 22 is
-// an unset port's).
-func sameAddress(a, t Target) bool {
+// atAddress reports whether the target t is at the address a names: the
+// same host, and the user and port a gives when it gives them (t's port
+// being the one rex dials, see port).
+func (rs *resolver) atAddress(a, t Target) bool {
 	if t.Kind == KindLocal || !strings.EqualFold(a.Host, t.Host) {
 		return false
 	}
 	if a.User != "" && a.User != t.User {
 		return false
 	}
-	port := func(p int) int {
-		if p == 0 {
-			return 22
-		}
-		return p
-	}
-	return a.Port == 0 || port(a.Port) == port(t.Port)
+	return a.Port == 0 || a.Port == rs.port(t)
 }
 
 // isGlob reports an item with wildcards that are not numeric ranges.
@@ -606,6 +651,31 @@ func isBracketedIPv6(item string) bool {
 	return end > 0 && strings.Contains(rest[1:end], ":")
 }
 
+// ExpandNames reads a list of names as TARGETS writes it, for the verbs
+// that take several device names: comma-separated (commas inside [...]
+// belong to a range), spaces around an item and empty items dropped, and
+// numeric ranges expanded (web[1-4], n[01-10], n[1,3,5-7]). It reads
+// names only: whatever else an item is (a glob, a group, an address) stays
+// as written, for the caller to look up and refuse.
+func ExpandNames(list string) ([]string, error) {
+	items, err := splitTargets(list)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", list, err)
+	}
+	var out []string
+	for _, item := range items {
+		words, err := expandRanges(item, MaxTargets)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", item, err)
+		}
+		if len(out)+len(words) > MaxTargets {
+			return nil, fmt.Errorf("%s names more than %d names; narrow the ranges", list, MaxTargets)
+		}
+		out = append(out, words...)
+	}
+	return out, nil
+}
+
 // splitTargets splits at commas outside brackets and drops empty items.
 func splitTargets(s string) ([]string, error) {
 	var items []string
@@ -631,7 +701,7 @@ func splitTargets(s string) ([]string, error) {
 		}
 	}
 	if depth != 0 {
-		return nil, fmt.Errorf("targets %q: '[' has no matching ']'; close every range as in node[1-4]", s)
+		return nil, errors.New("'[' has no matching ']'; close every range as in node[1-4]")
 	}
 	flush(len(s))
 	return items, nil

@@ -244,9 +244,9 @@ func TestResolveExclusions(t *testing.T) {
 		{in: "node*,rack0?,db1,web*,!node*,!rack0?,!web", want: []string{"device:db1", "device:web-a"}},
 		{in: "prod,web,!prod", want: []string{"device:web2"}},
 		{in: "web1,root@10.0.0.9,!root@10.0.0.9", want: []string{"device:web1"}},
-		// Targets are folded by machine after the exclusions: leaving out
-		// one name keeps the other name of that machine.
-		{in: "web2,root@10.0.0.2,!web2", want: []string{"adhoc:root@10.0.0.2"}},
+		// Leaving out one name of a machine leaves out its other names
+		// (what folding would run once), not just what was written.
+		{in: "web1,web2,root@10.0.0.2,!web2", want: []string{"device:web1"}},
 		{in: "web1,10.0.0.9,!10.0.0.*", want: []string{"device:web1"}},
 		{in: "web,!nomatch*", want: []string{"device:web2", "device:web1"}},
 		// A drain group that is empty right now leaves nothing out.
@@ -466,6 +466,114 @@ func TestExcludeByAddress(t *testing.T) {
 		}
 		if in := slices.Contains(names(got), "device:web2"); in == tt.out {
 			t.Errorf("Resolve(%q) = %v: web2 (root@10.0.0.2) left out: %v, want %v", tt.in, names(got), !in, tt.out)
+		}
+	}
+}
+
+// TestExcludeLeavesTheMachineOut: an exclusion leaves out a machine under
+// every name it was chosen by. An address (!ADDRESS) leaves out whatever
+// would connect there, even when the address is itself a chosen target's
+// name; a name (!NAME, a glob, a group) leaves out the other names that
+// reach the same machine as the same login; a second registered device at
+// that address stays, as in folding. Ports compare as rex dials them: a
+// target without one has ssh_config's (opts.Port), else 22. The fixture's
+// web2 is root@10.0.0.2, web1 root@10.0.0.1:2222; twin is a second device
+// at root@10.0.0.2, and cfg2222 a host whose ssh_config Port is 2222.
+func TestExcludeLeavesTheMachineOut(t *testing.T) {
+	r := fixture(t)
+	if _, err := r.Add(Device{Name: "twin", Host: "root@10.0.0.2"}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Add(Device{Name: "cfgdev", Host: "root@cfg2222"}, false); err != nil {
+		t.Fatal(err)
+	}
+	opts := ResolveOptions{
+		Port: func(host string) int {
+			if host == "cfg2222" {
+				return 2222
+			}
+			return 0
+		},
+		ReadFile: func(name string) ([]byte, error) {
+			if name == "hosts" {
+				return []byte("10.0.0.2\n"), nil
+			}
+			return nil, &os.PathError{Op: "open", Path: name, Err: os.ErrNotExist}
+		},
+	}
+	for _, tt := range []struct {
+		in   string
+		want []string
+	}{
+		// By address, written as a chosen target's name too.
+		{"web1,web2,root@10.0.0.2,!root@10.0.0.2", []string{"device:web1"}},
+		{"web1,web2,10.0.0.2,!10.0.0.2", []string{"device:web1"}},
+		{"web1,web2,^hosts,!10.0.0.2", []string{"device:web1"}},
+		{"web1,web2,root@10.0.0.2:22,!root@10.0.0.2:22", []string{"device:web1"}},
+		{"web1,twin,web2,!10.0.0.2", []string{"device:web1"}},
+		// Another user or port at that address is another target.
+		{"web2,admin@10.0.0.2,!admin@10.0.0.2", []string{"device:web2"}},
+		{"web2,root@10.0.0.2:2222,!root@10.0.0.2:2222", []string{"device:web2"}},
+		// By name: its other names at the same login go too...
+		{"web1,web2,root@10.0.0.2,!web2", []string{"device:web1"}},
+		{"web1,root@10.0.0.2:22,web,!web", nil},
+		{"web1,web2,root@10.0.0.2,!web?", nil},
+		{"root@10.0.0.1:2222,web2,!web1", []string{"device:web2"}},
+		// ...but not another login, nor a second registered device.
+		{"web1,web2,10.0.0.2,!web2", []string{"device:web1", "adhoc:10.0.0.2"}},
+		{"web1,web2,twin,!web2", []string{"device:web1", "device:twin"}},
+		{"web1,twin,root@10.0.0.2,!web2", []string{"device:web1", "device:twin"}},
+		// ssh_config's Port is the port compared.
+		{"web1,cfgdev,!root@cfg2222:2222", []string{"device:web1"}},
+		{"web1,ssh://cfg2222,!cfg2222:2222", []string{"device:web1"}},
+		{"web1,cfgdev,!root@cfg2222:22", []string{"device:web1", "device:cfgdev"}},
+		{"web1,cfgdev,root@cfg2222:2222,!cfgdev", []string{"device:web1"}},
+		{"web1,cfgdev,root@cfg2222:22,!cfgdev", []string{"device:web1", "adhoc:root@cfg2222:22"}},
+	} {
+		got, err := r.ResolveWith(tt.in, opts)
+		if len(tt.want) == 0 {
+			if err == nil || !strings.Contains(err.Error(), "leave out every one") {
+				t.Errorf("ResolveWith(%q) = %v, %v; want every target left out", tt.in, names(got), err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("ResolveWith(%q): %v", tt.in, err)
+			continue
+		}
+		if !slices.Equal(names(got), tt.want) {
+			t.Errorf("ResolveWith(%q) = %v, want %v", tt.in, names(got), tt.want)
+		}
+	}
+}
+
+// TestFoldComparesSSHConfigPort: a target without a port is dialed on the
+// port ssh_config gives its host, so it is folded only with a target at
+// that port, not with one at 22.
+func TestFoldComparesSSHConfigPort(t *testing.T) {
+	r := fixture(t)
+	opts := ResolveOptions{Port: func(host string) int {
+		if strings.EqualFold(host, "cfg2222") {
+			return 2222
+		}
+		return 0
+	}}
+	for _, tt := range []struct {
+		in   string
+		want []string
+	}{
+		{"root@cfg2222,root@cfg2222:22", []string{"adhoc:root@cfg2222", "adhoc:root@cfg2222:22"}},
+		{"root@cfg2222,root@cfg2222:2222", []string{"adhoc:root@cfg2222"}},
+		{"root@CFG2222:2222,root@cfg2222", []string{"adhoc:root@CFG2222:2222"}},
+		{"root@other,root@other:22", []string{"adhoc:root@other"}},
+	} {
+		got, err := r.ResolveWith(tt.in, opts)
+		if err != nil {
+			t.Errorf("ResolveWith(%q): %v", tt.in, err)
+			continue
+		}
+		if !slices.Equal(names(got), tt.want) {
+			t.Errorf("ResolveWith(%q) = %v, want %v", tt.in, names(got), tt.want)
 		}
 	}
 }

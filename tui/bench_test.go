@@ -63,7 +63,9 @@ func BenchmarkConsoleFlood(b *testing.B) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	m := newModel(ctx, Options{Resolve: func(string) ([]fanout.Target, error) { return names, nil }}, floodRun(rate, &fed), time.Now)
+	m := newModel(ctx, Options{Resolver: func(func(string)) func(string) ([]fanout.Target, error) {
+		return func(string) ([]fanout.Target, error) { return names, nil }
+	}}, floodRun(rate, &fed), time.Now)
 	m.Update(tea.WindowSizeMsg{Width: 200, Height: 50})
 	for _, r := range "yes | head" {
 		m.Update(tea.KeyPressMsg{Code: r, Text: string(r)})

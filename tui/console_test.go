@@ -16,7 +16,6 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/rexconsole/rex/devices"
-	"github.com/rexconsole/rex/internal/commands"
 	"github.com/rexconsole/rex/internal/fanout"
 	"github.com/rexconsole/rex/internal/server"
 )
@@ -172,7 +171,7 @@ func runConsole(t *testing.T, dir string, conn fanout.Connector, secrets *Secret
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	opts := Options{
-		Store: store, Resolve: commands.Resolver(store, nil), ConfigDir: cfg,
+		Store: store, Resolver: resolverOf(store), ConfigDir: cfg,
 		StateDir:  filepath.Join(dir, "state", "rex"),
 		CacheDir:  filepath.Join(dir, "cache", "rex"),
 		Connector: conn,

@@ -172,7 +172,7 @@ func newEnv(t *testing.T, w, h int, fleet bool) *testEnv {
 	}
 	opts := Options{
 		Store:     store,
-		Resolve:   commands.Resolver(store, nil),
+		Resolver:  resolverOf(store),
 		ConfigDir: cfgDir,
 		StateDir:  filepath.Join(dir, "state", "rex"),
 		DeviceVerb: func(ctx context.Context, o commands.IO, args []string) error {
@@ -429,4 +429,12 @@ func (e *testEnv) paneLines(i int) []string {
 		out = append(out, rd.Line(j).Text)
 	}
 	return out
+}
+
+// resolverOf is what rex gives the console: commands.Resolver over store,
+// telling the console's notice what it folded.
+func resolverOf(store *devices.Store) func(func(string)) func(string) ([]fanout.Target, error) {
+	return func(notice func(string)) func(string) ([]fanout.Target, error) {
+		return commands.Resolver(store, notice)
+	}
 }

@@ -159,9 +159,12 @@ type Model struct {
 	now      func() time.Time
 	seed     maphash.Seed
 	signal   *frameSignal
-	// folds holds what resolving TARGETS folded (commands.FoldNotes), for
-	// the message area: resolve may run off the event loop (the agent's
-	// tools), so Update shows them.
+	// resolveTargets is opts.Resolver's function, telling folds.add what
+	// it folded; nil without one.
+	resolveTargets func(spec string) ([]fanout.Target, error)
+	// folds holds what resolving TARGETS folded, for the message area:
+	// resolve may run off the event loop (the agent's tools), so Update
+	// shows them.
 	folds *foldNotes
 
 	cfg      Config
@@ -263,6 +266,9 @@ func newModel(ctx context.Context, opts Options, run runFunc, now func() time.Ti
 		}
 		m.workDir.set(wd)
 	}
+	if opts.Resolver != nil {
+		m.resolveTargets = opts.Resolver(m.folds.add)
+	}
 	m.app = &commands.App{Resolve: m.resolve, ConfigDir: opts.ConfigDir, CacheDir: opts.CacheDir, StateDir: opts.StateDir, WorkDir: m.workDir.get}
 	m.push, m.pull = commands.PushTargets, commands.PullFrom
 	if opts.CacheDir != "" {
@@ -354,12 +360,8 @@ func (m *Model) setRegistry(reg *devices.Registry) {
 }
 
 func (m *Model) resolve(spec string) ([]fanout.Target, error) {
-	if m.opts.Resolve != nil {
-		ts, err := m.opts.Resolve(spec)
-		if err == nil {
-			m.folds.add(commands.FoldNotes(ts))
-		}
-		return ts, err
+	if m.resolveTargets != nil {
+		return m.resolveTargets(spec)
 	}
 	if strings.TrimSpace(spec) == commands.LocalName {
 		return []fanout.Target{commands.LocalTarget()}, nil
@@ -386,17 +388,13 @@ type foldNotes struct {
 	shown   map[string]bool
 }
 
-func (f *foldNotes) add(notes []string) {
-	if len(notes) == 0 {
-		return
-	}
+// add is the Resolver's notice: it queues note unless it was shown.
+func (f *foldNotes) add(note string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, n := range notes {
-		if !f.shown[n] {
-			f.shown[n] = true
-			f.pending = append(f.pending, n)
-		}
+	if !f.shown[note] {
+		f.shown[note] = true
+		f.pending = append(f.pending, note)
 	}
 }
 

@@ -5,7 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	tea "charm.land/bubbletea/v2"
+
 	"github.com/rexconsole/rex/internal/commands"
+	"github.com/rexconsole/rex/internal/fanout"
 )
 
 // TestHostKeyQuestion: a host key question opens a yes/no dialog with the
@@ -61,6 +64,32 @@ func TestTargetFoldNotice(t *testing.T) {
 		t.Errorf("the target counts %d machines, want 1", e.m.targetCount)
 	}
 	e.submit("/target web1,root@10.0.0.1:22")
+	if got := strings.Count(e.message(), note); got != 0 {
+		t.Errorf("the note shows again (%d times): %q", got, e.message())
+	}
+}
+
+// TestTargetNoticesAreTheResolvers: what the console says a TARGETS list
+// folded is what its Resolver told the notice it was given (the CLI's
+// path), queued and shown under the answer of the command that resolved,
+// once per console; the console computes no notes of its own.
+func TestTargetNoticesAreTheResolvers(t *testing.T) {
+	e := newEnv(t, 160, 30, false)
+	const note = "a note only the resolver knows"
+	opts := e.m.opts
+	opts.Resolver = func(notice func(string)) func(string) ([]fanout.Target, error) {
+		return func(spec string) ([]fanout.Target, error) {
+			if spec == "h.lan" {
+				notice(note)
+			}
+			return []fanout.Target{commands.LocalTarget()}, nil
+		}
+	}
+	e.m = newModel(context.Background(), opts, e.fleet.run, e.clock.Now)
+	e.m.Update(tea.WindowSizeMsg{Width: 160, Height: 30})
+	e.submit("/target h.lan")
+	e.wantMessage("target h.lan: ", note)
+	e.submit("/target h.lan")
 	if got := strings.Count(e.message(), note); got != 0 {
 		t.Errorf("the note shows again (%d times): %q", got, e.message())
 	}

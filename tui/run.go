@@ -52,9 +52,13 @@ type Options struct {
 	Store *devices.Store
 	// Connector reaches `local` and SSH targets.
 	Connector fanout.Connector
-	// Resolve turns a TARGETS expression into targets (local, devices,
-	// groups, globs, ranges, ad-hoc hosts).
-	Resolve func(spec string) ([]fanout.Target, error)
+	// Resolver makes the function that turns a TARGETS expression into
+	// targets (local, devices, groups, globs, ranges, ad-hoc hosts):
+	// commands.Resolver over the registry, given notice, which it tells
+	// what resolving folded (one machine named twice). The console queues
+	// those lines and shows each once; notice may be called off the event
+	// loop (the agent's tools resolve there).
+	Resolver func(notice func(msg string)) func(spec string) ([]fanout.Target, error)
 	// ConfigDir holds config.toml and themes/ ($XDG_CONFIG_HOME/rex).
 	ConfigDir string
 	// StateDir holds the command-line history ($XDG_STATE_HOME/rex).

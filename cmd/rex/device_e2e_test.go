@@ -155,6 +155,46 @@ func TestDeviceE2E(t *testing.T) {
 		}
 	})
 
+	// The verbs that take several device names read them as TARGETS does,
+	// ranges included (one parser), and change nothing when a name is not
+	// a device (or not a member), saying which in one sentence.
+	t.Run("ranges", func(t *testing.T) {
+		e := newRexEnv(t, bin)
+		for _, args := range [][]string{
+			{"device", "add", "web1", "a1.lan"}, {"device", "add", "web2", "a2.lan"},
+			{"device", "add", "web3", "a3.lan"}, {"device", "add", "web4", "a4.lan"},
+			{"device", "group", "create", "web"},
+		} {
+			if _, errOut, code := e.run(args...); code != 0 {
+				t.Fatalf("rex %s: %d %s", strings.Join(args, " "), code, errOut)
+			}
+		}
+		steps := []struct {
+			args     []string
+			code     int
+			out, err string
+		}{
+			{[]string{"device", "group", "add", "web", "web[1-6]"}, 1, "",
+				`rex: nothing was added to group web: no device is named "web5" or "web6"; rex device list shows the devices` + "\n"},
+			{[]string{"device", "group", "add", "web", "web[1,3-4]"}, 0, "added web1, web3, web4 to group web\n", ""},
+			{[]string{"device", "group", "remove", "web", "web[2-3]"}, 1, "",
+				`rex: nothing was removed from group web: "web2" is not in group "web"; rex device group list shows its members` + "\n"},
+			{[]string{"device", "group", "remove", "web", "web[3-4]"}, 0, "removed web3, web4 from group web\n", ""},
+			{[]string{"device", "remove", "web[3-5]", "webx"}, 1, "",
+				`rex: nothing was removed: no device is named "web5" or "webx"; rex device list shows the devices` + "\n"},
+			{[]string{"device", "remove", "web[1-2]"}, 0, "removed device web1 (also removed from groups: web)\nremoved device web2\n", ""},
+			{[]string{"device", "remove", "web[3-4"}, 1, "", "rex: remove devices: web[3-4: '[' has no matching ']'; close every range as in node[1-4]\n"},
+			{[]string{"device", "show", "web[3-4]"}, 2, "", ""},
+			{[]string{"device", "list"}, 0, "NAME  ADDRESS  KEY  GROUPS  DESCRIPTION\nweb3  a3.lan   -    -       -\nweb4  a4.lan   -    -       -\n", ""},
+		}
+		for _, s := range steps {
+			out, errOut, code := e.run(s.args...)
+			if code != s.code || out != s.out || s.err != "" && errOut != s.err {
+				t.Errorf("rex %s: status %d, stdout %q, stderr %q; want %d, %q, %q", strings.Join(s.args, " "), code, out, errOut, s.code, s.out, s.err)
+			}
+		}
+	})
+
 	t.Run("20 concurrent adds", func(t *testing.T) {
 		e := newRexEnv(t, bin)
 		const n = 20

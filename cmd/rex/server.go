@@ -22,6 +22,7 @@ import (
 
 	"github.com/rexconsole/rex/internal/agent"
 	"github.com/rexconsole/rex/internal/commands"
+	"github.com/rexconsole/rex/internal/fanout"
 	"github.com/rexconsole/rex/internal/server"
 	"github.com/rexconsole/rex/tui"
 )
@@ -183,7 +184,9 @@ func consoleOptions(e *env, ag tui.AgentOptions) (tui.Options, error) {
 	return tui.Options{
 		Store:     setup.Store,
 		Connector: setup.Connectors,
-		Resolve:   commands.Resolver(setup.Store, nil), // the console says what TARGETS folded itself (tui)
+		Resolver: func(notice func(string)) func(string) ([]fanout.Target, error) {
+			return commands.Resolver(setup.Store, notice)
+		},
 		ConfigDir: e.paths.Config,
 		StateDir:  e.paths.State,
 		CacheDir:  e.paths.Cache,

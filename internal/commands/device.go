@@ -141,7 +141,8 @@ const deviceUsageText = `usage: rex device COMMAND [ARGS]
   prepare TARGETS [-x NAMES]   install rexd without running anything
   clean TARGETS [-x NAMES]     remove the cached rexd
 
-NAME... and DEVICE... take separate words or comma-separated lists (web1,web2).
+NAME... and DEVICE... take separate words or comma-separated lists, ranges
+included (web1,web2 or web[1-2]).
 TARGETS is a comma-separated list of device and group names, all, local,
 globs (web-*), ranges (node[1-16], node[01-16], n[1,3,5-7]) and hosts that
 are not registered (user@host:port, [user@][ipv6]:port, ssh://host).
@@ -265,13 +266,20 @@ func DeviceAdd(ctx context.Context, store *devices.Store, stdio IO, spec DeviceA
 }
 
 // DeviceRemove is `rex device remove`: every device named, or none.
-func DeviceRemove(ctx context.Context, store *devices.Store, stdio IO, names []string) error {
-	names = dedupe(SplitNames(names))
+func DeviceRemove(ctx context.Context, store *devices.Store, stdio IO, words []string) error {
+	names, err := SplitNames(words)
+	if err != nil {
+		return fmt.Errorf("remove devices: %w", err)
+	}
+	names = dedupe(names)
 	if len(names) == 0 {
 		return Usagef("rex device remove takes one or more device NAMEs")
 	}
 	groups := make([][]string, len(names))
-	err := store.Update(ctx, func(r *devices.Registry) error {
+	err = store.Update(ctx, func(r *devices.Registry) error {
+		if err := r.CheckDevices(names...); err != nil {
+			return fmt.Errorf("nothing was removed: %w", err)
+		}
 		for i, name := range names {
 			var err error
 			if groups[i], err = r.Remove(name); err != nil {
@@ -295,26 +303,26 @@ func DeviceRemove(ctx context.Context, store *devices.Store, stdio IO, names []s
 	return err
 }
 
-// SplitNames splits device names written as separate words, comma lists
-// or both ("web1,web2 db1"), as TARGETS separates its items; spaces around
-// a name and empty items are dropped. Names never hold a comma.
-func SplitNames(words []string) []string {
+// SplitNames reads device names written as separate words, comma lists
+// or both ("web1,web2 db1"), with ranges (web[1-4]), as TARGETS reads its
+// items (devices.ExpandNames): one syntax for a list of names everywhere.
+func SplitNames(words []string) ([]string, error) {
 	var out []string
 	for _, w := range words {
-		for n := range strings.SplitSeq(w, ",") {
-			if n = strings.TrimSpace(n); n != "" {
-				out = append(out, n)
-			}
+		names, err := devices.ExpandNames(w)
+		if err != nil {
+			return nil, err
 		}
+		out = append(out, names...)
 	}
-	return out
+	return out, nil
 }
 
-// oneName refuses a comma list where `rex device VERB` takes one name.
+// oneName refuses a list where `rex device VERB` takes one name.
 func oneName(verb, what, name string) error {
-	names := SplitNames([]string{name})
-	if len(names) < 2 {
-		return nil
+	names, err := SplitNames([]string{name})
+	if err != nil || len(names) < 2 {
+		return nil // one name, valid or not: the verb says which
 	}
 	act := verb[strings.LastIndexByte(verb, ' ')+1:]
 	return Usagef("rex device %s takes one %s NAME; %s %s and %s one at a time", verb, what, act,
@@ -561,16 +569,19 @@ func GroupDelete(ctx context.Context, store *devices.Store, stdio IO, name strin
 }
 
 // GroupAdd is `rex device group add`.
-func GroupAdd(ctx context.Context, store *devices.Store, stdio IO, group string, names []string) error {
-	names = SplitNames(names)
+func GroupAdd(ctx context.Context, store *devices.Store, stdio IO, group string, words []string) error {
+	names, err := SplitNames(words)
+	if err != nil {
+		return fmt.Errorf("add to group %s: %w", group, err)
+	}
 	var added, already []string
-	err := store.Update(ctx, func(r *devices.Registry) error {
+	err = store.Update(ctx, func(r *devices.Registry) error {
 		var err error
 		added, already, err = r.AddToGroup(group, names...)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("add to group %s: %w", group, err)
+		return fmt.Errorf("nothing was added to group %s: %w", group, err)
 	}
 	var msg string
 	switch {
@@ -587,11 +598,14 @@ func GroupAdd(ctx context.Context, store *devices.Store, stdio IO, group string,
 }
 
 // GroupRemove is `rex device group remove`.
-func GroupRemove(ctx context.Context, store *devices.Store, stdio IO, group string, names []string) error {
-	names = SplitNames(names)
-	err := store.Update(ctx, func(r *devices.Registry) error { return r.RemoveFromGroup(group, names...) })
+func GroupRemove(ctx context.Context, store *devices.Store, stdio IO, group string, words []string) error {
+	names, err := SplitNames(words)
 	if err != nil {
 		return fmt.Errorf("remove from group %s: %w", group, err)
+	}
+	err = store.Update(ctx, func(r *devices.Registry) error { return r.RemoveFromGroup(group, names...) })
+	if err != nil {
+		return fmt.Errorf("nothing was removed from group %s: %w", group, err)
 	}
 	_, err = fmt.Fprintf(stdio.Out, "removed %s from group %s\n", strings.Join(dedupe(names), ", "), group)
 	return err
@@ -635,7 +649,7 @@ func DeviceReach(ctx context.Context, store *devices.Store, remote DeviceRemote,
 	if err != nil {
 		return fmt.Errorf("%s: %w", verb, err)
 	}
-	targets, err := r.ResolveWith(strings.Join(words, ","), devices.ResolveOptions{Aliases: SSHAliases})
+	targets, err := r.ResolveWith(strings.Join(words, ","), SSHResolveOptions())
 	if err != nil {
 		return fmt.Errorf("%s: %w", verb, err)
 	}

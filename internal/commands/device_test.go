@@ -234,9 +234,9 @@ func TestDeviceValidationErrors(t *testing.T) {
 		{[]string{"add", "x", "h", "--key", "~bob/id"}, `only "~/"`},
 		{[]string{"add", "web", "h"}, "already a group name"},
 		{[]string{"add", "web1", "h"}, "already exists"},
-		{[]string{"remove", "wbe1"}, `remove device wbe1: no device is named "wbe1"; did you mean web1?`},
-		{[]string{"remove", "wbe1,web1"}, `remove device wbe1: no device is named "wbe1"; did you mean web1?`},
-		{[]string{"remove", "web1,wbe2"}, `remove device wbe2: no device is named "wbe2"`}, // and web1 stays
+		{[]string{"remove", "wbe1"}, `nothing was removed: no device is named "wbe1"; did you mean web1?`},
+		{[]string{"remove", "wbe1,web1"}, `nothing was removed: no device is named "wbe1"; did you mean web1?`},
+		{[]string{"remove", "web1,wbe2"}, `nothing was removed: no device is named "wbe2"`}, // and web1 stays
 		{[]string{"group", "add", "web", "web1,web2"}, `no device is named "web2"; did you mean web1?`},
 		{[]string{"show", "web2"}, "did you mean web1?"},
 		{[]string{"group", "create", "web1"}, "already a device name"},
@@ -594,9 +594,6 @@ func TestTargetsFoldSameMachine(t *testing.T) {
 	if !slices.Equal(got, []string{"web1", "web2"}) || !slices.Equal(notes, []string{note}) {
 		t.Errorf("Resolve = %v, notices %q; want [web1 web2] and %q", got, notes, note)
 	}
-	if FoldNotes(ts)[0] != note {
-		t.Errorf("FoldNotes = %q", FoldNotes(ts))
-	}
 	var out, errOut bytes.Buffer
 	err = Device(context.Background(), store, IO{In: strings.NewReader(""), Out: &out, Err: &errOut}, []string{"check", "web1,root@10.0.0.1"})
 	if err == nil || !strings.Contains(err.Error(), "needs the SSH layer") {
@@ -604,5 +601,46 @@ func TestTargetsFoldSameMachine(t *testing.T) {
 	}
 	if errOut.String() != "rex: "+note+"\n" {
 		t.Errorf("check wrote %q on stderr, want the note", errOut.String())
+	}
+}
+
+// TestTargetsCompareSSHConfigPort: a target without a port is dialed on
+// the Port ~/.ssh/config gives its host, so the Resolver folds it with a
+// target at that port (saying so) and not with one at 22, and an
+// exclusion at that port leaves it out.
+func TestTargetsCompareSSHConfigPort(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	if err := os.MkdirAll(filepath.Join(home, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".ssh", "config"), []byte("Host *.p2222\n  Port 2222\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	store := tempStore(t)
+	mustRun(t, store, "add", "web1", "root@a.p2222")
+	for _, tt := range []struct {
+		spec  string
+		want  []string
+		notes []string
+	}{
+		{"web1,root@a.p2222:22", []string{"web1", "root@a.p2222:22"}, nil},
+		{"web1,root@a.p2222:2222", []string{"web1"}, []string{"root@a.p2222:2222 reaches the same machine as web1 (root@a.p2222); it runs there once, as web1"}},
+		{"web1,root@b.lan,!root@a.p2222:2222", []string{"root@b.lan"}, nil},
+		{"web1,root@b.lan,!root@a.p2222:22", []string{"web1", "root@b.lan"}, nil},
+	} {
+		var notes []string
+		ts, err := Resolver(store, func(msg string) { notes = append(notes, msg) })(tt.spec)
+		if err != nil {
+			t.Errorf("Resolve(%q): %v", tt.spec, err)
+			continue
+		}
+		var got []string
+		for _, tg := range ts {
+			got = append(got, tg.Name)
+		}
+		if !slices.Equal(got, tt.want) || !slices.Equal(notes, tt.notes) {
+			t.Errorf("Resolve(%q) = %v, notices %q; want %v, %q", tt.spec, got, notes, tt.want, tt.notes)
+		}
 	}
 }

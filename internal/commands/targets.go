@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"sync"
 
 	"github.com/rexconsole/rex/devices"
 	"github.com/rexconsole/rex/internal/fanout"
@@ -90,7 +92,7 @@ func Resolver(store *devices.Store, notice func(msg string)) func(spec string) (
 		if err != nil {
 			return nil, err
 		}
-		ts, err := reg.ResolveWith(spec, devices.ResolveOptions{Aliases: SSHAliases})
+		ts, err := reg.ResolveWith(spec, SSHResolveOptions())
 		if err != nil {
 			return nil, err
 		}
@@ -138,6 +140,50 @@ func TargetNames(store *devices.Store) ([]string, error) {
 // SSHAliases lists the explicit Host aliases of ~/.ssh/config, or none when
 // it cannot be read (dialing reports a broken file).
 func SSHAliases() []string {
+	cfg := userSSHConfig()
+	if cfg == nil {
+		return nil
+	}
+	return cfg.Aliases()
+}
+
+// SSHResolveOptions are what TARGETS reads of ~/.ssh/config: its Host
+// aliases, and the Port it gives a host, which is where sshx dials a
+// target without a port (so that folding and exclusions compare that
+// port, not 22). The file is read once, when first needed.
+func SSHResolveOptions() devices.ResolveOptions {
+	var (
+		once sync.Once
+		cfg  *devices.SSHConfig
+	)
+	load := func() *devices.SSHConfig {
+		once.Do(func() { cfg = userSSHConfig() })
+		return cfg
+	}
+	return devices.ResolveOptions{
+		Aliases: func() []string {
+			if c := load(); c != nil {
+				return c.Aliases()
+			}
+			return nil
+		},
+		Port: func(host string) int {
+			c := load()
+			if c == nil {
+				return 0
+			}
+			// A bad Port is 0 here: dialing reports it.
+			p, err := strconv.Atoi(c.Get(host, "Port"))
+			if err != nil || p < 1 || p > 65535 {
+				return 0
+			}
+			return p
+		},
+	}
+}
+
+// userSSHConfig is ~/.ssh/config, or nil when it cannot be read.
+func userSSHConfig() *devices.SSHConfig {
 	home, err := os.UserHomeDir()
 	if err != nil {
 		return nil
@@ -146,7 +192,7 @@ func SSHAliases() []string {
 	if err != nil {
 		return nil
 	}
-	return cfg.Aliases()
+	return cfg
 }
 
 // RootArgs are the rexd arguments for a device's roots: --root for each,
@@ -160,20 +206,4 @@ func RootArgs(roots []string) []string {
 		args = append(args, "--root", r)
 	}
 	return args
-}
-
-// FoldNotes are devices.FoldNotes of resolved targets: what TARGETS named
-// twice (one machine under two names) and now reaches once.
-func FoldNotes(ts []fanout.Target) []string {
-	var dts []devices.Target
-	for _, t := range ts {
-		spec := t.Spec
-		if s, ok := spec.(SudoSpec); ok {
-			spec = s.Target
-		}
-		if dt, ok := spec.(devices.Target); ok {
-			dts = append(dts, dt)
-		}
-	}
-	return devices.FoldNotes(dts)
 }
