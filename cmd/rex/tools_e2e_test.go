@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/rexconsole/rex/internal/sshtest"
 )
 
 // runIn runs rex in dir with stdin and extra environment, and returns
@@ -373,5 +375,22 @@ printf '{"token":"%s","len":%d}\n' "$GITHUB_TOKEN" "${#GITHUB_TOKEN}" >&2
 	_, errOut, code = f.runIn(project, "", []string{"REX_SECRETS_BACKEND=file", "REX_SECRETS_PASSPHRASE=wrong"}, "secret", "list")
 	if code == 0 || !strings.Contains(errOut, "the passphrase does not open") {
 		t.Errorf("wrong passphrase: %d %q", code, errOut)
+	}
+}
+
+// TestToolParamsCheckedOnce: a parameter the tool needs and was not given
+// is the operator's mistake: said once, as a usage error (exit 2), before
+// any target is reached. It was said by every target, each a failure
+// (exit 1), after connecting to each.
+func TestToolParamsCheckedOnce(t *testing.T) {
+	f := newSSHFleet(t, 0, false)
+	for _, name := range []string{"down1", "down2"} {
+		host, port, _ := strings.Cut(sshtest.RefusingAddr(t), ":")
+		p, _ := strconv.Atoi(port)
+		f.setDevice(t, name, map[string]any{"host": "nobody@" + host, "port": p})
+	}
+	out, errOut, code := f.runIn(f.home, "", nil, "tool", "run", "rex/ops/service", "--target", "down1,down2")
+	if code != 2 || strings.Count(errOut, "needs parameter name") != 1 || strings.Contains(errOut, "unreachable") || strings.Contains(errOut, "down1") {
+		t.Fatalf("a missing parameter: exit %d, want 2 and one sentence before any target\n%s%s", code, out, errOut)
 	}
 }

@@ -691,11 +691,40 @@ func (p *planner) anchorPaths() error {
 // params checks and coerces the parameters against the tool's schema and
 // adds resolved_config.
 func (p *planner) params(tool *Element) (map[string]any, error) {
+	out, err := toolParams(tool, p.req.Params)
+	if err != nil {
+		return nil, err
+	}
+	for _, el := range p.c.Elements {
+		if el.Meta.ConfigResolve != nil {
+			rc, err := p.e.resolveConfig(el.Meta.ConfigResolve, p.tr)
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: %w", el.Kind, el.ID, err)
+			}
+			out["resolved_config"] = rc
+			break
+		}
+	}
+	return out, nil
+}
+
+// CheckParams reports what is wrong with params for the chain's tool, as
+// Plan would for every target: a front end says it once, before any
+// target is reached, rather than once per target.
+func (c *Chain) CheckParams(params map[string]string) error {
+	_, err := toolParams(c.Tool(), params)
+	return err
+}
+
+// toolParams is tool's parameters from what was given: each coerced to
+// its schema type, defaults filled in, the whole checked against the
+// tool's CONFIG_SCHEMA. Nothing in it depends on a target.
+func toolParams(tool *Element, given map[string]string) (map[string]any, error) {
 	out := map[string]any{}
 	schema := tool.Meta.ConfigSchema
 	props, _ := schema["properties"].(map[string]any)
-	names := make([]string, 0, len(p.req.Params))
-	for k := range p.req.Params {
+	names := make([]string, 0, len(given))
+	for k := range given {
 		names = append(names, k)
 	}
 	sort.Strings(names)
@@ -706,7 +735,7 @@ func (p *planner) params(tool *Element) (map[string]any, error) {
 		if k == "resolved_config" {
 			return nil, errors.New("parameter name resolved_config is reserved for the tool's resolved config file; rename the parameter")
 		}
-		raw := p.req.Params[k]
+		raw := given[k]
 		prop, _ := props[k].(map[string]any)
 		v, err := coerce(raw, schemaType(prop))
 		if err != nil {
@@ -725,16 +754,6 @@ func (p *planner) params(tool *Element) (map[string]any, error) {
 	if sch := tool.Meta.schema; sch != nil {
 		if err := validateParams(sch, tool.ID, out); err != nil {
 			return nil, err
-		}
-	}
-	for _, el := range p.c.Elements {
-		if el.Meta.ConfigResolve != nil {
-			rc, err := p.e.resolveConfig(el.Meta.ConfigResolve, p.tr)
-			if err != nil {
-				return nil, fmt.Errorf("%s %s: %w", el.Kind, el.ID, err)
-			}
-			out["resolved_config"] = rc
-			break
 		}
 	}
 	return out, nil

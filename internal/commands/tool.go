@@ -521,6 +521,11 @@ func RunTool(ctx context.Context, app *App, spec ToolRunSpec, targets []fanout.T
 	if err := c.Runnable(); err != nil {
 		return nil, err
 	}
+	if err := c.CheckParams(spec.Params); err != nil {
+		// The operator's mistake, said once, before any target is
+		// reached; it was said by every target, as a failure of each.
+		return nil, &UsageError{Msg: err.Error()}
+	}
 	if c.Elements[len(c.Elements)-1].ID == chain.PrimitiveStateGraph {
 		return runGraph(ctx, app, eng, spec, targets, opts)
 	}
