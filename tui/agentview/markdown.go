@@ -330,7 +330,7 @@ func (r *mdRenderer) table(n *east.Table, width int) []string {
 			}
 			b.WriteString(strings.Repeat(" ", left) + c.s + strings.Repeat(" ", gap-left))
 		}
-		out = append(out, cutLine(strings.TrimRight(b.String(), " "), width))
+		out = append(out, cutLine(trimRight(b.String()), width))
 		if i == 0 {
 			var sep []string
 			for _, w := range widths {
