@@ -179,9 +179,7 @@ func newDeviceReachCmd(e *env, verb, short, example string) *cobra.Command {
 		commands.BindConnectTimeout(fs, &connect)
 		excl.Bind(fs)
 	}, func(cmd *cobra.Command, s *commands.Setup, args []string) error {
-		if excl.Target != "" {
-			args = append(args, excl.Target) // -w, as run's
-		}
+		args = excl.Words(args)
 		if len(args) > 0 {
 			args = []string{excl.Spec(strings.Join(args, ","))}
 		}

@@ -30,10 +30,7 @@ some out.`,
   rex pull -w 'web[1-4]' /etc/nginx ./configs`,
 		ValidArgsFunction: completeAfterPaths(e, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if excl.Target != "" {
-				// -w names the targets (pdcp's -w): every word is a path.
-				args = append(args, excl.Target)
-			}
+			args = excl.Words(args)
 			if err := spec.Args(args); err != nil {
 				return err
 			}

@@ -40,10 +40,7 @@ DEST. -x NAMES leaves some out.`,
   rex push -w 'web[1-4]' a.conf b.conf /etc/app/`,
 		ValidArgsFunction: completeAfterPaths(e, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if excl.Target != "" {
-				// -w names the targets (pdcp's -w): every word is a path.
-				args = append(args, excl.Target)
-			}
+			args = excl.Words(args)
 			if err := spec.Args(args); err != nil {
 				return err
 			}

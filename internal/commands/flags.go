@@ -41,6 +41,16 @@ func (f *TargetFlags) BindExclude(fs *pflag.FlagSet) {
 	fs.StringArrayVarP(&f.Exclude, "exclude", "x", nil, "leave out these NAMES (a TARGETS list; repeatable)")
 }
 
+// Words is args with -w's TARGETS, when given, as the last word, for a
+// verb whose TARGETS is its last positional word (pdcp's -w): with -w,
+// every word written is a path.
+func (f *TargetFlags) Words(args []string) []string {
+	if f.Target == "" {
+		return args
+	}
+	return append(args, f.Target)
+}
+
 // Spec is TARGETS with the exclusions folded in as !NAME terms.
 func (f *TargetFlags) Spec(targets string) string {
 	if targets == "" {

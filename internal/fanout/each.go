@@ -54,11 +54,7 @@ func Each(ctx context.Context, pool *Pool, targets []Target, opts Options,
 				r.Err, r.Unreachable = err, true
 				return
 			}
-			if opts.Release {
-				defer lease.Close()
-			} else {
-				defer lease.Release()
-			}
+			defer opts.endLease(lease)
 			sess := lease.Session()
 			if opts.Bulk {
 				if sess, err = lease.Bulk(ctx); err != nil {
@@ -75,4 +71,14 @@ func Each(ctx context.Context, pool *Pool, targets []Target, opts Options,
 	}
 	wg.Wait()
 	return results
+}
+
+// endLease ends a target's lease as o says: closed for a one-shot run
+// (Release), else given back to the pool.
+func (o Options) endLease(l *Lease) {
+	if o.Release {
+		l.Close()
+	} else {
+		l.Release()
+	}
 }

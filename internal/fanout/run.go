@@ -110,9 +110,10 @@ type Options struct {
 	// log says who acted: "rex-agent", "rex-mcp/<client>".
 	ClientName string
 	// Release closes each target's connection as soon as its command (or
-	// Each's fn) has ended (Lease.Close), for a one-shot run that will not reuse it: open
-	// files and remote rexds then follow Concurrency, not the number of
-	// targets. The console keeps its connections and leaves it unset.
+	// Each's fn) has ended (Lease.Close), for a one-shot run that will not
+	// reuse it: open files and remote rexds then follow Concurrency, not
+	// the number of targets. The console keeps its connections and leaves
+	// it unset.
 	Release bool
 	// OnEvent receives every event (an EventBatch as each batch of a
 	// rolling run starts). It is called from several goroutines
@@ -413,11 +414,7 @@ func runOne(ctx context.Context, pool *Pool, t Target, task Task, opts Options, 
 		r.Err, r.Unreachable = err, true
 		return r
 	}
-	if opts.Release {
-		defer lease.Close()
-	} else {
-		defer lease.Release()
-	}
+	defer opts.endLease(lease)
 	sess := lease.Session()
 	started := time.Now()
 	var proc *rexclient.Process

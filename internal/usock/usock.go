@@ -188,11 +188,12 @@ func (d *Dir) WriteFile(name string, data []byte) error {
 // NAME exists, with an error wrapping os.ErrExist), so a reader never sees
 // it half written and a file there is never replaced.
 func (d *Dir) WriteFileNew(name string, data []byte) error {
-	err := d.writeVia(name, data, func(tmp string) error {
-		return unix.Linkat(int(d.f.Fd()), tmp, int(d.f.Fd()), name, 0)
+	return d.writeVia(name, data, func(tmp string) error {
+		err := unix.Linkat(int(d.f.Fd()), tmp, int(d.f.Fd()), name, 0)
+		// Linked or not, the temporary name goes.
+		unix.Unlinkat(int(d.f.Fd()), tmp, 0)
+		return err
 	})
-	unix.Unlinkat(int(d.f.Fd()), ".tmp-"+strconv.Itoa(os.Getpid())+"-"+name, 0)
-	return err
 }
 
 // writeVia writes data to a temporary name next to NAME and has place
