@@ -697,3 +697,81 @@ func TestPushPullTargetsAsFlag(t *testing.T) {
 		t.Errorf("device check -w local: %d %q %q", code, out, errOut)
 	}
 }
+
+// TestSyncInterrupted: ctrl+c (SIGINT) in the middle of a push or a pull
+// says "cancelled" for the target, as rex run does, exits 130 and leaves
+// no temporary files behind, beside DEST or in the local store.
+// Both used to print the wire error they ended with ("h1! send: stream
+// 90de…/20971520: context canceled").
+func TestSyncInterrupted(t *testing.T) {
+	f := newSSHFleet(t, 1, false)
+	home := f.hostHome("h1")
+	big := func(dir string, seed int) {
+		for i := range 40 {
+			data := make([]byte, 1<<20)
+			for j := range data {
+				data[j] = byte(i*seed + j)
+			}
+			p := filepath.Join(dir, fmt.Sprintf("f%02d.bin", i))
+			os.MkdirAll(filepath.Dir(p), 0o755)
+			os.WriteFile(p, data, 0o644)
+		}
+	}
+	// interrupt starts rex with args, sends SIGINT once started(), and
+	// returns what rex said and its exit status.
+	interrupt := func(started func() bool, args ...string) (string, string, int) {
+		t.Helper()
+		cmd := f.cmd(args...)
+		var out, errOut lockedBuffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		deadline := time.Now().Add(time.Minute)
+		for !started() {
+			select {
+			case <-done:
+				t.Fatalf("rex %s ended before it could be interrupted: %q %q", strings.Join(args, " "), out.String(), errOut.String())
+			default:
+			}
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				t.Fatalf("rex %s never began to move files", strings.Join(args, " "))
+			}
+			time.Sleep(time.Millisecond) // polling for the moment to interrupt, bounded
+		}
+		cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			t.Fatalf("rex %s did not end after SIGINT", strings.Join(args, " "))
+		}
+		return out.String(), errOut.String(), cmd.ProcessState.ExitCode()
+	}
+
+	src := filepath.Join(f.home, "big")
+	big(src, 13)
+	// Writing has begun once rex's temporary name is beside DEST.
+	out, errOut, code := interrupt(func() bool { return len(rexLeftovers(home)) > 0 }, "push", src, "big", "h1")
+	if code != 130 || out != "" || errOut != "h1! cancelled\n" {
+		t.Errorf("interrupted push: exit %d, stdout %q, stderr %q; want 130 and h1! cancelled", code, out, errOut)
+	}
+	if left := rexLeftovers(home); len(left) != 0 {
+		t.Errorf("the interrupted push left %v", left)
+	}
+
+	big(filepath.Join(home, "remote"), 17) // files the local store lacks
+	tmp := filepath.Join(f.home, ".cache", "rex", "cas", "tmp")
+	local := filepath.Join(f.home, "pulled")
+	out, errOut, code = interrupt(func() bool { ents, _ := os.ReadDir(tmp); return len(ents) > 0 }, "pull", "--json", "remote", local, "h1")
+	var j map[string]any
+	if err := json.Unmarshal([]byte(out), &j); err != nil || code != 130 || j["error"] != "cancelled" || j["cancelled"] != true || errOut != "" {
+		t.Errorf("interrupted pull --json: exit %d, stdout %q (%v), stderr %q; want 130 and error cancelled", code, out, err, errOut)
+	}
+	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+		t.Errorf("the interrupted pull left %d temporary files in the local store", len(ents))
+	}
+}

@@ -452,7 +452,10 @@ type PushOutcome struct {
 	DryRun      bool
 	Err         error
 	Unreachable bool
-	Duration    time.Duration
+	// Cancelled: ctrl+c (the caller's ctx) stopped the push there; Err
+	// reads "cancelled", as rex run says it.
+	Cancelled bool
+	Duration  time.Duration
 }
 
 // What says what a push did in a few words: "created with 12 entries",
@@ -555,6 +558,7 @@ type PushJSON struct {
 	Warning     string   `json:"warning,omitempty"`
 	Error       string   `json:"error,omitempty"`
 	Unreachable bool     `json:"unreachable,omitempty"`
+	Cancelled   bool     `json:"cancelled,omitempty"`
 	DurationMS  int64    `json:"duration_ms"`
 }
 
@@ -563,7 +567,7 @@ func (po PushOutcome) JSON() PushJSON {
 	j := PushJSON{Target: po.Target, Path: po.Result.Path, DryRun: po.DryRun, Created: po.Result.Created,
 		Unchanged: po.Err == nil && po.Result.Unchanged, Added: nonNil(po.Result.AddedPaths), Updated: nonNil(po.Result.UpdatedPaths),
 		Deleted: nonNil(po.Result.DeletedPaths), BytesSent: po.Stats.Bytes, FilesSent: po.Stats.Blobs,
-		Warning: po.Result.Warning, Unreachable: po.Unreachable, DurationMS: po.Duration.Milliseconds()}
+		Warning: po.Result.Warning, Unreachable: po.Unreachable, Cancelled: po.Cancelled, DurationMS: po.Duration.Milliseconds()}
 	if po.Err != nil {
 		j.Error = po.Err.Error()
 	}
@@ -581,7 +585,7 @@ func nonNil(s []string) []string {
 func EachResults(outcomes []PushOutcome) []fanout.EachResult {
 	out := make([]fanout.EachResult, len(outcomes))
 	for i, po := range outcomes {
-		out[i] = fanout.EachResult{Target: po.Target, Err: po.Err, Unreachable: po.Unreachable, Duration: po.Duration}
+		out[i] = fanout.EachResult{Target: po.Target, Err: po.Err, Unreachable: po.Unreachable, Cancelled: po.Cancelled, Duration: po.Duration}
 	}
 	return out
 }
@@ -767,6 +771,7 @@ func PushTargets(ctx context.Context, app *App, req PushRequest, targets []fanou
 	tell(SyncReading)
 	// The sources are read while the targets are reached: neither waits
 	// for the other. A source that cannot be read stops them all.
+	parent := ctx
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	// Set before the reader starts: it reads req while the targets dial.
@@ -811,6 +816,8 @@ func PushTargets(ctx context.Context, app *App, req PushRequest, targets []fanou
 			start := time.Now()
 			po := PushOutcome{Target: t.Name, DryRun: req.Options.DryRun}
 			po.Stats, po.Result, po.Err = pushSource(ctx, st, s, t.Name, src, req.Dest, req.Options, opts.report(t.Name))
+			po.Err = syncCancelled(parent, po.Err)
+			po.Cancelled = isCancelled(po.Err)
 			po.Duration = time.Since(start)
 			outcomes[index[t.Name]] = po
 			if opts.Pushed != nil {
@@ -825,7 +832,10 @@ func PushTargets(ctx context.Context, app *App, req PushRequest, targets []fanou
 	for i, r := range results {
 		if r.Unreachable || r.Cancelled {
 			// fn never ran: the outcome is the connection's.
-			outcomes[i] = PushOutcome{Target: r.Target, Err: r.Err, Unreachable: r.Unreachable, Duration: r.Duration, DryRun: req.Options.DryRun}
+			outcomes[i] = PushOutcome{Target: r.Target, Err: r.Err, Unreachable: r.Unreachable, Cancelled: r.Cancelled, Duration: r.Duration, DryRun: req.Options.DryRun}
+			if r.Cancelled {
+				outcomes[i].Err = cancelledError{r.Err}
+			}
 			if opts.Pushed != nil {
 				opts.Pushed(outcomes[i])
 			}
@@ -1133,6 +1143,28 @@ func changedWhileSent(err error) error {
 	}
 	return fmt.Errorf("a source file changed while it was being sent, and the target refused what no longer matches what was read; push again (%w)", err)
 }
+
+// syncCancelled says a push or pull that ctrl+c (ctx) stopped the way rex
+// run says it, "cancelled", instead of the wire error it ended with
+// ("send: stream 90de…/20971520: context canceled"); the cause stays
+// wrapped. An error of its own, ended before the cancel, is kept.
+func syncCancelled(ctx context.Context, err error) error {
+	if err == nil || isCancelled(err) || ctx.Err() == nil || !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return cancelledError{err}
+}
+
+// cancelledError is a sync that ctrl+c stopped.
+type cancelledError struct{ err error }
+
+func isCancelled(err error) bool {
+	var ce cancelledError
+	return errors.As(err, &ce)
+}
+
+func (cancelledError) Error() string   { return "cancelled" }
+func (e cancelledError) Unwrap() error { return e.err }
 
 // HumanBytes writes a byte count the way rex reports sizes.
 func HumanBytes(n int64) string {
@@ -1481,6 +1513,10 @@ func PullFrom(ctx context.Context, app *App, targets []fanout.Target, req PullRe
 			return err
 		})
 	for i, r := range results {
+		if !r.Unreachable {
+			r.Err = syncCancelled(ctx, r.Err)
+			r.Cancelled = r.Cancelled || isCancelled(r.Err)
+		}
 		out[i].Each = r
 		if out[i].Result.Target == "" {
 			out[i].Result.Target = r.Target
@@ -1589,6 +1625,7 @@ type PullJSON struct {
 	Conflicts   []ConflictJSON `json:"conflicts"`
 	Error       string         `json:"error,omitempty"`
 	Unreachable bool           `json:"unreachable,omitempty"`
+	Cancelled   bool           `json:"cancelled,omitempty"`
 }
 
 // ConflictJSON is one conflict in PullJSON.
@@ -1603,7 +1640,7 @@ type ConflictJSON struct {
 func (r PullResult) JSON(e fanout.EachResult) PullJSON {
 	j := PullJSON{Target: r.Target, Remote: r.RemotePath, Local: r.LocalDir, DryRun: r.DryRun,
 		Created: nonNil(r.Created), Updated: nonNil(r.Updated), Merged: nonNil(r.Merged), Deleted: nonNil(r.Deleted),
-		Conflicts: []ConflictJSON{}, Unreachable: e.Unreachable}
+		Conflicts: []ConflictJSON{}, Unreachable: e.Unreachable, Cancelled: e.Cancelled}
 	for _, c := range r.Conflicts {
 		cj := ConflictJSON{Path: c.Path, Kind: string(c.Kind), Markers: c.Markers}
 		if !c.Markers && c.Theirs != nil {
