@@ -522,6 +522,8 @@ func TestPushAfterKilledRexd(t *testing.T) {
 			args = append(args, "--atomic")
 		}
 		cmd := f.cmd(args...)
+		var killedOut lockedBuffer
+		cmd.Stderr = &killedOut
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -545,6 +547,12 @@ func TestPushAfterKilledRexd(t *testing.T) {
 		}
 		if len(rexLeftovers(home)) == 0 {
 			t.Fatalf("atomic=%v: the killed push left nothing to sweep; the test shows nothing", atomicPush)
+		}
+		// One sentence that says what happened and what to do, not the
+		// stream it was in ("send: stream a53c…/20971520: connection to
+		// rexd closed").
+		if said := killedOut.String(); !strings.HasPrefix(said, "h1! ") || !strings.HasSuffix(said, ": the connection was lost (rexd or ssh ended there); push again\n") {
+			t.Errorf("atomic=%v: the killed push said %q", atomicPush, said)
 		}
 		out, errOut, code := f.run(args...)
 		if code != 0 {

@@ -922,13 +922,13 @@ func PushTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 		report(SyncProgress{Phase: SyncAsking, Progress: p})
 	}})
 	if err != nil {
-		return stats(total), PushResult{}, fmt.Errorf("send: %w", err)
+		return stats(total), PushResult{}, sendError(remoteDir, err)
 	}
 	params := protocol.CASMaterializeParams{
 		Atomic: opts.Atomic, Delete: opts.Delete, DeleteUnder: opts.deleteUnder, DryRun: opts.DryRun, Owner: opts.Chown, MaxBytes: opts.MaxBytes, List: opts.List || opts.DryRun,
 	}
 	if params.Trees, err = dry.objects(ctx); err != nil {
-		return stats(total), PushResult{}, fmt.Errorf("send: %w", err)
+		return stats(total), PushResult{}, sendError(remoteDir, err)
 	}
 	res, err := remote.Materialize(ctx, tree, remoteDir, params)
 	if err != nil {
@@ -953,7 +953,7 @@ func PushTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 			// the destination's failure, not the sending's.
 			return stats(total), PushResult{Path: res.Path}, writeError(target, res.Path, err)
 		}
-		return stats(total), PushResult{Path: res.Path}, fmt.Errorf("send: %w", err)
+		return stats(total), PushResult{Path: res.Path}, sendError(res.Path, err)
 	}
 	report(SyncProgress{Phase: SyncWriting, Progress: last})
 	done, err := remote.Commit(ctx, res.Txn)
@@ -1042,7 +1042,11 @@ func writeError(target, dest string, err error) error {
 		if msg, ok := strings.CutPrefix(pe.Message, "no space left in "); ok {
 			return errors.New("no space left on " + target + " in " + msg)
 		}
-		return errors.New(target + ": " + pe.Message)
+		// Space ran out while writing (the check before found enough):
+		// rexd's sentence, below, names the file system.
+	}
+	if errors.Is(err, rexclient.ErrClosed) {
+		return lostError{"write " + dest, "push", err}
 	}
 	if errors.As(err, &pe) && pe.Code == protocol.CodeResourceLimit && strings.Contains(pe.Message, "--max-bytes") {
 		return rexdSentence{pe}
@@ -1052,6 +1056,43 @@ func writeError(target, dest string, err error) error {
 	}
 	return fmt.Errorf("write %s: %w", dest, err)
 }
+
+// sendError is a push's failure while sending to dest: a lost connection
+// in one sentence, else what the sending said.
+func sendError(dest string, err error) error {
+	if errors.Is(err, rexclient.ErrClosed) {
+		return lostError{"send to " + dest, "push", err}
+	}
+	return fmt.Errorf("send: %w", err)
+}
+
+// fetchError is a pull's failure to read (op) remote: rexd's sentence
+// without its code and method, or a lost connection in one sentence.
+func fetchError(op, remote string, err error) error {
+	var pe *protocol.Error
+	switch {
+	case errors.Is(err, rexclient.ErrClosed):
+		return lostError{op + " " + remote, "pull", err}
+	case errors.As(err, &pe):
+		return fmt.Errorf("%s %s: %w", op, remote, rexdSentence{pe})
+	}
+	return fmt.Errorf("%s %s: %w", op, remote, err)
+}
+
+// lostError is a sync whose connection to the target's rexd ended (rexd
+// or sshd stopped, the network went) said as an operator reads it, instead
+// of the stream it was in ("stream a53c…/20971520: connection to rexd
+// closed"); the cause stays wrapped, so the pool drops the connection.
+type lostError struct {
+	doing, again string
+	err          error
+}
+
+func (e lostError) Error() string {
+	return e.doing + ": the connection was lost (rexd or ssh ended there); " + e.again + " again"
+}
+
+func (e lostError) Unwrap() error { return e.err }
 
 // placeError reports whether err is rexd's word that a place on the
 // target cannot be written: no permission, no space, a file-system error.
@@ -1074,7 +1115,9 @@ type rexdSentence struct{ pe *protocol.Error }
 
 func (e rexdSentence) Error() string {
 	msg := e.pe.Message
-	if method, rest, ok := strings.Cut(msg, ": "); ok && strings.HasPrefix(method, "cas.") && !strings.Contains(method, " ") {
+	// "cas.put_chunk: …", or "cas.ingest /srv/site: …" (the caller says
+	// the path).
+	if method, rest, ok := strings.Cut(msg, ": "); ok && strings.HasPrefix(method, "cas.") {
 		return rest
 	}
 	return msg
@@ -1678,7 +1721,7 @@ func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 	report(SyncProgress{Phase: SyncReading})
 	theirs, rpath, problems, err := remote.Ingest(ctx, remoteDir)
 	if err != nil {
-		return res, fmt.Errorf("read %s: %w", remoteDir, err)
+		return res, fetchError("read", remoteDir, err)
 	}
 	res.RemotePath = rpath
 	if len(problems) > 0 {
@@ -1712,7 +1755,7 @@ func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 		return res, fmt.Errorf("pull %s: %w", rpath, se)
 	}
 	if err != nil {
-		return res, fmt.Errorf("fetch %s: %w", rpath, err)
+		return res, fetchError("fetch", rpath, err)
 	}
 	report(SyncProgress{Phase: SyncMerging, Progress: last})
 	key := refKey(target, rpath, abs)
@@ -1760,7 +1803,7 @@ func PullTreeWith(ctx context.Context, st *cas.Store, s *rexclient.Session, targ
 				return res, err
 			}
 			if _, err := cas.FetchBlobs(ctx, st, remote, need); err != nil {
-				return res, fmt.Errorf("fetch %s: %w", rpath, err)
+				return res, fetchError("fetch", rpath, err)
 			}
 		}
 		merge, err = st.MergeTrees(ctx, base, ours, theirs, cas.MergeOptions{OursLabel: "local", TheirsLabel: target})

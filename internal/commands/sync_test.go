@@ -858,10 +858,50 @@ func TestWriteErrorSaysRexdsSentence(t *testing.T) {
 		{"outside the roots", refused(protocol.CodeForbiddenPath, map[string]string{"path": "/etc", "reason": "outside_roots"}, "outside the allowed roots"),
 			"write /srv/site: outside the allowed roots"},
 		{"not rexd's", errors.New("connection lost"), "write /srv/site: connection lost"},
+		// Space ran out while writing, after the check before had found
+		// enough: said once, as the destination's, without the method.
+		{"no space while writing", refused(protocol.CodeNoSpace, map[string]string{"path": "/srv", "reason": "no_space"},
+			"cas.put_chunk: no space left on the file system (/srv); free some space and try again"),
+			"write /srv/site: no space left on the file system (/srv); free some space and try again"},
+		{"connection lost", fmt.Errorf("commit: %w", rexclient.ErrClosed),
+			"write /srv/site: the connection was lost (rexd or ssh ended there); push again"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := writeError("h1", "/srv/site", tc.err).Error(); got != tc.want {
 				t.Errorf("writeError:\n got %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSyncErrorsReadAsSentences: a pull's refusal is rexd's sentence
+// without the wire's code and method ("unauthorized (-32001): cas.ingest
+// /srv/secret: …"), and a connection that ends in the middle of a push or
+// pull says so, not the stream it was in; the cause stays wrapped for the
+// pool (errors.Is rexclient.ErrClosed).
+func TestSyncErrorsReadAsSentences(t *testing.T) {
+	stream := fmt.Errorf("stream a53c464b/20971520: %w", rexclient.ErrClosed)
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"pull refused", fetchError("read", "/srv/secret", fmt.Errorf("ingest: %w", protocol.Errorf(protocol.CodeUnauthorized,
+			map[string]string{"path": "/srv/secret", "reason": "permission_denied"},
+			"cas.ingest /srv/secret: permission denied (/srv/secret); use --sudo, or a place the login user may read"))),
+			"read /srv/secret: permission denied (/srv/secret); use --sudo, or a place the login user may read"},
+		{"pull lost", fetchError("fetch", "/srv/site", fmt.Errorf("fetch: %w", stream)),
+			"fetch /srv/site: the connection was lost (rexd or ssh ended there); pull again"},
+		{"push lost", sendError("/srv/site", stream),
+			"send to /srv/site: the connection was lost (rexd or ssh ended there); push again"},
+		{"push failed otherwise", sendError("/srv/site", errors.New("digest mismatch")), "send: digest mismatch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.err.Error(); got != tc.want {
+				t.Errorf("\n got %s\nwant %s", got, tc.want)
+			}
+			if strings.Contains(tc.name, "lost") && !errors.Is(tc.err, rexclient.ErrClosed) {
+				t.Error("the lost connection is no longer wrapped")
 			}
 		})
 	}

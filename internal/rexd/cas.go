@@ -226,8 +226,12 @@ func fileSystemError(op, root string, err error) *protocol.Error {
 		return protocol.Errorf(protocol.CodeNoSpace, protocol.NoSpaceData{Path: path, Reason: "quota"},
 			"%s: the disk quota is used up%s; free some space and try again", op, where)
 	case errors.Is(err, fs.ErrPermission):
+		may := "write"
+		if strings.HasPrefix(op, "cas.ingest") { // a pull reads there
+			may = "read"
+		}
 		return protocol.Errorf(protocol.CodeUnauthorized, map[string]string{"path": path, "reason": "permission_denied"},
-			"%s: permission denied%s; use --sudo, or a place the login user may write", op, where)
+			"%s: permission denied%s; use --sudo, or a place the login user may %s", op, where, may)
 	case errors.Is(err, syscall.EROFS):
 		return fsErr("read_only", "the file system is read-only")
 	case errors.Is(err, syscall.EBUSY), errors.Is(err, syscall.ETXTBSY):
@@ -265,8 +269,21 @@ func shownPath(root, path string) string {
 	if root != "" && !filepath.IsAbs(path) {
 		path = filepath.Join(root, path)
 	}
-	if cas.IsTempName(filepath.Base(path)) {
-		return filepath.Dir(path)
+	// A temporary name, or a file inside one (a stage's), reads as the
+	// directory it was made in.
+	parts := strings.Split(path, "/")
+	for i, p := range parts {
+		if !cas.IsTempName(p) {
+			continue
+		}
+		switch dir := strings.Join(parts[:i], "/"); {
+		case dir != "":
+			return dir
+		case filepath.IsAbs(path):
+			return "/"
+		default:
+			return "."
+		}
 	}
 	return path
 }

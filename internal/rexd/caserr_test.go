@@ -42,8 +42,13 @@ func TestCASFileSystemErrors(t *testing.T) {
 			}
 		})
 	}
+	// A pull reads: what to do is about reading.
+	perr := fileSystemError("cas.ingest /srv/secret", "", &fs.PathError{Op: "open", Path: "/srv/secret", Err: syscall.EACCES})
+	if want := "cas.ingest /srv/secret: permission denied (/srv/secret); use --sudo, or a place the login user may read"; perr == nil || perr.Message != want {
+		t.Errorf("ingest refused: %v, want %q", perr, want)
+	}
 	// Refused before writing: the sizes in the sentence.
-	perr := casError("cas.materialize", &cas.SpaceError{Path: "/srv/site", Needed: 18e6, Free: 3e6})
+	perr = casError("cas.materialize", &cas.SpaceError{Path: "/srv/site", Needed: 18e6, Free: 3e6})
 	if perr.Code != protocol.CodeNoSpace || perr.Message != "no space left in /srv/site: 18 MB needed, 3 MB free; free some space or choose another place" {
 		t.Errorf("space: %d %q", perr.Code, perr.Message)
 	}
@@ -67,6 +72,10 @@ func TestCASErrorPathsReadAsPlaces(t *testing.T) {
 		{"/home/u", "site/app.conf", "/home/u/site/app.conf"},
 		{"/home/u", "site/.rex-stage-x", "/home/u/site/.rex-stage-x"}, // not rex's: no pid
 		{"", "/srv/site/f", "/srv/site/f"},
+		// A file inside a stage (a push's blob written where space ran out).
+		{"/", "tmp/full/.rex-stage-32328-a038a2211138dce1/a.bin", "/tmp/full"},
+		{"/home/u", ".rex-stage-32328-a038a2211138dce1/d/a.bin", "/home/u"},
+		{"", "/.rex-tmp-77-0a1b", "/"},
 	}
 	for _, tt := range tests {
 		perr := casErrorUnder("cas.materialize", tt.root, fmt.Errorf("update: %w", &fs.PathError{Op: "mkdir", Path: tt.path, Err: syscall.EACCES}))
