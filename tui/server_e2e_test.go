@@ -286,7 +286,8 @@ func TestServerTerminalSurvivesDetachE2E(t *testing.T) {
 }
 
 // TestServerStopAsksE2E: rex server stop with a task running says what
-// runs and asks; no keeps it running, yes stops it all.
+// runs and asks; no keeps it running, yes stops it all and says what it
+// ended (with --force nothing else would).
 func TestServerStopAsksE2E(t *testing.T) {
 	c, _ := serverFleet(t, 1)
 	marker := newMarker("rex-stop-")
@@ -294,7 +295,7 @@ func TestServerStopAsksE2E(t *testing.T) {
 	waitRunning(t, marker)
 	pid := c.serverPid()
 
-	sh := c.terminal(t, 140, 30)
+	sh := c.terminal(t, 240, 30) // the line that says what stopped is long
 	sh.sendLine("clear; rex server stop; echo status=$?")
 	sh.waitFor("task", "on h1", "Stop the rex server and all of this? [y/N]")
 	sh.sendLine("n")
@@ -305,7 +306,7 @@ func TestServerStopAsksE2E(t *testing.T) {
 	sh.sendLine("clear; rex server stop; echo status=$?")
 	sh.waitFor("Stop the rex server and all of this? [y/N]")
 	sh.sendLine("y")
-	sh.waitFor(fmt.Sprintf("stopped the rex server (pid %d)", pid), "status=0")
+	sh.waitFor(fmt.Sprintf("stopped the rex server (pid %d), ending task \"", pid), "on h1 (1 running)", "status=0")
 	c.waitFor("[the console quit", promptMark)
 	waitGone(t, marker, 30*time.Second)
 }

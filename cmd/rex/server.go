@@ -106,7 +106,7 @@ func reachServer(ctx context.Context, e *env, flags []string) (*server.Client, e
 			c.Close()
 			return nil, commands.Usagef("%v: rex server stop stops it (what runs in it ends), or run the rex of that version", other)
 		}
-		if err := c.Stop(ctx, true); err != nil {
+		if _, err := c.Stop(ctx, true); err != nil {
 			c.Close()
 			return nil, fmt.Errorf("stop the rex server of rex %s: %w", other.Server.Version, err)
 		}
@@ -362,14 +362,14 @@ func serverStop(ctx context.Context, e *env, force bool) error {
 		return err
 	}
 	defer c.Close()
-	err = c.Stop(ctx, force)
+	st, err := c.Stop(ctx, force)
 	var busy *server.BusyError
 	if errors.As(err, &busy) {
 		printStatus(e.io.Err, busy.Status, time.Now())
 		if !askYes(e, "Stop the rex server and all of this? [y/N] ") {
 			return &commands.ExitError{Code: 1, Err: errors.New("the rex server runs on: work is running in it (rex server stop --force stops it anyway)")}
 		}
-		err = c.Stop(ctx, true)
+		st, err = c.Stop(ctx, true)
 	}
 	if err != nil {
 		return err
@@ -379,8 +379,33 @@ func serverStop(ctx context.Context, e *env, force bool) error {
 	if err := c.WaitGone(wctx); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.io.Out, "stopped the rex server (pid %d)\n", c.Hello.Pid)
+	fmt.Fprintf(e.io.Out, "stopped the rex server (pid %d)%s\n", c.Hello.Pid, stoppedWork(st))
 	return nil
+}
+
+// stoppedWork names what a stop ended (", ending task \"sleep 100\" on
+// h1,h2 (2 running) and terminal h3 (bash)"), "" when nothing ran: with
+// --force nothing was shown before, and the operator should know what
+// they ended, as the remote processes went with it.
+func stoppedWork(st server.Status) string {
+	p := commands.Printable // the agent's commands come from the model
+	var ended []string
+	for _, t := range st.Tasks {
+		ended = append(ended, fmt.Sprintf("task \"%s\" on %s (%d running)", p(t.Command), p(strings.Join(t.Targets, ",")), t.Running))
+	}
+	for _, t := range st.Terminals {
+		ended = append(ended, fmt.Sprintf("terminal %s (%s)", p(t.Target), p(t.Command)))
+	}
+	if st.Agent != "" {
+		ended = append(ended, fmt.Sprintf("the agent's turn (%s)", p(st.Agent)))
+	}
+	switch len(ended) {
+	case 0:
+		return ""
+	case 1:
+		return ", ending " + ended[0]
+	}
+	return ", ending " + strings.Join(ended[:len(ended)-1], ", ") + " and " + ended[len(ended)-1]
 }
 
 // serverRun is the server itself (rex server run, started by rex).

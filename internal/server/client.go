@@ -173,17 +173,17 @@ type BusyError struct {
 
 func (e *BusyError) Error() string { return "work is running in the rex server" }
 
-// Stop asks the server to stop; without force it refuses with *BusyError
-// while work runs.
-func (c *Client) Stop(ctx context.Context, force bool) error {
-	err := c.call(ctx, MethodStop, StopParams{Force: force}, nil)
+// Stop asks the server to stop and returns what ran in it, which the
+// stop ends; without force it refuses with *BusyError while work runs.
+func (c *Client) Stop(ctx context.Context, force bool) (Status, error) {
+	var st Status
+	err := c.call(ctx, MethodStop, StopParams{Force: force}, &st)
 	var perr *protocol.Error
 	if errors.As(err, &perr) && perr.Code == CodeBusy {
-		var st Status
 		json.Unmarshal(perr.Data, &st)
-		return &BusyError{Status: st}
+		return Status{}, &BusyError{Status: st}
 	}
-	return err
+	return st, err
 }
 
 // WaitGone waits until the server's process has ended (its connection

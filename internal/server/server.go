@@ -386,11 +386,11 @@ func (s *serverConn) serve(ctx context.Context) {
 			json.Unmarshal(m.Params, &p)
 			s.replying.Lock()
 			st, ok := s.c.Stop(p.Force)
+			st.Pid, st.Version, st.StartedAt = os.Getpid(), version.Version, s.l.started
 			if !ok {
-				st.Pid, st.Version, st.StartedAt = os.Getpid(), version.Version, s.l.started
 				s.reply(m, nil, protocol.Errorf(CodeBusy, st, "work is running in the rex server; stop it with force"))
 			} else {
-				s.reply(m, struct{}{}, nil)
+				s.reply(m, st, nil) // what the stop ended
 			}
 			s.replying.Unlock()
 		case MethodAttach:

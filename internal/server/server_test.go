@@ -121,7 +121,7 @@ func TestServerWire(t *testing.T) {
 		t.Fatalf("status: %+v %v", st, err)
 	}
 	var busy *BusyError
-	if err := c.Stop(ctx, false); !errors.As(err, &busy) || busy.Status.Tasks[0].Command != "sleep 100" {
+	if _, err := c.Stop(ctx, false); !errors.As(err, &busy) || busy.Status.Tasks[0].Command != "sleep 100" {
 		t.Fatalf("stop while busy: %v, want a refusal with what runs", err)
 	}
 	select {
@@ -129,8 +129,9 @@ func TestServerWire(t *testing.T) {
 		t.Fatal("a refused stop stopped the console")
 	default:
 	}
-	if err := c.Stop(ctx, true); err != nil {
-		t.Fatal(err)
+	// A forced stop answers with what it ended, for rex server stop to say.
+	if st, err := c.Stop(ctx, true); err != nil || len(st.Tasks) != 1 || st.Tasks[0].Command != "sleep 100" || st.Pid != os.Getpid() {
+		t.Fatalf("stop --force: %+v %v, want what ran in it", st, err)
 	}
 	if force := <-con.stopped; !force {
 		t.Fatal("stop --force arrived without force")
@@ -359,7 +360,7 @@ func TestServerStopAnswered(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.Stop(dctx, false); err != nil {
+		if _, err := c.Stop(dctx, false); err != nil {
 			t.Fatalf("stop %d: %v, want its answer", i, err)
 		}
 		if err := c.WaitGone(dctx); err != nil {
