@@ -93,3 +93,55 @@ func TestRunResumable(t *testing.T) {
 		t.Fatalf("without --resumable through a drop: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 }
+
+// TestResumableRexdKilled: when the rexd that holds a resumable session is
+// killed, the run ends unreachable with rexd's sentence, and that sentence
+// is true: a killed rexd stops nothing, so it says the command may still
+// be running (it said "its processes with it" while the command ran on).
+func TestResumableRexdKilled(t *testing.T) {
+	f := newSSHFleet(t, 1, false)
+	cmd := f.cmd("run", "h1", "--resumable", "--", "echo pid $$; exec sleep 300")
+	var errOut lockedBuffer
+	cmd.Stderr = &errOut
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(pipe)
+	pid := 0
+	if sc.Scan() {
+		pid, _ = strconv.Atoi(strings.TrimPrefix(sc.Text(), "h1: pid "))
+	}
+	if pid == 0 {
+		cmd.Process.Kill()
+		t.Fatalf("no pid line: %v %q", sc.Err(), errOut.String())
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) }) // the test's own sleep
+	killed := 0
+	for _, p := range f.hosts[0].Descendants() {
+		if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p)); strings.TrimSpace(string(comm)) == "rexd" {
+			if syscall.Kill(p, syscall.SIGKILL) == nil {
+				killed++
+			}
+		}
+	}
+	if killed == 0 {
+		t.Fatal("no rexd to kill")
+	}
+	for sc.Scan() {
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 255 {
+		t.Fatalf("after rexd was killed: %v, want exit 255; stderr %q", err, errOut.String())
+	}
+	if syscall.Kill(pid, 0) != nil || zombie(pid) {
+		t.Fatalf("the command ended with its rexd; the sentence below would have nothing to say")
+	}
+	if said := errOut.String(); !strings.Contains(said, "is gone: the rexd that held it was killed before it could stop what the session ran, which may still be running there") {
+		t.Errorf("stderr %q, want the gone sentence that says the command may still run", said)
+	}
+}
