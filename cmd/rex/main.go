@@ -46,12 +46,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	stop := e.watchSignals(cancel)
 	defer stop()
 	root := newRoot(e)
+	e.keepReported(root)
 	root.SetArgs(args)
 	err := fang.Execute(ctx, root,
 		fang.WithVersion(version.Version),
 		fang.WithoutManpage(), // rex man is ours: it adds the sections operators look for
 		fang.WithErrorHandler(e.printError),
 	)
+	if err == nil {
+		err = e.reported
+	}
 	var sig signalError
 	if errors.As(context.Cause(ctx), &sig) {
 		e.closeWithin(closeGrace)
@@ -151,6 +155,9 @@ type env struct {
 	app   *commands.App
 	// pool tunes the pool App makes (rex run --resumable).
 	pool fanout.PoolOptions
+	// reported is a command's error that was reported already, kept out
+	// of fang's way (keepReported).
+	reported error
 }
 
 func newEnv(stdin io.Reader, stdout, stderr io.Writer) *env {
@@ -212,8 +219,7 @@ func (e *env) closeWithin(d time.Duration) {
 // one plain `rex: …` line for scripts and logs. Errors that were already
 // reported (an exit status carried up) print nothing.
 func (e *env) printError(w io.Writer, styles fang.Styles, err error) {
-	var ee *commands.ExitError
-	if errors.As(err, &ee) && ee.Err == nil || errors.Is(err, commands.ErrDetached) {
+	if reported(err) {
 		return
 	}
 	if e.errTTY {
@@ -221,6 +227,35 @@ func (e *env) printError(w io.Writer, styles fang.Styles, err error) {
 		return
 	}
 	fmt.Fprintf(w, "rex: %v\n", err)
+}
+
+// reported reports whether err needs no printing: an exit status carried
+// up from what the command said itself, or a detach.
+func reported(err error) bool {
+	var ee *commands.ExitError
+	return errors.As(err, &ee) && ee.Err == nil || errors.Is(err, commands.ErrDetached)
+}
+
+// keepReported keeps the errors that were reported already (reported)
+// from fang, which builds its styles for every error it gets, printed or
+// not, and on a terminal asks it for its background colour (OSC 11 and
+// DA1): every failed `rex run h1 -- false` left that query on the screen,
+// and waited seconds for the answer where the terminal gives none
+// (script(1), a serial console). Run takes e.reported back as the error.
+func (e *env) keepReported(c *cobra.Command) {
+	if run := c.RunE; run != nil {
+		c.RunE = func(c *cobra.Command, args []string) error {
+			err := run(c, args)
+			if reported(err) {
+				e.reported = err
+				return nil
+			}
+			return err
+		}
+	}
+	for _, sub := range c.Commands() {
+		e.keepReported(sub)
+	}
 }
 
 func isTerminal(w io.Writer) bool {
