@@ -364,11 +364,8 @@ type tombstone struct {
 	Gone   bool      `json:"gone,omitempty"`
 }
 
-// goneSentence is the refusal of a session whose rexd died. A rexd that
-// is killed (SIGKILL, the OOM killer) stops nothing: the processes it
-// started lead groups of their own and run on, so the sentence says so
-// rather than let the operator believe the work ended.
-const goneSentence = "session %s is gone: the rexd that held it was killed before it could stop what the session ran, which may still be running there"
+// goneSentence is the refusal of a session whose rexd died.
+const goneSentence = "session %s is gone: the rexd that held it has died, and its processes with it"
 
 // buryStale replaces the socket of session id, which no process listens
 // on any more (its rexd was killed), by a note saying so, so that a late
