@@ -177,14 +177,14 @@ func (c *Client) readLoop(dec *protocol.Decoder, enc *protocol.Encoder, transpor
 			if ferr != nil {
 				continue // skipped whole, as an unreadable line is; rexd never sends one
 			}
-			if ev.SessionSeq != 0 && !c.seen(ev.SessionID, ev.SessionSeq, len(line)+n, enc) {
+			if ev.SessionSeq != 0 && !c.seen(ev.SessionID, ev.SessionSeq, len(line)+n) {
 				continue
 			}
 			r.deliverOutput(method, ev, data, buf)
 			continue
 		}
 		if method, ev, data, ok := protocol.ParseOutputEvent(line); ok {
-			if ev.SessionSeq != 0 && !c.seen(ev.SessionID, ev.SessionSeq, len(line), enc) {
+			if ev.SessionSeq != 0 && !c.seen(ev.SessionID, ev.SessionSeq, len(line)) {
 				continue
 			}
 			c.routeOf(ev.ProcessID).deliverOutput(method, ev, data, nil)
@@ -215,7 +215,7 @@ func (c *Client) readLoop(dec *protocol.Decoder, enc *protocol.Encoder, transpor
 			}
 			cl.resp <- msg
 		case msg.IsNotification():
-			if sid, seq := eventSeq(msg); seq != 0 && !c.seen(sid, seq, len(line), enc) {
+			if sid, seq := eventSeq(msg); seq != 0 && !c.seen(sid, seq, len(line)) {
 				continue
 			}
 			c.route(msg)
