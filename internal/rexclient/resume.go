@@ -344,6 +344,15 @@ func (c *Client) Resume(ctx context.Context, r io.Reader, w io.Writer, closer io
 		hook()
 	}
 	c.mu.Lock()
+	if c.err != nil {
+		// Closed or abandoned while rexd answered: the new transport is
+		// nobody's (over SSH, a connection and its relay left open).
+		err := c.err
+		c.mu.Unlock()
+		closer.Close()
+		<-transport
+		return err
+	}
 	old := c.closer
 	c.enc, c.closer, c.transport = enc, closer, transport
 	var kills []pendingKill
