@@ -36,6 +36,53 @@ func mustRun(t *testing.T, store *devices.Store, args ...string) string {
 	return out
 }
 
+// writeKeyFile makes a file where a device's --key points (its content
+// does not matter to the registry).
+func writeKeyFile(t *testing.T, path string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("not a key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDeviceAddMissingKey: a --key file that does not exist is accepted
+// (it may be made later, as ssh -i allows) and warned about on stderr in
+// one line; an existing key, or none, is not.
+func TestDeviceAddMissingKey(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	writeKeyFile(t, filepath.Join(home, ".ssh", "deploy"))
+	for _, tc := range []struct {
+		key, warn string
+	}{
+		{"~/.ssh/missing", "rex: warning: key ~/.ssh/missing does not exist; create it before connecting to web1, or add web1 again with the right --key and --force\n"},
+		{filepath.Join(home, "gone"), "rex: warning: key " + filepath.Join(home, "gone") + " does not exist; create it before connecting to web1, or add web1 again with the right --key and --force\n"},
+		{"~/.ssh/deploy", ""},
+		{"", ""},
+	} {
+		store := tempStore(t)
+		args := []string{"add", "web1", "root@10.0.0.5"}
+		if tc.key != "" {
+			args = append(args, "--key", tc.key)
+		}
+		var out, errOut bytes.Buffer
+		err := Device(context.Background(), store, IO{In: strings.NewReader(""), Out: &out, Err: &errOut}, args)
+		if err != nil || out.String() != "added device web1 (root@10.0.0.5)\n" || errOut.String() != tc.warn {
+			t.Errorf("--key %q: %v, stdout %q, stderr %q; want stderr %q", tc.key, err, out.String(), errOut.String(), tc.warn)
+		}
+		r, err := store.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, err := r.Lookup("web1"); err != nil || d.SSHKey != tc.key {
+			t.Errorf("--key %q: stored %+v, %v", tc.key, d, err)
+		}
+	}
+}
+
 func tempStore(t *testing.T) *devices.Store {
 	t.Helper()
 	return devices.NewStore(filepath.Join(t.TempDir(), "rex", "devices.json"))
@@ -57,6 +104,7 @@ func TestDeviceNewUser(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
 	t.Setenv("XDG_CONFIG_HOME", "")
+	writeKeyFile(t, filepath.Join(home, ".ssh", "id")) // no warning about a missing key
 	store, err := devices.OpenDefault()
 	if err != nil {
 		t.Fatal(err)
@@ -112,10 +160,13 @@ func TestDeviceNewUser(t *testing.T) {
 }
 
 func TestDeviceAddForms(t *testing.T) {
-	cwd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Keys that exist, so that no add warns: one absolute, one relative to
+	// the working directory.
+	cwd := t.TempDir()
+	t.Chdir(cwd)
+	abs := filepath.Join(cwd, "k")
+	writeKeyFile(t, abs)
+	writeKeyFile(t, filepath.Join(cwd, "keys", "id"))
 	tests := []struct {
 		args     []string
 		wantMsg  string
@@ -123,7 +174,7 @@ func TestDeviceAddForms(t *testing.T) {
 		wantKey  string
 		wantDesc string
 	}{
-		{[]string{"add", "a", "root@10.0.0.5", "--port", "2222", "--key", "/k", "--desc", "x"}, "added device a (root@10.0.0.5:2222)\n", 2222, "/k", "x"},
+		{[]string{"add", "a", "root@10.0.0.5", "--port", "2222", "--key", abs, "--desc", "x"}, "added device a (root@10.0.0.5:2222)\n", 2222, abs, "x"},
 		{[]string{"add", "--port=2222", "a", "root@10.0.0.5"}, "added device a (root@10.0.0.5:2222)\n", 2222, "", ""},
 		{[]string{"add", "a", "--port", "22", "h.lan"}, "added device a (h.lan:22)\n", 22, "", ""},
 		{[]string{"add", "a", "h.lan:2200"}, "added device a (h.lan:2200)\n", 2200, "", ""},
@@ -163,8 +214,10 @@ func TestDeviceAddForce(t *testing.T) {
 		t.Errorf("add --force printed %q", got)
 	}
 	// What a replace drops is said, as a removal says what it removes.
-	mustRun(t, store, "add", "web1", "b.lan", "--force", "--key", "/keys/web", "--desc", "front end")
-	if got := mustRun(t, store, "add", "web1", "c.lan:2222", "--force"); got != "replaced device web1 (c.lan:2222); it was b.lan, key /keys/web, description \"front end\"\n" {
+	key := filepath.Join(t.TempDir(), "web")
+	writeKeyFile(t, key)
+	mustRun(t, store, "add", "web1", "b.lan", "--force", "--key", key, "--desc", "front end")
+	if got := mustRun(t, store, "add", "web1", "c.lan:2222", "--force"); got != "replaced device web1 (c.lan:2222); it was b.lan, key "+key+", description \"front end\"\n" {
 		t.Errorf("add --force over a key and a description printed %q", got)
 	}
 	if got := mustRun(t, store, "add", "web1", "c.lan:2222", "--force"); got != "replaced device web1 (c.lan:2222)\n" {
