@@ -682,18 +682,72 @@ func TestTargetsCompareSSHConfigPort(t *testing.T) {
 		{"web1,root@b.lan,!root@a.p2222:2222", []string{"root@b.lan"}, nil},
 		{"web1,root@b.lan,!root@a.p2222:22", []string{"web1", "root@b.lan"}, nil},
 	} {
-		var notes []string
-		ts, err := Resolver(store, func(msg string) { notes = append(notes, msg) })(tt.spec)
-		if err != nil {
-			t.Errorf("Resolve(%q): %v", tt.spec, err)
-			continue
-		}
-		var got []string
-		for _, tg := range ts {
-			got = append(got, tg.Name)
-		}
-		if !slices.Equal(got, tt.want) || !slices.Equal(notes, tt.notes) {
-			t.Errorf("Resolve(%q) = %v, notices %q; want %v, %q", tt.spec, got, notes, tt.want, tt.notes)
-		}
+		wantResolved(t, store, tt.spec, tt.want, tt.notes)
+	}
+}
+
+// wantResolved checks the names the Resolver gives spec and the fold
+// notices it says.
+func wantResolved(t *testing.T, store *devices.Store, spec string, want, wantNotes []string) {
+	t.Helper()
+	var notes []string
+	ts, err := Resolver(store, func(msg string) { notes = append(notes, msg) })(spec)
+	if err != nil {
+		t.Errorf("Resolve(%q): %v", spec, err)
+		return
+	}
+	var got []string
+	for _, tg := range ts {
+		got = append(got, tg.Name)
+	}
+	if !slices.Equal(got, want) || !slices.Equal(notes, wantNotes) {
+		t.Errorf("Resolve(%q) = %v, notices %q; want %v, %q", spec, got, notes, want, wantNotes)
+	}
+}
+
+// TestTargetsCompareSSHConfigAddress: the Resolver compares targets where
+// ssh_config makes sshx dial them: an alias's HostName and User, ssh_config's
+// User for a target that names none, and a Port set in a Match block. So
+// an alias folds into the device at its machine and login (saying so), an
+// address leaves out the aliases that reach it, and another login stays.
+func TestTargetsCompareSSHConfigAddress(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	if err := os.MkdirAll(filepath.Join(home, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := `Host www
+  HostName 10.0.0.2
+  User root
+Host deploy
+  HostName 10.0.0.2
+  User deploy
+Match host m2222
+  Port 2222
+Host *
+  User ops
+`
+	if err := os.WriteFile(filepath.Join(home, ".ssh", "config"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	store := tempStore(t)
+	mustRun(t, store, "add", "web2", "root@10.0.0.2")
+	mustRun(t, store, "add", "m", "root@m2222")
+	for _, tt := range []struct {
+		spec  string
+		want  []string
+		notes []string
+	}{
+		{"web2,www", []string{"web2"}, []string{"www reaches the same machine as web2 (root@10.0.0.2); it runs there once, as web2"}},
+		{"web2,deploy", []string{"web2", "deploy"}, nil},
+		{"www,root@b.lan,!10.0.0.2", []string{"root@b.lan"}, nil},
+		{"www,root@b.lan,!root@10.0.0.2", []string{"root@b.lan"}, nil},
+		{"www,root@b.lan,!ops@10.0.0.2", []string{"www", "root@b.lan"}, nil},
+		{"10.0.0.3,ops@10.0.0.3", []string{"10.0.0.3"}, []string{"ops@10.0.0.3 reaches the same machine as 10.0.0.3; it runs there once, as 10.0.0.3"}},
+		{"m,root@m2222:2222", []string{"m"}, []string{"root@m2222:2222 reaches the same machine as m (root@m2222); it runs there once, as m"}},
+		{"m,root@m2222:22", []string{"m", "root@m2222:22"}, nil},
+		{"m,root@b.lan,!m2222:2222", []string{"root@b.lan"}, nil},
+	} {
+		wantResolved(t, store, tt.spec, tt.want, tt.notes)
 	}
 }
