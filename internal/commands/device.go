@@ -244,7 +244,8 @@ func DeviceAdd(ctx context.Context, store *devices.Store, stdio IO, spec DeviceA
 	if err != nil {
 		return fmt.Errorf("add device %s: %w", name, err)
 	}
-	warnMissingKey(stdio, name, d.SSHKey)
+	// After the line that says what was added (the console shows both).
+	defer warnMissingKey(stdio, name, d.SSHKey)
 	if !replaced {
 		_, err = fmt.Fprintf(stdio.Out, "added device %s (%s)\n", name, d.Addr())
 		return err
