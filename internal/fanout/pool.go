@@ -138,6 +138,12 @@ type Pool struct {
 	// waitHook, when set (by tests), is called each time a caller starts
 	// waiting for a dial, with the number of callers now waiting.
 	waitHook func(waiters int)
+	// resumeWaitHook, when set (by tests), is called each time a caller
+	// of Acquire starts waiting for a dropped connection to be resumed.
+	resumeWaitHook func()
+	// droppedHook, when set (by tests), is called by watch when it sees a
+	// connection's transport drop, before it starts the reconnection.
+	droppedHook func(target string)
 }
 
 // entry is one connection of the pool, from its dial to its close. Leases
@@ -166,24 +172,29 @@ type entry struct {
 	namedMu sync.Mutex
 	named   map[string]*rexclient.Session
 
-	// lane is the bulk lane (Lease.Bulk), opened on first use; laneMu
-	// guards it and closed, set once the connection is being closed.
-	laneMu sync.Mutex
-	lane   *Conn
-	closed bool
-
-	// back, while the connection is being resumed, is closed once it is
-	// back or given up (guarded by Pool.mu).
-	back chan struct{}
+	// lane is the bulk lane (Lease.Bulk), opened on first use. laneMu
+	// guards it, laneDial and laneStop (the dial in flight, closed when
+	// it ends, and what ends it) and closed, set once the connection is
+	// being closed. The lock is never held across a dial: closing the
+	// connection (the pool's Close, a Drop) must not wait for one.
+	laneMu   sync.Mutex
+	lane     *Conn
+	laneDial chan struct{}
+	laneStop context.CancelFunc
+	closed   bool
 }
 
-// closeConn closes the entry's bulk lane, then its connection.
+// closeConn closes the entry's bulk lane, then its connection; a lane
+// dial in flight is ended, and closes the lane if it still lands.
 func (e *entry) closeConn() {
 	e.laneMu.Lock()
 	e.closed = true
-	lane := e.lane
+	lane, stop := e.lane, e.laneStop
 	e.lane = nil
 	e.laneMu.Unlock()
+	if stop != nil {
+		stop()
+	}
 	if lane != nil {
 		lane.Closer.Close()
 	}
@@ -224,29 +235,61 @@ func (l *Lease) Bulk(ctx context.Context) (*rexclient.Session, error) {
 	if l.s != nil || e.conn.OpenLane == nil || l.p.opts.NoLanes {
 		return l.Session(), nil
 	}
-	e.laneMu.Lock()
-	defer e.laneMu.Unlock()
-	if e.lane != nil {
-		select {
-		case <-e.lane.Session.Client().Done():
-			e.lane.Closer.Close()
-			e.lane = nil
-		default:
-			return e.lane.Session, nil
+	for {
+		e.laneMu.Lock()
+		if lane := e.lane; lane != nil {
+			if !isClosed(lane.Session.Client().Done()) {
+				e.laneMu.Unlock()
+				return lane.Session, nil
+			}
+			e.lane = nil // it ended: open another
+			e.laneMu.Unlock()
+			lane.Closer.Close()
+			continue
 		}
+		if e.closed {
+			e.laneMu.Unlock()
+			return l.Session(), nil
+		}
+		if dial := e.laneDial; dial != nil {
+			// Another lease is opening it: take its lane, or open one
+			// ourselves if it got none.
+			e.laneMu.Unlock()
+			select {
+			case <-dial:
+				continue
+			case <-ctx.Done():
+				return l.Session(), nil // the work fails with ctx's error
+			}
+		}
+		dctx, stop := context.WithCancel(ctx)
+		dial := make(chan struct{})
+		e.laneDial, e.laneStop = dial, stop
+		e.laneMu.Unlock()
+
+		lane, err := e.conn.OpenLane(dctx)
+		e.laneMu.Lock()
+		e.laneDial, e.laneStop = nil, nil
+		closed := e.closed
+		if err == nil && lane != nil && !closed {
+			e.lane = lane
+		}
+		e.laneMu.Unlock()
+		stop()
+		close(dial)
+		switch {
+		case errors.Is(err, ErrLaneUnsafe):
+			return nil, err
+		case err != nil || lane == nil:
+			return l.Session(), nil // the connection's own stream still serves
+		case closed:
+			// The connection was closed while the lane was dialled:
+			// nothing would ever close the lane.
+			lane.Closer.Close()
+			return l.Session(), nil
+		}
+		return lane.Session, nil
 	}
-	if e.closed {
-		return l.Session(), nil
-	}
-	lane, err := e.conn.OpenLane(ctx)
-	if errors.Is(err, ErrLaneUnsafe) {
-		return nil, err
-	}
-	if err != nil || lane == nil {
-		return l.Session(), nil // the connection's own stream still serves
-	}
-	e.lane = lane
-	return lane.Session, nil
 }
 
 // ErrLaneUnsafe marks an OpenLane error that must reach the operator
@@ -402,15 +445,20 @@ func (p *Pool) Acquire(ctx context.Context, t Target) (*Lease, error) {
 			p.mu.Unlock()
 			continue
 		}
-		if back := e.back; back != nil {
-			// Dropped and being resumed: wait for it, as for a dial.
+		if c := e.conn.Session.Client(); isClosed(c.Dropped()) {
+			// The transport dropped and the connection waits to be
+			// resumed: a lease now would fail its calls with ErrDropped
+			// on a host that is coming back. Wait for it, as for a dial.
+			// The client knows as soon as its reader does; watch, which
+			// starts the reconnection, may not have seen it yet.
 			p.mu.Unlock()
-			select {
-			case <-back:
-			case <-ctx.Done():
+			if p.resumeWaitHook != nil {
+				p.resumeWaitHook()
+			}
+			if c.WaitResumed(ctx) != nil && ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			attempt--
+			attempt-- // resumed, or ended and dialled again below
 			continue
 		}
 		e.users++
@@ -526,6 +574,15 @@ func (e *entry) done() bool {
 	}
 }
 
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
 func (e *entry) dead() bool {
 	if e.conn == nil {
 		return false
@@ -559,6 +616,9 @@ func (p *Pool) watch(t Target, e *entry) {
 				continue // it ended; the case above reports it
 			default:
 			}
+			if p.droppedHook != nil {
+				p.droppedHook(t.Name)
+			}
 			if e.conn.Resume == nil {
 				c.Abandon(errors.New("this connection cannot be resumed"))
 				continue
@@ -585,16 +645,6 @@ const (
 // resumeOverstay have passed.
 func (p *Pool) reconnect(t Target, e *entry) {
 	c := e.conn.Session.Client()
-	back := make(chan struct{})
-	p.mu.Lock()
-	e.back = back
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		e.back = nil
-		p.mu.Unlock()
-		close(back)
-	}()
 	grace := c.ResumeGrace()
 	p.state(t, StateReconnecting, nil)
 	deadline := time.Now().Add(grace + resumeOverstay)

@@ -3,6 +3,7 @@ package fanout_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -436,6 +437,103 @@ func TestReleaseClosesEachTarget(t *testing.T) {
 				t.Errorf("%s, release %v: %d dials over two runs, want %d", name, release, got, want)
 			}
 			pool.Close()
+		}
+	}
+}
+
+// countedCloser decrements open once when closed.
+func countedCloser(c interface{ Close() error }, open *atomic.Int64) closerFunc {
+	var once sync.Once
+	return func() error {
+		once.Do(func() { open.Add(-1) })
+		return c.Close()
+	}
+}
+
+// TestClosingDoesNotWaitForALaneDial: closing the pool, or dropping the
+// connection, while a lease dials its bulk lane returns at once; the dial
+// is cancelled, and a lane that lands anyway (a dial that does not heed
+// its context) is closed, not leaked. Bulk held the lane's lock across
+// the dial, which closing needs: Close waited for a whole SSH dial.
+func TestClosingDoesNotWaitForALaneDial(t *testing.T) {
+	closers := map[string]func(pool *fanout.Pool, other *fanout.Lease){
+		"pool closed": func(pool *fanout.Pool, _ *fanout.Lease) { pool.Close() },
+		"dropped":     func(_ *fanout.Pool, other *fanout.Lease) { other.Drop() },
+	}
+	for name, closeIt := range closers {
+		for _, late := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, lane lands late %v", name, late), func(t *testing.T) {
+				ctx := context.Background()
+				f := newFleet(t)
+				var open atomic.Int64 // lanes made and not closed
+				started := make(chan struct{}, 1)
+				gate := make(chan struct{})
+				c := fanout.ConnectorFunc(func(ctx context.Context, tg fanout.Target) (*fanout.Conn, error) {
+					conn, err := f.Connect(ctx, tg)
+					if err != nil {
+						return nil, err
+					}
+					conn.OpenLane = func(ctx context.Context) (*fanout.Conn, error) {
+						started <- struct{}{}
+						if late {
+							<-gate
+						} else {
+							select {
+							case <-gate:
+							case <-ctx.Done():
+							}
+							if ctx.Err() != nil {
+								return nil, ctx.Err()
+							}
+						}
+						lane, err := f.connect(context.Background(), tg)
+						if err != nil {
+							return nil, err
+						}
+						open.Add(1)
+						lane.Closer = countedCloser(lane.Closer, &open)
+						return lane, nil
+					}
+					return conn, nil
+				})
+				pool := fanout.NewPool(c, fanout.PoolOptions{})
+				defer pool.Close()
+				h1 := fanout.Target{Name: "h1"}
+				bulkLease, err := pool.Acquire(ctx, h1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer bulkLease.Release()
+				other, err := pool.Acquire(ctx, h1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				bulk := make(chan *rexclient.Session, 1)
+				go func() {
+					s, _ := bulkLease.Bulk(ctx)
+					bulk <- s
+				}()
+				<-started
+				closed := make(chan struct{})
+				go func() {
+					closeIt(pool, other)
+					close(closed)
+				}()
+				select {
+				case <-closed:
+				case <-time.After(10 * time.Second):
+					close(gate) // let it unwind
+					<-closed
+					t.Fatal("closing waited for the lane's dial")
+				}
+				close(gate)
+				if s := <-bulk; s != bulkLease.Session() {
+					t.Error("Bulk on a connection closed meanwhile gave a lane")
+				}
+				if n := open.Load(); n != 0 {
+					t.Errorf("%d lane(s) left open", n)
+				}
+			})
 		}
 	}
 }

@@ -1,0 +1,186 @@
+package fanout_test
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rexconsole/rex/internal/fanout"
+	"github.com/rexconsole/rex/internal/protocol"
+	"github.com/rexconsole/rex/internal/rexclient"
+	"github.com/rexconsole/rex/internal/rexd"
+)
+
+// resumable is a connector to an in-process rexd whose sessions outlive
+// their transport: Cut ends a target's transport as a network would, and
+// the connection's Resume brings a new one to the same rexd.
+type resumable struct {
+	srv   *rexd.Server
+	dials atomic.Int64
+	// open counts the transports not yet closed (nothing may be leaked).
+	open atomic.Int64
+
+	mu   sync.Mutex
+	cuts map[string]func() // per target, ends its transport of now
+	// resume, when set, runs first in every Resume with its context; an
+	// error fails that attempt.
+	resume func(ctx context.Context) error
+}
+
+func newResumable(t *testing.T) *resumable {
+	home := t.TempDir()
+	// Short: the sessions' Unix sockets live there.
+	dir, err := os.MkdirTemp("", "fxr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	srv, err := rexd.New(rexd.Config{
+		Roots:       []string{home},
+		Limits:      rexd.DefaultLimits(),
+		AllowShell:  true,
+		ResumeGrace: time.Minute,
+		SessionDir:  filepath.Join(dir, "s"),
+		CASDir:      filepath.Join(dir, "cas"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return &resumable{srv: srv, cuts: map[string]func(){}}
+}
+
+// transport serves a new connection and returns the client's ends, its
+// closer and a cut that ends it from the network's side.
+func (f *resumable) transport(name string) (io.Reader, io.Writer, io.Closer) {
+	toServer, fromClient := io.Pipe()
+	toClient, fromServer := io.Pipe()
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		f.srv.Serve(ctx, toServer, fromServer)
+		fromServer.Close()
+	}()
+	f.open.Add(1)
+	var once sync.Once
+	closer := closerFunc(func() error {
+		once.Do(func() {
+			stop()
+			fromClient.Close()
+			toServer.Close()
+			<-served
+			f.open.Add(-1)
+		})
+		return nil
+	})
+	f.mu.Lock()
+	f.cuts[name] = func() {
+		toServer.Close()
+		fromServer.Close()
+	}
+	f.mu.Unlock()
+	return toClient, fromClient, closer
+}
+
+// Cut ends the target's transport; its rexd keeps the sessions.
+func (f *resumable) Cut(name string) {
+	f.mu.Lock()
+	cut := f.cuts[name]
+	f.mu.Unlock()
+	cut()
+}
+
+func (f *resumable) Connect(ctx context.Context, t fanout.Target) (*fanout.Conn, error) {
+	f.dials.Add(1)
+	r, w, closer := f.transport(t.Name)
+	c := rexclient.NewConn(r, w, closer)
+	s, err := c.OpenSession(ctx, protocol.SessionOpenParams{ClientName: "fanout-test", ResumeGraceMS: t.ResumeGrace.Milliseconds()})
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	resume := func(ctx context.Context) error {
+		f.mu.Lock()
+		hook := f.resume
+		f.mu.Unlock()
+		if hook != nil {
+			if err := hook(ctx); err != nil {
+				return err
+			}
+		}
+		r, w, closer := f.transport(t.Name)
+		if err := c.Resume(ctx, r, w, closer); err != nil {
+			closer.Close()
+			return err
+		}
+		return nil
+	}
+	return &fanout.Conn{Session: s, Closer: c, Resume: resume}, nil
+}
+
+// TestAcquireWaitsForTheResume: a connection whose transport dropped, and
+// that watch has not started to reconnect yet, is not handed out: a
+// command run then waits for the resume and runs on the connection that
+// came back. The lease was handed out at once, and the command failed
+// with ErrDropped on a host that was reconnecting fine.
+func TestAcquireWaitsForTheResume(t *testing.T) {
+	f := newResumable(t)
+	pool := fanout.NewPool(f, fanout.PoolOptions{ResumeGrace: time.Minute})
+	defer pool.Close()
+	ctx := context.Background()
+	h1 := fanout.Target{Name: "h1"}
+	lease, err := pool.Acquire(ctx, h1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := lease.Session().Client()
+	lease.Release()
+
+	seen, hold := make(chan struct{}), make(chan struct{})
+	waiting := make(chan struct{}, 1)
+	fanout.SetResumeHooks(pool, func() {
+		select {
+		case waiting <- struct{}{}:
+		default:
+		}
+	}, func(string) {
+		close(seen)
+		<-hold // watch has seen the drop and has not started to reconnect
+	})
+	f.Cut("h1")
+	<-c.Dropped()
+	<-seen
+
+	done := make(chan *fanout.Summary, 1)
+	go func() {
+		done <- fanout.Run(ctx, pool, []fanout.Target{h1}, fanout.Task{Command: "echo back"}, fanout.Options{})
+	}()
+	select {
+	case <-waiting:
+	case s := <-done:
+		close(hold)
+		t.Fatalf("a run during the drop did not wait for the resume: %+v", s.Results[0])
+	case <-time.After(30 * time.Second):
+		close(hold)
+		t.Fatal("the run neither waited for the resume nor ended")
+	}
+	close(hold)
+	var s *fanout.Summary
+	select {
+	case s = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the run did not end once the connection was resumed")
+	}
+	if r := s.Results[0]; !r.OK() {
+		t.Fatalf("the run after the resume: %+v", r)
+	}
+	if n := f.dials.Load(); n != 1 {
+		t.Errorf("%d dials, want 1: the connection was resumed, not dialled again", n)
+	}
+}
