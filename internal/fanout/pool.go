@@ -160,6 +160,9 @@ type entry struct {
 	waiters  int    // callers waiting for the dial
 	cancel   func() // ends the dial
 	removed  bool   // no longer in entries: close conn once the dial ends
+	// stopResume, while the connection is being resumed, ends the
+	// reconnection (and its attempt in flight) once the entry is removed.
+	stopResume func()
 
 	// first is the dialling caller's Target.First; firstLeft is set when
 	// that caller gave up before the dial ended: a command the dial
@@ -383,6 +386,9 @@ func (p *Pool) removeLocked(e *entry) {
 		delete(p.entries, e.key)
 	}
 	e.removed = true
+	if e.stopResume != nil {
+		e.stopResume()
+	}
 }
 
 // Acquire returns a lease on a live session for t, dialling if needed.
@@ -645,21 +651,43 @@ const (
 // resumeOverstay have passed.
 func (p *Pool) reconnect(t Target, e *entry) {
 	c := e.conn.Session.Client()
+	// Removing the entry (Drop, ReapIdle, the pool's Close) ends the
+	// reconnection at once, its attempt in flight too.
+	rctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	p.mu.Lock()
+	gone := p.closed || e.removed
+	if !gone {
+		e.stopResume = stop
+		defer func() {
+			p.mu.Lock()
+			e.stopResume = nil
+			p.mu.Unlock()
+		}()
+	}
+	p.mu.Unlock()
+	if gone {
+		c.Abandon(errors.New("the connection pool closed"))
+		return
+	}
 	grace := c.ResumeGrace()
 	p.state(t, StateReconnecting, nil)
 	deadline := time.Now().Add(grace + resumeOverstay)
 	wait := reconnectFirst
 	for attempt := 1; ; attempt++ {
-		p.mu.Lock()
-		gone := p.closed || e.removed
-		p.mu.Unlock()
-		if gone {
-			c.Abandon(errors.New("the connection pool closed"))
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), max(p.opts.ConnectTimeout/4, 30*time.Second))
+		ctx, cancel := context.WithTimeout(rctx, max(p.opts.ConnectTimeout/4, 30*time.Second))
 		err := e.conn.Resume(ctx)
 		cancel()
+		if rctx.Err() != nil {
+			// Closed on purpose while it was being resumed: nothing to
+			// report (it was reported idle or closed). A resume that
+			// landed all the same is closed again, now that it is up.
+			if err == nil {
+				e.conn.Closer.Close()
+			}
+			c.Abandon(errors.New("the connection was closed while it was being resumed"))
+			return
+		}
 		if err == nil {
 			p.state(t, StateReady, nil)
 			return
@@ -679,7 +707,7 @@ func (p *Pool) reconnect(t Target, e *entry) {
 		t := time.NewTimer(jitter(wait))
 		select {
 		case <-t.C:
-		case <-p.stop:
+		case <-rctx.Done():
 			t.Stop()
 		}
 		wait = min(wait*2, reconnectMax)
@@ -711,6 +739,12 @@ func (p *Pool) reapIdle() {
 // as of now, and reports how many it closed. The pool calls it on a timer;
 // it is exported so that a test (or a front end) can run it at a given
 // time.
+//
+// A connection being resumed is closed too, and its reconnection ends:
+// with no lease on it, no command, transfer or terminal of the operator's
+// runs there (each holds its lease while it lasts), so its sessions keep
+// nothing anyone will come back to, and rexd stops what is left in them
+// when their grace runs out, as for any connection given up while down.
 func (p *Pool) ReapIdle(now time.Time) int {
 	if p.opts.IdleTimeout <= 0 {
 		return 0
@@ -748,7 +782,7 @@ func (p *Pool) Close() error {
 	p.entries = map[string]*entry{}
 	var open []*entry
 	for _, e := range entries {
-		e.removed = true
+		p.removeLocked(e)
 		if e.done() {
 			if e.conn != nil {
 				open = append(open, e)

@@ -2,6 +2,7 @@ package fanout_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -182,5 +183,73 @@ func TestAcquireWaitsForTheResume(t *testing.T) {
 	}
 	if n := f.dials.Load(); n != 1 {
 		t.Errorf("%d dials, want 1: the connection was resumed, not dialled again", n)
+	}
+}
+
+// TestReapDuringAResume: a connection that nothing has used for the idle
+// timeout is reaped even while it is being resumed (no lease means no
+// command, transfer or terminal of the operator's on it: nothing to come
+// back to), and the reconnection ends with it, at once and quietly: its
+// attempt in flight is cancelled, and the host is not reported in error
+// (or ready) after it was reported idle. The attempt ran on for its own
+// 30 s, kept the pool's Close waiting, and then reported the reaped
+// connection as lost.
+func TestReapDuringAResume(t *testing.T) {
+	f := newResumable(t)
+	attempts := make(chan context.Context, 1)
+	f.resume = func(ctx context.Context) error {
+		attempts <- ctx
+		<-ctx.Done() // a host that does not answer yet
+		return ctx.Err()
+	}
+	var mu sync.Mutex
+	var states []string
+	pool := fanout.NewPool(f, fanout.PoolOptions{IdleTimeout: time.Minute, ResumeGrace: time.Minute,
+		OnState: func(target, state string, err error) {
+			mu.Lock()
+			states = append(states, state)
+			mu.Unlock()
+		}})
+	defer pool.Close()
+	lease, err := pool.Acquire(context.Background(), fanout.Target{Name: "h1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := lease.Session().Client()
+	lease.Release()
+	f.Cut("h1")
+	var attempt context.Context
+	select {
+	case attempt = <-attempts:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the pool did not try to resume")
+	}
+	if n := pool.ReapIdle(time.Now().Add(2 * time.Minute)); n != 1 {
+		t.Fatalf("reaped %d connections, want the one being resumed", n)
+	}
+	select {
+	case <-attempt.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the resume in flight went on after the connection was reaped")
+	}
+	<-c.Done()
+	closed := make(chan struct{})
+	go func() {
+		pool.Close() // waits for the reconnection to have ended
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waited for the reaped connection's reconnection")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{fanout.StateConnecting, fanout.StateReady, fanout.StateReconnecting, fanout.StateIdle}
+	if fmt.Sprint(states) != fmt.Sprint(want) {
+		t.Errorf("states %v, want %v", states, want)
+	}
+	if n := f.open.Load(); n != 0 {
+		t.Errorf("%d transport(s) left open", n)
 	}
 }
