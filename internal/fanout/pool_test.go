@@ -537,3 +537,47 @@ func TestClosingDoesNotWaitForALaneDial(t *testing.T) {
 		}
 	}
 }
+
+// TestLaneLostKeepsTheConnection: bulk work that fails because its lane
+// ended (ErrClosed from the lane's own connection) leaves the target's
+// connection, and everything other leases run on it, alone; the next bulk
+// work gets a new lane. Each dropped the connection for any ErrClosed,
+// and a lane lost in a push ended the operator's terminals on that host.
+func TestLaneLostKeepsTheConnection(t *testing.T) {
+	ctx := context.Background()
+	l := &laned{fleet: newFleet(t)}
+	pool := fanout.NewPool(l, fanout.PoolOptions{})
+	defer pool.Close()
+	held, err := pool.Acquire(ctx, fanout.Target{Name: "h1"}) // a terminal, say
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+	rs := fanout.Each(ctx, pool, targets("h1"), fanout.Options{Bulk: true}, func(ctx context.Context, _ fanout.Target, s *rexclient.Session) error {
+		if s.Client() == held.Session().Client() {
+			return errors.New("Each with Bulk did not get the lane")
+		}
+		s.Client().Close() // the lane's connection ends
+		_, err := s.SessionInfo(ctx)
+		return err
+	})
+	if !errors.Is(rs[0].Err, rexclient.ErrClosed) {
+		t.Fatalf("the work on a lost lane ended with %v, want ErrClosed", rs[0].Err)
+	}
+	if _, err := held.Session().SessionInfo(ctx); err != nil {
+		t.Fatalf("a lost lane ended the connection another lease holds: %v", err)
+	}
+	rs = fanout.Each(ctx, pool, targets("h1"), fanout.Options{Bulk: true}, func(ctx context.Context, _ fanout.Target, s *rexclient.Session) error {
+		if s.Client() == held.Session().Client() {
+			return errors.New("no new lane after the lost one")
+		}
+		_, err := s.SessionInfo(ctx)
+		return err
+	})
+	if rs[0].Err != nil {
+		t.Fatal(rs[0].Err)
+	}
+	if d, n := l.dials.Load(), l.lanes.Load(); d != 1 || n != 2 {
+		t.Errorf("%d dials and %d lanes, want 1 and 2", d, n)
+	}
+}
