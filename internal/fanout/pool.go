@@ -331,7 +331,7 @@ func (l *Lease) Close() {
 		l.p.mu.Unlock()
 		return
 	}
-	l.p.removeLocked(e)
+	l.p.retireLocked(e)
 	l.p.mu.Unlock()
 	e.closeConn()
 	l.p.state(l.t, StateIdle, nil)
@@ -347,7 +347,7 @@ func (l *Lease) Drop() {
 		l.p.mu.Unlock()
 		return
 	}
-	l.p.removeLocked(e)
+	l.p.retireLocked(e)
 	l.p.mu.Unlock()
 	e.closeConn()
 	l.p.state(l.t, StateIdle, nil)
@@ -386,6 +386,14 @@ func (p *Pool) removeLocked(e *entry) {
 		delete(p.entries, e.key)
 	}
 	e.removed = true
+}
+
+// retireLocked is removeLocked for a connection closed on purpose (Drop,
+// Lease.Close, ReapIdle, the pool's Close): a reconnection under way ends
+// at once, and quietly. One found ended (Acquire) is not: its
+// reconnection is reporting why.
+func (p *Pool) retireLocked(e *entry) {
+	p.removeLocked(e)
 	if e.stopResume != nil {
 		e.stopResume()
 	}
@@ -651,8 +659,9 @@ const (
 // resumeOverstay have passed.
 func (p *Pool) reconnect(t Target, e *entry) {
 	c := e.conn.Session.Client()
-	// Removing the entry (Drop, ReapIdle, the pool's Close) ends the
+	// Retiring the entry (Drop, ReapIdle, the pool's Close) ends the
 	// reconnection at once, its attempt in flight too.
+	closed := errors.New("the connection was closed while it was being resumed")
 	rctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	p.mu.Lock()
@@ -667,7 +676,7 @@ func (p *Pool) reconnect(t Target, e *entry) {
 	}
 	p.mu.Unlock()
 	if gone {
-		c.Abandon(errors.New("the connection pool closed"))
+		c.Abandon(closed)
 		return
 	}
 	grace := c.ResumeGrace()
@@ -685,7 +694,7 @@ func (p *Pool) reconnect(t Target, e *entry) {
 			if err == nil {
 				e.conn.Closer.Close()
 			}
-			c.Abandon(errors.New("the connection was closed while it was being resumed"))
+			c.Abandon(closed)
 			return
 		}
 		if err == nil {
@@ -753,7 +762,7 @@ func (p *Pool) ReapIdle(now time.Time) int {
 	p.mu.Lock()
 	for _, e := range p.entries {
 		if e.done() && e.users == 0 && e.waiters == 0 && now.Sub(e.lastUsed) >= p.opts.IdleTimeout {
-			p.removeLocked(e)
+			p.retireLocked(e)
 			if e.conn != nil {
 				idle = append(idle, e)
 			}
@@ -782,7 +791,7 @@ func (p *Pool) Close() error {
 	p.entries = map[string]*entry{}
 	var open []*entry
 	for _, e := range entries {
-		p.removeLocked(e)
+		p.retireLocked(e)
 		if e.done() {
 			if e.conn != nil {
 				open = append(open, e)

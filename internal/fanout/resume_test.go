@@ -1,11 +1,13 @@
 package fanout_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -31,6 +33,31 @@ type resumable struct {
 	// resume, when set, runs first in every Resume with its context; an
 	// error fails that attempt.
 	resume func(ctx context.Context) error
+	// cutOn, when set, cuts the transport in place of the first write
+	// that holds it (a request lost with the network), and is cleared.
+	cutOn string
+}
+
+// cutWriter is a client's side of a transport, cut as f.cutOn says.
+type cutWriter struct {
+	f    *resumable
+	name string
+	w    io.Writer
+}
+
+func (w cutWriter) Write(p []byte) (int, error) {
+	w.f.mu.Lock()
+	on := w.f.cutOn
+	cut := on != "" && bytes.Contains(p, []byte(on))
+	if cut {
+		w.f.cutOn = ""
+	}
+	w.f.mu.Unlock()
+	if cut {
+		w.f.Cut(w.name)
+		return 0, io.ErrClosedPipe
+	}
+	return w.w.Write(p)
 }
 
 func newResumable(t *testing.T) *resumable {
@@ -61,18 +88,17 @@ func newResumable(t *testing.T) *resumable {
 func (f *resumable) transport(name string) (io.Reader, io.Writer, io.Closer) {
 	toServer, fromClient := io.Pipe()
 	toClient, fromServer := io.Pipe()
-	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		f.srv.Serve(ctx, toServer, fromServer)
+		f.srv.Serve(context.Background(), toServer, fromServer)
 		fromServer.Close()
 	}()
 	f.open.Add(1)
 	var once sync.Once
+	// As an SSH channel's close: rexd sees the end of its input.
 	closer := closerFunc(func() error {
 		once.Do(func() {
-			stop()
 			fromClient.Close()
 			toServer.Close()
 			<-served
@@ -86,7 +112,7 @@ func (f *resumable) transport(name string) (io.Reader, io.Writer, io.Closer) {
 		fromServer.Close()
 	}
 	f.mu.Unlock()
-	return toClient, fromClient, closer
+	return toClient, cutWriter{f, name, fromClient}, closer
 }
 
 // Cut ends the target's transport; its rexd keeps the sessions.
@@ -251,5 +277,36 @@ func TestReapDuringAResume(t *testing.T) {
 	}
 	if n := f.open.Load(); n != 0 {
 		t.Errorf("%d transport(s) left open", n)
+	}
+}
+
+// TestCommandStartLostWithTheNetwork: a command whose start request is
+// lost as the connection drops ends Unreachable, saying so and what to do,
+// not as a failure of the command ("start command: connection to rexd
+// lost; reconnecting"); it is not sent again (had it reached rexd, it
+// could run twice), and the host, resumed, runs the next one.
+func TestCommandStartLostWithTheNetwork(t *testing.T) {
+	f := newResumable(t)
+	pool := fanout.NewPool(f, fanout.PoolOptions{ResumeGrace: time.Minute})
+	defer pool.Close()
+	ctx := context.Background()
+	h1 := []fanout.Target{{Name: "h1"}}
+	task := fanout.Task{Command: "echo ran >> ran.log"}
+	if s := fanout.Run(ctx, pool, h1, task, fanout.Options{}); s.OK != 1 {
+		t.Fatalf("first run: %+v", s.Results[0])
+	}
+	f.mu.Lock()
+	f.cutOn = `"method":"exec.start"`
+	f.mu.Unlock()
+	s := fanout.Run(ctx, pool, h1, task, fanout.Options{})
+	r := s.Results[0]
+	if !r.Unreachable || s.ExitStatus() != 255 || !strings.Contains(r.Err.Error(), "run it again") {
+		t.Fatalf("a start lost with the network: %+v (exit %d); want unreachable, saying to run it again", r, s.ExitStatus())
+	}
+	if s := fanout.Run(ctx, pool, h1, task, fanout.Options{}); s.OK != 1 {
+		t.Fatalf("the run after the resume: %+v", s.Results[0])
+	}
+	if n := f.dials.Load(); n != 1 {
+		t.Errorf("%d dials, want 1 (resumed)", n)
 	}
 }
