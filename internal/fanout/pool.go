@@ -457,6 +457,11 @@ func (p *Pool) Acquire(ctx context.Context, t Target) (*Lease, error) {
 		}
 		if e.removed || e.dead() {
 			p.mu.Unlock()
+			if f := t.First; f != nil && f == e.first && f.Sent {
+				// The command went out with this connection's opening:
+				// dialling again with it would start it a second time.
+				return nil, fmt.Errorf("connect %s: the connection was lost as soon as it was made, after the command had gone out with it: it may have started there; check before running it again", t.Name)
+			}
 			continue
 		}
 		if c := e.conn.Session.Client(); isClosed(c.Dropped()) {
