@@ -8,3 +8,6 @@ func SetWaitHook(p *Pool, f func(waiters int)) { p.waitHook = f }
 func SetResumeHooks(p *Pool, waiting func(), dropped func(target string)) {
 	p.resumeWaitHook, p.droppedHook = waiting, dropped
 }
+
+// SetWatchEndHook lets a test see a connection's watch end.
+func SetWatchEndHook(p *Pool, f func(target string)) { p.watchEndHook = f }

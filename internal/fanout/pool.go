@@ -144,6 +144,8 @@ type Pool struct {
 	// droppedHook, when set (by tests), is called by watch when it sees a
 	// connection's transport drop, before it starts the reconnection.
 	droppedHook func(target string)
+	// watchEndHook, when set (by tests), is called as watch returns.
+	watchEndHook func(target string)
 }
 
 // entry is one connection of the pool, from its dial to its close. Leases
@@ -618,6 +620,9 @@ func (e *entry) dead() bool {
 // sessions are resumable.
 func (p *Pool) watch(t Target, e *entry) {
 	defer p.wg.Done()
+	if p.watchEndHook != nil {
+		defer p.watchEndHook(t.Name)
+	}
 	c := e.conn.Session.Client()
 	for {
 		select {
@@ -642,7 +647,9 @@ func (p *Pool) watch(t Target, e *entry) {
 				c.Abandon(errors.New("this connection cannot be resumed"))
 				continue
 			}
-			p.reconnect(t, e)
+			if !p.reconnect(t, e) {
+				return // its end is reported (or closed on purpose)
+			}
 		case <-p.stop:
 			return
 		}
@@ -661,8 +668,10 @@ const (
 
 // reconnect gets a dropped connection back: Conn.Resume with backoff
 // until it works, rexd refuses (the grace ran out), or the grace and
-// resumeOverstay have passed.
-func (p *Pool) reconnect(t Target, e *entry) {
+// resumeOverstay have passed. It reports whether it is back: otherwise the
+// connection has ended, and reconnect has said why (or it was closed on
+// purpose), so watch says nothing more.
+func (p *Pool) reconnect(t Target, e *entry) (resumed bool) {
 	c := e.conn.Session.Client()
 	// Retiring the entry (Drop, ReapIdle, the pool's Close) ends the
 	// reconnection at once, its attempt in flight too.
@@ -682,7 +691,7 @@ func (p *Pool) reconnect(t Target, e *entry) {
 	p.mu.Unlock()
 	if gone {
 		c.Abandon(closed)
-		return
+		return false
 	}
 	grace := c.ResumeGrace()
 	p.state(t, StateReconnecting, nil)
@@ -700,23 +709,23 @@ func (p *Pool) reconnect(t Target, e *entry) {
 				e.conn.Closer.Close()
 			}
 			c.Abandon(closed)
-			return
+			return false
 		}
 		if err == nil {
 			p.state(t, StateReady, nil)
-			return
+			return true
 		}
 		select {
 		case <-c.Done(): // rexd refused: the client has ended with why
 			p.state(t, StateError, c.Err())
-			return
+			return false
 		default:
 		}
 		if time.Now().After(deadline) {
 			err = fmt.Errorf("the connection to %s dropped and could not be made again within its resume grace of %s (%d attempts, the last: %v); rexd there stops what ran for it", t.Name, grace, attempt, err)
 			c.Abandon(err)
 			p.state(t, StateError, err)
-			return
+			return false
 		}
 		t := time.NewTimer(jitter(wait))
 		select {

@@ -3,6 +3,7 @@ package fanout_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -23,8 +24,9 @@ import (
 // their transport: Cut ends a target's transport as a network would, and
 // the connection's Resume brings a new one to the same rexd.
 type resumable struct {
-	srv   *rexd.Server
-	dials atomic.Int64
+	srv        *rexd.Server
+	sessionDir string
+	dials      atomic.Int64
 	// open counts the transports not yet closed (nothing may be leaked).
 	open atomic.Int64
 
@@ -80,7 +82,7 @@ func newResumable(t *testing.T) *resumable {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	return &resumable{srv: srv, cuts: map[string]func(){}}
+	return &resumable{srv: srv, sessionDir: filepath.Join(dir, "s"), cuts: map[string]func(){}}
 }
 
 // transport serves a new connection and returns the client's ends, its
@@ -308,5 +310,58 @@ func TestCommandStartLostWithTheNetwork(t *testing.T) {
 	}
 	if n := f.dials.Load(); n != 1 {
 		t.Errorf("%d dials, want 1 (resumed)", n)
+	}
+}
+
+// TestResumeRefusedReportsOnce: a connection rexd will not resume (its
+// grace ran out) is reported in error once, with rexd's sentence. watch
+// reported it a second time, "connection to h1 lost: connection lost and
+// not resumed: …", over the one reconnect had just reported.
+func TestResumeRefusedReportsOnce(t *testing.T) {
+	f := newResumable(t)
+	var mu sync.Mutex
+	var errs []string
+	pool := fanout.NewPool(f, fanout.PoolOptions{ResumeGrace: time.Millisecond,
+		OnState: func(target, state string, err error) {
+			if state == fanout.StateError {
+				mu.Lock()
+				errs = append(errs, err.Error())
+				mu.Unlock()
+			}
+		}})
+	defer pool.Close()
+	watched := make(chan struct{})
+	fanout.SetWatchEndHook(pool, func(string) { close(watched) })
+	lease, err := pool.Acquire(context.Background(), fanout.Target{Name: "h1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := lease.Session().ID
+	lease.Release()
+	f.mu.Lock()
+	f.resume = func(context.Context) error {
+		// rexd leaves this note once the session's grace has run out.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if _, err := os.Stat(filepath.Join(f.sessionDir, sid+".ended")); err == nil {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return errors.New("the session never expired")
+			}
+			time.Sleep(10 * time.Millisecond) // polling a file rexd writes
+		}
+	}
+	f.mu.Unlock()
+	f.Cut("h1")
+	select {
+	case <-watched:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the pool never gave up the connection rexd refused to resume")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(errs) != 1 || !strings.Contains(errs[0], "not resumed within the resume grace") {
+		t.Fatalf("errors reported: %q; want rexd's sentence, once", errs)
 	}
 }
