@@ -163,7 +163,7 @@ type entry struct {
 	cancel   func() // ends the dial
 	removed  bool   // no longer in entries: close conn once the dial ends
 	// stopResume, while the connection is being resumed, ends the
-	// reconnection (and its attempt in flight) once the entry is removed.
+	// reconnection and its attempt in flight (retireLocked).
 	stopResume func()
 
 	// first is the dialling caller's Target.First; firstLeft is set when
