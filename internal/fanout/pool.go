@@ -783,13 +783,30 @@ func (p *Pool) ReapIdle(now time.Time) int {
 		}
 	}
 	p.mu.Unlock()
-	for _, e := range idle {
-		e.closeConn()
+	closeConns(idle, func(e *entry) {
 		if p.opts.OnState != nil {
 			p.opts.OnState(e.name, StateIdle, nil)
 		}
-	}
+	})
 	return len(idle)
+}
+
+// closeConns closes the entries' connections together, each followed by
+// then (when set): closing one whose host no longer answers can take
+// seconds, and they add up one after another.
+func closeConns(es []*entry, then func(e *entry)) {
+	var wg sync.WaitGroup
+	for _, e := range es {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.closeConn()
+			if then != nil {
+				then(e)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // Close closes every connection and ends dials in progress.
@@ -815,12 +832,7 @@ func (p *Pool) Close() error {
 		}
 	}
 	p.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, e := range open {
-		wg.Add(1)
-		go func(e *entry) { defer wg.Done(); e.closeConn() }(e)
-	}
-	wg.Wait()
+	closeConns(open, nil)
 	p.wg.Wait()
 	return nil
 }

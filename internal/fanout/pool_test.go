@@ -581,3 +581,48 @@ func TestLaneLostKeepsTheConnection(t *testing.T) {
 		t.Errorf("%d dials and %d lanes, want 1 and 2", d, n)
 	}
 }
+
+// TestReapClosesAtOnce: the reaper closes the idle connections together,
+// as the pool's Close does, not one after another: closing one whose
+// host no longer answers waits seconds (rexd is asked to close its
+// resumable sessions first), and the pool's Close waits for the reaper.
+func TestReapClosesAtOnce(t *testing.T) {
+	f := newFleet(t)
+	entered, release := make(chan string, 2), make(chan struct{})
+	c := fanout.ConnectorFunc(func(ctx context.Context, tg fanout.Target) (*fanout.Conn, error) {
+		conn, err := f.Connect(ctx, tg)
+		if err != nil {
+			return nil, err
+		}
+		closer := conn.Closer
+		conn.Closer = closerFunc(func() error {
+			entered <- tg.Name
+			<-release // a host that does not answer
+			return closer.Close()
+		})
+		return conn, nil
+	})
+	pool := fanout.NewPool(c, fanout.PoolOptions{IdleTimeout: time.Minute})
+	defer pool.Close()
+	for _, name := range []string{"h1", "h2"} {
+		l, err := pool.Acquire(context.Background(), fanout.Target{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Release()
+	}
+	reaped := make(chan int, 1)
+	go func() { reaped <- pool.ReapIdle(time.Now().Add(2 * time.Minute)) }()
+	for range 2 {
+		select {
+		case <-entered:
+		case <-time.After(10 * time.Second):
+			close(release)
+			t.Fatal("the reaper closes one connection after another")
+		}
+	}
+	close(release)
+	if n := <-reaped; n != 2 {
+		t.Fatalf("reaped %d, want 2", n)
+	}
+}
