@@ -172,10 +172,14 @@ type entry struct {
 	first     *rexclient.FirstExec
 	firstLeft bool
 
-	// named are further sessions on conn, one per client name (AcquireAs);
-	// namedMu serialises opening them. They end with the connection.
+	// named are further sessions on conn, one per client name (AcquireAs),
+	// and opening the ones being opened, each closed once its open ended;
+	// namedMu guards both and is never held across an open, so that one
+	// name's hanging open holds back no other. They end with the
+	// connection.
 	namedMu sync.Mutex
 	named   map[string]*rexclient.Session
+	opening map[string]chan struct{}
 
 	// lane is the bulk lane (Lease.Bulk), opened on first use. laneMu
 	// guards it, laneDial and laneStop (the dial in flight, closed when
@@ -502,11 +506,34 @@ func (p *Pool) AcquireAs(ctx context.Context, t Target, client string) (*Lease, 
 	}
 	e, base := l.e, l.e.conn.Session
 	e.namedMu.Lock()
-	defer e.namedMu.Unlock()
-	if s := e.named[client]; s != nil {
-		l.s = s
-		return l, nil
+	for {
+		if s := e.named[client]; s != nil {
+			e.namedMu.Unlock()
+			l.s = s
+			return l, nil
+		}
+		opening := e.opening[client]
+		if opening == nil {
+			break
+		}
+		// Another caller opens it: wait for it (and open it ourselves
+		// if that one fails).
+		e.namedMu.Unlock()
+		select {
+		case <-opening:
+		case <-ctx.Done():
+			l.Release()
+			return nil, fmt.Errorf("%s: open a session for %s: %w", t.Name, client, ctx.Err())
+		}
+		e.namedMu.Lock()
 	}
+	if e.opening == nil {
+		e.opening = map[string]chan struct{}{}
+	}
+	opening := make(chan struct{})
+	e.opening[client] = opening
+	e.namedMu.Unlock()
+	defer close(opening)
 	s, err := base.Client().OpenSession(ctx, protocol.SessionOpenParams{
 		ClientName:     client,
 		ClientVersion:  version.Version,
@@ -516,14 +543,19 @@ func (p *Pool) AcquireAs(ctx context.Context, t Target, client string) (*Lease, 
 		// keeps JSON lines whatever is asked).
 		RequestedCapabilities: []string{protocol.CapOutputRaw},
 	})
+	e.namedMu.Lock()
+	delete(e.opening, client)
+	if err == nil {
+		if e.named == nil {
+			e.named = map[string]*rexclient.Session{}
+		}
+		e.named[client] = s
+	}
+	e.namedMu.Unlock()
 	if err != nil {
 		l.Release()
 		return nil, fmt.Errorf("%s: open a session for %s: %w", t.Name, client, err)
 	}
-	if e.named == nil {
-		e.named = map[string]*rexclient.Session{}
-	}
-	e.named[client] = s
 	l.s = s
 	return l, nil
 }

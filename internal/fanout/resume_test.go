@@ -38,9 +38,14 @@ type resumable struct {
 	// cutOn, when set, cuts the transport in place of the first write
 	// that holds it (a request lost with the network), and is cleared.
 	cutOn string
+	// loseOn, when set, loses the first request that holds it on the
+	// way (its answer never comes), closing lost; it is cleared.
+	loseOn string
+	lost   chan struct{}
 }
 
-// cutWriter is a client's side of a transport, cut as f.cutOn says.
+// cutWriter is a client's side of a transport, cut or losing a request
+// as f.cutOn and f.loseOn say.
 type cutWriter struct {
 	f    *resumable
 	name string
@@ -54,7 +59,15 @@ func (w cutWriter) Write(p []byte) (int, error) {
 	if cut {
 		w.f.cutOn = ""
 	}
+	lose := w.f.loseOn != "" && bytes.Contains(p, []byte(w.f.loseOn))
+	if lose {
+		w.f.loseOn = ""
+	}
 	w.f.mu.Unlock()
+	if lose {
+		close(w.f.lost)
+		return len(p), nil
+	}
 	if cut {
 		w.f.Cut(w.name)
 		return 0, io.ErrClosedPipe
@@ -364,4 +377,53 @@ func TestResumeRefusedReportsOnce(t *testing.T) {
 	if len(errs) != 1 || !strings.Contains(errs[0], "not resumed within the resume grace") {
 		t.Fatalf("errors reported: %q; want rexd's sentence, once", errs)
 	}
+}
+
+// TestNamedSessionsOpenApart: opening a named session (AcquireAs) that
+// hangs holds back only the callers of that name, not those of another
+// name on the same connection. The lock of the named sessions was held
+// across the open: an agent's tool call waited, past its own context, for
+// an MCP client's session to open.
+func TestNamedSessionsOpenApart(t *testing.T) {
+	f := newResumable(t)
+	f.loseOn, f.lost = `"client_name":"rex-mcp/slow"`, make(chan struct{})
+	pool := fanout.NewPool(f, fanout.PoolOptions{})
+	defer pool.Close()
+	h1 := fanout.Target{Name: "h1"}
+	slowCtx, giveUp := context.WithCancel(context.Background())
+	defer giveUp()
+	slow := make(chan error, 1)
+	go func() {
+		_, err := pool.AcquireAs(slowCtx, h1, "rex-mcp/slow")
+		slow <- err
+	}()
+	<-f.lost
+	agent := make(chan error, 1)
+	go func() {
+		l, err := pool.AcquireAs(context.Background(), h1, "rex-agent")
+		if err == nil {
+			l.Release()
+		}
+		agent <- err
+	}()
+	select {
+	case err := <-agent:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		giveUp() // let both go
+		<-agent
+		t.Fatal("a session for another name waited for the one being opened")
+	}
+	giveUp()
+	if err := <-slow; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the open whose answer never came: %v, want its caller's context's end", err)
+	}
+	// The name whose open failed can be opened again.
+	l, err := pool.AcquireAs(context.Background(), h1, "rex-mcp/slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release()
 }
