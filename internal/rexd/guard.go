@@ -132,6 +132,7 @@ func (g *guard) release() {
 // from in until "q" (rexd leaves on purpose: nothing to do) or the end
 // of in (rexd died: the groups still listed are stopped).
 func RunGuard(in io.Reader, grace time.Duration) {
+	nameGuard()
 	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	live := map[int]bool{}
 	sc := bufio.NewScanner(in)

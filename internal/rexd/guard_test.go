@@ -91,8 +91,10 @@ func hasGuard(parent int) bool {
 		if len(f) < 2 || f[1] != strconv.Itoa(parent) {
 			continue
 		}
+		// Named so that killall rexd leaves it.
+		comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
 		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if strings.Contains(string(cmdline), rexd.GuardFlag) {
+		if strings.Contains(string(cmdline), rexd.GuardFlag) && strings.TrimSpace(string(comm)) == "rexd-guard" {
 			return true
 		}
 	}
