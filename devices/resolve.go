@@ -75,6 +75,15 @@ type ResolveOptions struct {
 	// rex will dial, which is 22 only when ssh_config sets no other. Nil
 	// means none is set anywhere.
 	Port func(host string) int
+	// HostName is the host name ssh_config gives host ("" when it gives
+	// none): an alias with HostName 10.0.0.2 reaches the machine a device
+	// at 10.0.0.2 does. Nil means none is set anywhere.
+	HostName func(host string) string
+	// User is who rex logs in as on host for a target that names no user:
+	// ssh_config's User, else the local user ("" when unknown), so that
+	// host and root@host are one login when that is root. Nil leaves an
+	// unset user a login of its own.
+	User func(host string) string
 }
 
 // MaxHostFile bounds a ^FILE host list.
@@ -198,15 +207,35 @@ func (rs *resolver) port(t Target) int {
 	return 22
 }
 
-// machineKey says which machine and login t reaches: its user, host (in
-// any case), port (see port), jump host and, for a device with "become",
-// sudo user. It is "" for local. An unset user is not any user: host and
-// root@host have two keys.
+// hostName is the host rex dials for t: ssh_config's HostName for its
+// host (opts.HostName), else its host, in lower case.
+func (rs *resolver) hostName(t Target) string {
+	if rs.opts.HostName != nil {
+		if h := rs.opts.HostName(t.Host); h != "" {
+			return strings.ToLower(h)
+		}
+	}
+	return strings.ToLower(t.Host)
+}
+
+// user is who rex logs in as on t: its own user, else the one ssh_config
+// or the local account gives (opts.User), else "" (unknown).
+func (rs *resolver) user(t Target) string {
+	if t.User == "" && rs.opts.User != nil {
+		return rs.opts.User(t.Host)
+	}
+	return t.User
+}
+
+// machineKey says which machine and login t reaches: its user (see user),
+// host name (see hostName), port (see port), jump host and, for a device
+// with "become", sudo user. It is "" for local. An unset user that no
+// lookup fills is not any user: host and root@host have two keys.
 func (rs *resolver) machineKey(t Target) string {
 	if t.Kind == KindLocal {
 		return ""
 	}
-	key := t.User + "\x00" + strings.ToLower(t.Host) + "\x00" + strconv.Itoa(rs.port(t))
+	key := rs.user(t) + "\x00" + rs.hostName(t) + "\x00" + strconv.Itoa(rs.port(t))
 	if t.Device != nil {
 		if j, ok := t.Device.extra["jump"]; ok {
 			key += "\x00jump:" + string(j)
@@ -371,13 +400,13 @@ func (rs *resolver) excluded(items []string) (drop func(Target) bool, named []Ta
 }
 
 // atAddress reports whether the target t is at the address a names: the
-// same host, and the user and port a gives when it gives them (t's port
-// being the one rex dials, see port).
+// same host as dialed (see hostName), and the user and port a gives when
+// it gives them (t's being the ones rex dials, see user and port).
 func (rs *resolver) atAddress(a, t Target) bool {
-	if t.Kind == KindLocal || !strings.EqualFold(a.Host, t.Host) {
+	if t.Kind == KindLocal || rs.hostName(a) != rs.hostName(t) {
 		return false
 	}
-	if a.User != "" && a.User != t.User {
+	if a.User != "" && a.User != rs.user(t) {
 		return false
 	}
 	return a.Port == 0 || a.Port == rs.port(t)

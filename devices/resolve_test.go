@@ -578,6 +578,71 @@ func TestFoldComparesSSHConfigPort(t *testing.T) {
 	}
 }
 
+// TestFoldComparesSSHConfigAddress: targets compare as rex dials them:
+// an ssh_config alias's HostName and User (opts.HostName, opts.User; the
+// local user when ssh_config gives none) and Port. So an alias folds into
+// a device at the machine and login it reaches, an address excludes the
+// aliases that reach it, and another login stays apart. In this ssh_config
+// www is root@10.0.0.2 (web2's login), deploy is deploy@10.0.0.2, gw is
+// root@10.0.0.1:2222 (web1's login), and the local user is me.
+func TestFoldComparesSSHConfigAddress(t *testing.T) {
+	r := fixture(t)
+	type addr struct {
+		user, host string
+		port       int
+	}
+	cfg := map[string]addr{
+		"www":    {"root", "10.0.0.2", 0},
+		"deploy": {"deploy", "10.0.0.2", 0},
+		"gw":     {"root", "10.0.0.1", 2222},
+	}
+	opts := ResolveOptions{
+		Aliases:  func() []string { return []string{"www", "deploy", "gw"} },
+		HostName: func(host string) string { return cfg[host].host },
+		Port:     func(host string) int { return cfg[host].port },
+		User: func(host string) string {
+			if a, ok := cfg[host]; ok {
+				return a.user
+			}
+			return "me"
+		},
+	}
+	for _, tt := range []struct {
+		in     string
+		want   []string
+		folded []string // into the first target
+	}{
+		// Folding.
+		{"web2,www", []string{"device:web2"}, []string{"www"}},
+		{"www,web2", []string{"adhoc:www"}, []string{"web2"}},
+		{"web1,gw", []string{"device:web1"}, []string{"gw"}},
+		{"web2,deploy", []string{"device:web2", "adhoc:deploy"}, nil},
+		{"web2,deploy@10.0.0.2,deploy", []string{"device:web2", "adhoc:deploy@10.0.0.2"}, nil},
+		{"10.0.0.9,me@10.0.0.9", []string{"adhoc:10.0.0.9"}, []string{"me@10.0.0.9"}},
+		{"10.0.0.9,root@10.0.0.9", []string{"adhoc:10.0.0.9", "adhoc:root@10.0.0.9"}, nil},
+		// Exclusions by address reach the aliases there.
+		{"www,web1,!10.0.0.2", []string{"device:web1"}, nil},
+		{"www,web1,!root@10.0.0.2", []string{"device:web1"}, nil},
+		{"www,web1,!deploy@10.0.0.2", []string{"adhoc:www", "device:web1"}, nil},
+		{"deploy,web1,!deploy@10.0.0.2:22", []string{"device:web1"}, nil},
+		{"gw,web2,!10.0.0.1:2222", []string{"device:web2"}, nil},
+		{"gw,web2,!10.0.0.1:22", []string{"adhoc:gw", "device:web2"}, nil},
+		// By name: the same login under another name goes too, another stays.
+		{"www,web1,web2,!web2", []string{"device:web1"}, nil},
+		{"deploy,web1,web2,!web2", []string{"adhoc:deploy", "device:web1"}, nil},
+		{"web2,web1,!www", []string{"device:web1"}, nil},
+	} {
+		got, err := r.ResolveWith(tt.in, opts)
+		if err != nil {
+			t.Errorf("ResolveWith(%q): %v", tt.in, err)
+			continue
+		}
+		if !slices.Equal(names(got), tt.want) || !slices.Equal(got[0].Folded, tt.folded) {
+			t.Errorf("ResolveWith(%q) = %v, %v folded into the first; want %v, %v", tt.in, names(got), got[0].Folded, tt.want, tt.folded)
+		}
+	}
+}
+
 // An exclusion pattern written with ssh:// would match no name (names
 // carry no scheme) and keep every machine in: it is refused.
 func TestExcludeGlobWithSchemeIsRefused(t *testing.T) {

@@ -56,6 +56,8 @@ func TestCompleteLine(t *testing.T) {
 		{"/push site srv/site web1,d", 25, []string{"db1", "dbs"}},
 		{"/push site srv/site web ", 24, nil},
 		{"/pull srv/site site d", 20, []string{"db1", "dbs"}},
+		{"/push -w d", 9, []string{"db1", "dbs"}},
+		{"/pull srv/site site web -x web1,w", 32, []string{"web", "web1", "web2"}},
 		{"/tool ", 6, []string{"check", "list", "new", "run", "show"}},
 		{"/tool r", 6, []string{"run"}},
 		{"/tool list ", 11, nil},

@@ -72,8 +72,14 @@ func completeLine(line string, src compSource) completion {
 		case "/attach", "/focus":
 			targets = len(args) == 0
 		case "/push", "/pull":
-			// LOCAL REMOTE TARGETS, REMOTE LOCAL TARGET
+			// LOCAL REMOTE TARGETS, REMOTE LOCAL TARGET; -w's and -x's value
 			targets = len(args) == 2
+			if n := len(args); n > 0 {
+				switch args[n-1] {
+				case "-w", "--target", "-x", "--exclude":
+					targets = true
+				}
+			}
 		case "/tool":
 			cands, targets = completeTool(args, word, src)
 		}

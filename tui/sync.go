@@ -255,13 +255,13 @@ func (m *Model) needPool(what string) error {
 
 // cmdPush is /push SRC... DEST [TARGETS] [flags]: what rex push does, to
 // every target at once, a pane each with its progress and its lines.
-// With one SRC and no TARGETS it goes to the current target.
+// With one SRC and no TARGETS (last or -w) it goes to the current target.
 func (m *Model) cmdPush(args []string) tea.Cmd {
 	spec, err := commands.ParsePushDefault(args, m.target)
 	if err != nil {
 		var ue *commands.UsageError
 		if errors.As(err, &ue) && strings.HasPrefix(ue.Msg, "usage:") {
-			err = errors.New("usage: /push SRC... DEST [TARGETS] [--delete|--atomic] [--dry-run] [--sudo] [--chmod SPEC] [--chown USER] [--max-bytes N] [--force]; TARGETS defaults to the current target")
+			err = errors.New("usage: /push SRC... DEST [TARGETS] [--delete|--atomic] [--dry-run] [--sudo] [--chmod SPEC] [--chown USER] [--max-bytes N] [--force] [-w TARGETS] [-x NAMES]; TARGETS defaults to the current target")
 		}
 		m.fail(err)
 		return nil
@@ -359,7 +359,7 @@ func (m *Model) cmdPull(args []string) tea.Cmd {
 	if err != nil {
 		var ue *commands.UsageError
 		if errors.As(err, &ue) && strings.HasPrefix(ue.Msg, "usage:") {
-			err = errors.New("usage: /pull REMOTE LOCAL [TARGETS] [--dry-run] [--sudo] [--max-bytes N]; TARGETS defaults to the current target")
+			err = errors.New("usage: /pull REMOTE LOCAL [TARGETS] [--dry-run] [--sudo] [--max-bytes N] [-w TARGETS] [-x NAMES]; TARGETS defaults to the current target")
 		}
 		m.fail(err)
 		return nil

@@ -119,6 +119,53 @@ func TestPushPanes(t *testing.T) {
 	}
 }
 
+// TestPushPullTargetsAsFlag: /push and /pull take -w TARGETS and -x NAMES
+// as rex push and rex pull do: with -w every word is a path (several
+// sources, then DEST), and -x leaves targets out of -w's, a written
+// TARGETS or the current target.
+func TestPushPullTargetsAsFlag(t *testing.T) {
+	e, f := syncEnv(t)
+	steps := []struct {
+		line  string
+		panes []string // the targets that got a pane, in order
+		files []string // then hold these, under their home
+	}{
+		{"/push -w web1,web2 site srv/a", []string{"web1", "web2"}, []string{"srv/a/index.html"}},
+		{"/push site/notes.txt site/index.html srv/b/ -w web2", []string{"web2"}, []string{"srv/b/notes.txt", "srv/b/index.html"}},
+		{"/push site srv/c web -x web3 -x web1", []string{"web2"}, []string{"srv/c/css/a.css"}},
+		{"/pull --target web1 srv/a back", []string{"web1"}, nil},
+	}
+	for _, st := range steps {
+		e.submit("/close all")
+		e.submit(st.line)
+		var got []string
+		for _, p := range e.m.panes {
+			got = append(got, p.Title())
+		}
+		if strings.Join(got, ",") != strings.Join(st.panes, ",") {
+			t.Fatalf("%s: panes for %q, want %q; message %q", st.line, got, st.panes, e.message())
+		}
+		for _, name := range st.panes {
+			for _, file := range st.files {
+				if _, err := os.Stat(filepath.Join(f.home(name), file)); err != nil {
+					t.Errorf("%s: %s lacks %s: %v", st.line, name, file, err)
+				}
+			}
+		}
+	}
+	if got := readFile(t, filepath.Join(e.dir, "back", "index.html")); got != "<h1>hello</h1>\n" {
+		t.Errorf("/pull -w web1 brought back %q", got)
+	}
+	// The current target, less -x: nothing is left, which is said.
+	e.submit("/close all")
+	e.submit("/target web1")
+	e.submit("/push site srv/d -x web1")
+	if len(e.m.panes) != 0 {
+		t.Errorf("/push to the current target it leaves out opened %d panes", len(e.m.panes))
+	}
+	e.wantError("/push web1,!web1:", "leave out every one")
+}
+
 // TestPushErrors: each mistake is one sentence, in the message area when
 // nothing could start, in the target's pane when that target failed.
 func TestPushErrors(t *testing.T) {

@@ -29,8 +29,9 @@ func commandPaths(t *testing.T) [][]string {
 }
 
 // TestHelpEveryCommand runs `--help` (and `-h`) on every command of the
-// real binary: exit 0, the command's usage on stdout, nothing on stderr.
-// Every command of rex's own has examples.
+// real binary: exit 0, the command's usage on stdout, nothing on stderr,
+// no line ending in blanks (stdout is a pipe here). Every command of rex's
+// own has examples.
 func TestHelpEveryCommand(t *testing.T) {
 	e := newRexEnv(t, rexBin)
 	paths := commandPaths(t)
@@ -48,6 +49,9 @@ func TestHelpEveryCommand(t *testing.T) {
 			}
 			if !strings.Contains(out, "USAGE") || !strings.Contains(out, "rex") {
 				t.Errorf("rex %s printed no usage:\n%s", strings.Join(args, " "), out)
+			}
+			if n := strings.Count(out, " \n"); n > 0 {
+				t.Errorf("rex %s: %d lines end in blanks:\n%s", strings.Join(args, " "), n, strings.ReplaceAll(out, " \n", "·\n"))
 			}
 		}
 		c, _, err := root.Find(p)
@@ -129,6 +133,32 @@ func TestBooleanFlagsTakeFalse(t *testing.T) {
 	out, errOut, code := e.run("run", "local", "--json=false", "--", "echo", "hi")
 	if code != 0 || out != "local: hi\n" {
 		t.Errorf("run --json=false: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// TestTrimLines: the blanks that end a line are dropped, wherever the
+// writes split the line; blanks inside a line stay.
+func TestTrimLines(t *testing.T) {
+	for _, tt := range []struct {
+		writes []string
+		want   string
+	}{
+		{[]string{"a  b   \n"}, "a  b\n"},
+		{[]string{"a ", " ", "\n", "  b"}, "a\n  b"},
+		{[]string{"a  ", "  b \n  \n"}, "a    b\n\n"},
+		{[]string{"no newline   "}, "no newline"},
+		{[]string{"\t x\t \n"}, "\t x\t\n"},
+	} {
+		var b strings.Builder
+		tw := &trimLines{w: &b}
+		for _, w := range tt.writes {
+			if n, err := tw.Write([]byte(w)); n != len(w) || err != nil {
+				t.Fatalf("Write(%q) = %d, %v", w, n, err)
+			}
+		}
+		if b.String() != tt.want {
+			t.Errorf("%q written: %q, want %q", tt.writes, b.String(), tt.want)
+		}
 	}
 }
 

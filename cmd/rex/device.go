@@ -72,7 +72,8 @@ func newDeviceAddCmd(e *env) *cobra.Command {
 		Use:   "add NAME [USER@]HOST[:PORT]",
 		Short: "Register a device; --force replaces one",
 		Long: `Register a device. HOST takes every form TARGETS accepts for a host:
-host, user@host, host:port, [ipv6]:port, ssh://user@host:port.`,
+host, user@host, host:port, [ipv6]:port, ssh://user@host:port. A --key file
+that does not exist is accepted with a warning, as ssh -i does.`,
 		Example: `  rex device add web1 root@10.0.0.5
   rex device add db1 ssh://admin@db1.lan:2222 --key ~/.ssh/id_db --desc "primary"`,
 	}, spec.Bind, func(cmd *cobra.Command, s *commands.Setup, args []string) error {

@@ -70,6 +70,11 @@ func TestDeviceE2E(t *testing.T) {
 
 	t.Run("new user", func(t *testing.T) {
 		e := newRexEnv(t, bin)
+		// web1's key exists: adding it warns of nothing.
+		os.MkdirAll(filepath.Join(e.home, ".ssh"), 0o700)
+		if err := os.WriteFile(filepath.Join(e.home, ".ssh", "id"), []byte("not a key\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		steps := []struct {
 			args []string
 			want string

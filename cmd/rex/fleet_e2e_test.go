@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -306,6 +307,29 @@ func TestDeviceCheckPrepareClean(t *testing.T) {
 	out, _, code = f.run("device", "check", "h1,refused-nope")
 	if code == 0 {
 		t.Errorf("check of an unknown name succeeded: %q", out)
+	}
+}
+
+// TestDeviceVerbsUnreachableExit255: device check, prepare and clean exit
+// as rex run does: 255 when a target could not be reached (a closed
+// loopback port, a key the server refuses), with its FAIL line, also when
+// the other targets were fine.
+func TestDeviceVerbsUnreachableExit255(t *testing.T) {
+	f := newSSHFleet(t, 1, true)
+	for _, tc := range []struct{ verb, targets, failed string }{
+		{"check", "refused", "refused"},
+		{"check", "h1,refused", "refused"},
+		{"prepare", "h1,refused", "refused"},
+		{"clean", "refused", "refused"},
+		{"check", "rejectkey", "rejectkey"},
+	} {
+		out, errOut, code := f.run("device", tc.verb, tc.targets)
+		if code != 255 {
+			t.Errorf("device %s %s: exit %d, want 255\nstdout %q\nstderr %q", tc.verb, tc.targets, code, out, errOut)
+		}
+		if !regexp.MustCompile(`(?m)^` + tc.failed + ` +FAIL +`).MatchString(out) {
+			t.Errorf("device %s %s: no FAIL line for %s: %q", tc.verb, tc.targets, tc.failed, out)
+		}
 	}
 }
 

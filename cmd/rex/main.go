@@ -258,6 +258,38 @@ func (e *env) keepReported(c *cobra.Command) {
 	}
 }
 
+// trimLines writes through to w without the blanks that end a line. fang
+// lays --help out to a width (120 columns when stdout is no terminal) and
+// pads every line to it with spaces, which a pager, a file or a diff keeps;
+// it offers no way not to. The blanks of a line are held back until
+// something other than a newline follows them.
+type trimLines struct {
+	w      io.Writer
+	blanks int // spaces held back
+	buf    []byte
+}
+
+func (t *trimLines) Write(p []byte) (int, error) {
+	t.buf = t.buf[:0]
+	for _, b := range p {
+		switch b {
+		case ' ':
+			t.blanks++
+			continue
+		case '\n':
+			t.blanks = 0
+		}
+		for ; t.blanks > 0; t.blanks-- {
+			t.buf = append(t.buf, ' ')
+		}
+		t.buf = append(t.buf, b)
+	}
+	if _, err := t.w.Write(t.buf); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd())) && os.Getenv("NO_COLOR") == ""
@@ -295,7 +327,11 @@ globs (web-*), ranges (node[1-16], n[01-08]), hosts that are not registered
 	root.Flags().BoolVar(&noServer, "no-server", false, "run the console in this process, not in the per-user rex server (closing the terminal then stops everything)")
 	agent.BindModelFlags(root.Flags(), &ag.Overrides)
 	root.SetIn(e.io.In)
-	root.SetOut(e.io.Out)
+	if e.io.Styled {
+		root.SetOut(e.io.Out)
+	} else {
+		root.SetOut(&trimLines{w: e.io.Out})
+	}
 	root.SetErr(e.io.Err)
 	root.SetVersionTemplate("rex {{.Version}}\n")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {

@@ -8,7 +8,6 @@ import (
 
 func newPullCmd(e *env) *cobra.Command {
 	var spec commands.PullSpec
-	var excl commands.TargetFlags
 	cmd := &cobra.Command{
 		Use:   "pull REMOTE LOCAL TARGETS",
 		Short: "Bring a directory back from targets, merged with local changes",
@@ -30,11 +29,9 @@ some out.`,
   rex pull -w 'web[1-4]' /etc/nginx ./configs`,
 		ValidArgsFunction: completeAfterPaths(e, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			args = excl.Words(args)
 			if err := spec.Args(args); err != nil {
 				return err
 			}
-			spec.Targets = excl.Spec(spec.Targets)
 			e.pool.NoLanes = true // one transfer, then exit: no console to keep responsive
 			app, err := e.App()
 			if err != nil {
@@ -44,6 +41,5 @@ some out.`,
 		},
 	}
 	spec.Bind(cmd.Flags())
-	excl.Bind(cmd.Flags())
 	return cmd
 }

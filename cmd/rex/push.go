@@ -8,7 +8,6 @@ import (
 
 func newPushCmd(e *env) *cobra.Command {
 	var spec commands.PushSpec
-	var excl commands.TargetFlags
 	cmd := &cobra.Command{
 		Use:   "push SRC... DEST TARGETS",
 		Short: "Send files and directories to many targets: adds and updates, only what each lacks crosses the wire",
@@ -40,11 +39,9 @@ DEST. -x NAMES leaves some out.`,
   rex push -w 'web[1-4]' a.conf b.conf /etc/app/`,
 		ValidArgsFunction: completeAfterPaths(e, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			args = excl.Words(args)
 			if err := spec.Args(args); err != nil {
 				return err
 			}
-			spec.Targets = excl.Spec(spec.Targets)
 			e.pool.NoLanes = true // one transfer, then exit: no console to keep responsive
 			app, err := e.App()
 			if err != nil {
@@ -54,7 +51,6 @@ DEST. -x NAMES leaves some out.`,
 		},
 	}
 	spec.Bind(cmd.Flags())
-	excl.Bind(cmd.Flags())
 	return cmd
 }
 

@@ -33,6 +33,15 @@ func main() {
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 2 && args[0] == rexd.GuardFlag {
+		grace, err := rexd.ParseGuardGrace(args[1])
+		if err != nil {
+			fmt.Fprintf(stderr, "rexd: %v\n", err)
+			return 2
+		}
+		rexd.RunGuard(stdin, grace)
+		return 0
+	}
 	fs := flag.NewFlagSet("rexd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
@@ -124,6 +133,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "rexd: %v\n", err)
 			return 2
 		}
+	}
+	if exe, err := os.Executable(); err == nil {
+		cfg.GuardExe = exe
 	}
 	srv, err := rexd.New(cfg)
 	if err != nil {

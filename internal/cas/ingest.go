@@ -115,8 +115,8 @@ type walk struct {
 //
 // Temporary files and directories rex leaves while writing (".rex-tmp-",
 // ".rex-stage-", ".rex-old-" followed by the writer's pid) are never taken
-// in; those of a process that no longer runs are removed (unless
-// IngestOptions.KeepLeftovers).
+// in; those of a process of this machine that no longer runs are removed
+// (unless IngestOptions.KeepLeftovers).
 func (s *Store) Ingest(ctx context.Context, dir string) (root Digest, problems []IngestProblem, err error) {
 	return s.IngestWith(ctx, dir, IngestOptions{})
 }
@@ -268,8 +268,8 @@ func (s *Store) ingestWalk(ctx context.Context, r *os.Root, rel string, depth in
 	for _, de := range list {
 		name := de.Name()
 		p := path.Join(rel, name)
-		if pid, ok := rexTemp(name); ok {
-			if sweep && !processAlive(pid) {
+		if pid, host, ok := rexTemp(name); ok {
+			if sweep && s.leftover(pid, host) {
 				r.RemoveAll(p) // a killed writer's leftover
 			}
 			continue
@@ -561,7 +561,8 @@ func (s *Store) ingestTrees(ctx context.Context, n *ingestNode, jobs []*ingestJo
 }
 
 // Temporary names rex gives what it writes beside the files it manages:
-// the prefix, the writer's pid, a dash and random hex.
+// the prefix, the writer's pid, a dash and hex: its machine's tag
+// (hostTag) and random digits. Older names have no tag.
 const (
 	tmpPrefix   = ".rex-tmp-"
 	stagePrefix = ".rex-stage-"
@@ -569,41 +570,63 @@ const (
 )
 
 // tempName is a fresh temporary name with prefix for this process.
-func tempName(prefix string) string {
-	return fmt.Sprintf("%s%d-%s", prefix, os.Getpid(), randomSuffix())
+func (s *Store) tempName(prefix string) string {
+	return fmt.Sprintf("%s%d-%s%s", prefix, os.Getpid(), s.host, randomSuffix())
 }
+
+// hostTag names this machine in temporary names: 8 hex digits of a hash
+// of its host name. A directory other machines share (an NFS home, a
+// volume of several containers) holds their writers' temporaries too,
+// whose pids mean nothing here.
+func hostTag() string {
+	name, _ := os.Hostname()
+	sum := sha256.Sum256([]byte(name))
+	return hex.EncodeToString(sum[:hostTagLen/2])
+}
+
+const hostTagLen = 8
 
 // IsTempName reports whether name is one of the temporary names rex
 // gives what it writes beside the files it manages.
 func IsTempName(name string) bool {
-	_, ok := rexTemp(name)
+	_, _, ok := rexTemp(name)
 	return ok
 }
 
-// rexTemp reports whether name is one of rex's temporary names, and the
-// pid of the process that made it.
-func rexTemp(name string) (int, bool) {
+// leftover reports whether the temporary name of a writer with pid on
+// machine host is a leftover this machine may remove: its writer ran
+// here and runs no more. Another machine's are left to it.
+func (s *Store) leftover(pid int, host string) bool {
+	return (host == "" || host == s.host) && !processAlive(pid)
+}
+
+// rexTemp reports whether name is one of rex's temporary names, the pid
+// of the process that made it, and its machine's tag ("" in older names).
+func rexTemp(name string) (pid int, host string, ok bool) {
 	for _, p := range []string{tmpPrefix, stagePrefix, oldPrefix} {
 		rest, ok := cutPrefix(name, p)
 		if !ok {
 			continue
 		}
-		pid := 0
 		i := 0
 		for ; i < len(rest) && rest[i] >= '0' && rest[i] <= '9' && i < 10; i++ {
 			pid = pid*10 + int(rest[i]-'0')
 		}
 		if i == 0 || i >= len(rest) || rest[i] != '-' || len(rest) == i+1 {
-			return 0, false
+			return 0, "", false
 		}
-		for _, c := range rest[i+1:] {
+		tail := rest[i+1:]
+		for _, c := range tail {
 			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-				return 0, false
+				return 0, "", false
 			}
 		}
-		return pid, true
+		if len(tail) == hostTagLen+2*randomBytes {
+			host = tail[:hostTagLen]
+		}
+		return pid, host, true
 	}
-	return 0, false
+	return 0, "", false
 }
 
 func cutPrefix(s, p string) (string, bool) {

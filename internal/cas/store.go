@@ -102,6 +102,8 @@ type Store struct {
 	// scratch, when set, holds what this view stores, in memory: see
 	// Scratch.
 	scratch *scratchObjects
+	// host is this machine's tag in temporary names (hostTag).
+	host string
 }
 
 // scratchObjects are the objects a Scratch view stored.
@@ -152,6 +154,7 @@ func Open(root string) (*Store, error) {
 		stats:      &statMemo{},
 		verified:   &verifiedFiles{},
 		now:        time.Now,
+		host:       hostTag(),
 	}
 	for _, dir := range []string{s.objects, s.tmp, s.quarantine, s.refs} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -386,29 +389,29 @@ func removeStaged(staged []stagedObject) {
 // holds this process's pid, so a later sweep knows a leftover of a killed
 // process from a file being written.
 func (s *Store) newTemp(prefix string) (*os.File, error) {
-	return os.CreateTemp(s.tmp, fmt.Sprintf("%s-%d-*", prefix, os.Getpid()))
+	return os.CreateTemp(s.tmp, fmt.Sprintf("%s-%d-%s-*", prefix, os.Getpid(), s.host))
 }
 
 // staleAge is the age after which a temporary file is removed even when
 // the process that wrote it may still run.
 const staleAge = time.Hour
 
-// sweepTemp removes temporary files left by processes that were killed
-// (their pid is gone) or that are older than staleAge: in tmp/, and the
-// temporary files of the stat caches and refs.
+// sweepTemp removes temporary files left by processes of this machine
+// that were killed (their pid is gone), and any older than staleAge: in
+// tmp/, and the temporary files of the stat caches and refs.
 func (s *Store) sweepTemp() {
 	now := time.Now()
-	sweep := func(dir string, match func(name string) (pid int, ok bool)) {
+	sweep := func(dir string, match func(name string) (pid int, host string, ok bool)) {
 		list, err := os.ReadDir(dir)
 		if err != nil {
 			return
 		}
 		for _, de := range list {
-			pid, ok := match(de.Name())
+			pid, host, ok := match(de.Name())
 			if !ok {
 				continue
 			}
-			stale := pid > 0 && !processAlive(pid)
+			stale := pid > 0 && s.leftover(pid, host)
 			if !stale {
 				if fi, err := de.Info(); err == nil && now.Sub(fi.ModTime()) > staleAge {
 					stale = true
@@ -419,18 +422,24 @@ func (s *Store) sweepTemp() {
 			}
 		}
 	}
-	sweep(s.tmp, func(name string) (int, bool) {
-		// obj-PID-RANDOM, upload-PID-RANDOM; older names have no pid.
-		f := strings.SplitN(name, "-", 3)
-		if len(f) == 3 {
-			if pid, err := strconv.Atoi(f[1]); err == nil {
-				return pid, true
-			}
+	sweep(s.tmp, func(name string) (int, string, bool) {
+		// obj-PID-HOST-RANDOM, upload-PID-HOST-RANDOM; older names have
+		// no HOST, or no pid.
+		f := strings.SplitN(name, "-", 4)
+		if len(f) < 3 {
+			return 0, "", true
 		}
-		return 0, true
+		pid, err := strconv.Atoi(f[1])
+		if err != nil {
+			return 0, "", true
+		}
+		if len(f) == 4 && len(f[2]) == hostTagLen {
+			return pid, f[2], true
+		}
+		return pid, "", true
 	})
-	dot := func(prefix string) func(string) (int, bool) {
-		return func(name string) (int, bool) { return 0, strings.HasPrefix(name, prefix) }
+	dot := func(prefix string) func(string) (int, string, bool) {
+		return func(name string) (int, string, bool) { return 0, "", strings.HasPrefix(name, prefix) }
 	}
 	sweep(filepath.Join(s.root, "statcache"), dot(".statcache-"))
 	sweep(s.refs, dot(".tmp-"))
@@ -672,8 +681,11 @@ func (s *Store) corrupt(d Digest, reason string) error {
 	return &CorruptError{Digest: d, Reason: reason}
 }
 
+// randomBytes is the size of randomSuffix's number, in bytes.
+const randomBytes = 8
+
 func randomSuffix() string {
-	var b [8]byte
+	var b [randomBytes]byte
 	rand.Read(b[:]) // never fails (crypto/rand documents a fatal error instead)
 	return hex.EncodeToString(b[:])
 }

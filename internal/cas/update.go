@@ -801,7 +801,7 @@ func (u *Update) tempFor(rel string) string {
 		}
 		dir = path.Dir(dir)
 	}
-	return filepath.Join(u.name, filepath.FromSlash(dir), tempName(tmpPrefix))
+	return filepath.Join(u.name, filepath.FromSlash(dir), u.s.tempName(tmpPrefix))
 }
 
 // sweepBeside removes the staging and old directories that killed
@@ -821,7 +821,7 @@ func (u *Update) sweepBeside() {
 		if !strings.HasPrefix(n, stagePrefix) && !strings.HasPrefix(n, oldPrefix) {
 			continue
 		}
-		if pid, ok := rexTemp(n); ok && !processAlive(pid) {
+		if pid, host, ok := rexTemp(n); ok && u.s.leftover(pid, host) {
 			u.root.RemoveAll(filepath.Join(parent, n))
 		}
 	}
@@ -835,7 +835,7 @@ func (u *Update) buildStage(ctx context.Context) error {
 	if err := u.root.MkdirAll(parent, 0o755); err != nil {
 		return fmt.Errorf("update %s: create its parent: %w", u.res.Path, err)
 	}
-	u.stage = filepath.Join(parent, tempName(stagePrefix))
+	u.stage = filepath.Join(parent, u.s.tempName(stagePrefix))
 	perm := fs.FileMode(0o755)
 	if u.exists {
 		if fi, err := u.root.Lstat(u.name); err == nil {
@@ -1304,7 +1304,7 @@ func (u *Update) commitStage(ctx context.Context) error {
 	if !swapped {
 		// No atomic exchange here: two renames, with the destination
 		// missing in between.
-		old = filepath.Join(filepath.Dir(u.name), tempName(oldPrefix))
+		old = filepath.Join(filepath.Dir(u.name), u.s.tempName(oldPrefix))
 		if err := u.root.Rename(u.name, old); err != nil {
 			return fmt.Errorf("update %s: move the old directory aside: %w", u.res.Path, err)
 		}
@@ -1410,7 +1410,7 @@ func (u *Update) commitInPlace(ctx context.Context) error {
 				return fail(pe.rel, err)
 			}
 		}
-		tmp := filepath.Join(filepath.Dir(name), tempName(tmpPrefix))
+		tmp := filepath.Join(filepath.Dir(name), u.s.tempName(tmpPrefix))
 		if err := u.root.Symlink(pe.e.Target, tmp); err != nil {
 			return fail(pe.rel, err)
 		}

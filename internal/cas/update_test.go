@@ -798,3 +798,56 @@ func TestUpdateInPlaceAbortRemovesTemps(t *testing.T) {
 	}
 	unchanged("commit stopped by its context")
 }
+
+// On a file system other machines share (an NFS home, a volume of
+// several containers), the temporaries of another machine's writers are
+// left alone: their pids mean nothing here, and removing them broke that
+// machine's push in the middle. This machine's own leftovers (and those
+// named before machines were tagged) are removed as before; in the
+// store's tmp/, anything older than staleAge goes too.
+func TestSweepLeavesOtherMachinesTemps(t *testing.T) {
+	st, root, base := updateFixture(t)
+	dead := deadPid(t)
+	other := "0123abcd"
+	if other == st.host {
+		other = "4567cdef"
+	}
+	tree := func(prefix, host string, pid int) string {
+		return fmt.Sprintf("%s%d-%s%016x", prefix, pid, host, 42)
+	}
+	dest := filepath.Join(base, "dst")
+	kept := map[string]bool{} // path → whether it must be kept
+	for _, tc := range []struct {
+		host string
+		pid  int
+		keep bool
+	}{
+		{st.host, dead, false},
+		{other, dead, true},
+		{"", dead, false}, // named before machines were tagged
+		{st.host, os.Getpid(), true},
+	} {
+		f := filepath.Join(dest, tree(".rex-tmp-", tc.host, tc.pid))
+		stage := filepath.Join(base, tree(".rex-stage-", tc.host, tc.pid))
+		obj := filepath.Join(st.tmp, fmt.Sprintf("obj-%d-%s1234", tc.pid, map[bool]string{true: tc.host + "-", false: ""}[tc.host != ""]))
+		writeSpec(t, dest, fileSpec{filepath.Base(f): "half"})
+		os.MkdirAll(filepath.Join(stage, "x"), 0o755)
+		os.WriteFile(obj, []byte("half"), 0o600)
+		kept[f], kept[stage], kept[obj] = tc.keep, tc.keep, tc.keep
+	}
+	old := filepath.Join(st.tmp, fmt.Sprintf("obj-%d-%s-99", dead, other))
+	os.WriteFile(old, []byte("half"), 0o600)
+	hourAgo := time.Now().Add(-staleAge - time.Minute)
+	os.Chtimes(old, hourAgo, hourAgo)
+	kept[old] = false
+
+	doUpdate(t, st, root, "dst", ingestSpec(t, st, fileSpec{"f": "f\n"}), UpdateOptions{})
+	if _, err := Open(st.Root()); err != nil {
+		t.Fatal(err)
+	}
+	for p, keep := range kept {
+		if _, err := os.Lstat(p); (err == nil) != keep {
+			t.Errorf("%s: kept %v, want %v", p, err == nil, keep)
+		}
+	}
+}

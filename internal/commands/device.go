@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -242,6 +244,8 @@ func DeviceAdd(ctx context.Context, store *devices.Store, stdio IO, spec DeviceA
 	if err != nil {
 		return fmt.Errorf("add device %s: %w", name, err)
 	}
+	// After the line that says what was added (the console shows both).
+	defer warnMissingKey(stdio, name, d.SSHKey)
 	if !replaced {
 		_, err = fmt.Fprintf(stdio.Out, "added device %s (%s)\n", name, d.Addr())
 		return err
@@ -263,6 +267,21 @@ func DeviceAdd(ctx context.Context, store *devices.Store, stdio IO, spec DeviceA
 	}
 	_, err = fmt.Fprintln(stdio.Out, msg)
 	return err
+}
+
+// warnMissingKey says on stderr that a device's key file is not there, as
+// ssh does for -i: the device is kept (the key may be made later), but its
+// first connect would otherwise be the first sign of a mistyped path.
+func warnMissingKey(stdio IO, name, key string) {
+	home, _ := os.UserHomeDir()
+	path, err := devices.ExpandKeyPath(key, home)
+	if err != nil || path == "" {
+		return
+	}
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintf(stdio.Err, "rex: warning: key %s does not exist; create it before connecting to %s, or add %s again with the right --key and --force\n",
+			Printable(key), Printable(name), Printable(name))
+	}
 }
 
 // DeviceRemove is `rex device remove`: every device named, or none.

@@ -36,6 +36,54 @@ func mustRun(t *testing.T, store *devices.Store, args ...string) string {
 	return out
 }
 
+// writeKeyFile makes a file where a device's --key points (its content
+// does not matter to the registry).
+func writeKeyFile(t *testing.T, path string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("not a key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDeviceAddMissingKey: a --key file that does not exist is accepted
+// (it may be made later, as ssh -i allows) and warned about on stderr in
+// one line; an existing key, or none, is not.
+func TestDeviceAddMissingKey(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	writeKeyFile(t, filepath.Join(home, ".ssh", "deploy"))
+	for _, tc := range []struct {
+		key, warn string
+	}{
+		{"~/.ssh/missing", "rex: warning: key ~/.ssh/missing does not exist; create it before connecting to web1, or add web1 again with the right --key and --force\n"},
+		{filepath.Join(home, "gone"), "rex: warning: key " + filepath.Join(home, "gone") + " does not exist; create it before connecting to web1, or add web1 again with the right --key and --force\n"},
+		{"~/.ssh/deploy", ""},
+		{"", ""},
+	} {
+		store := tempStore(t)
+		args := []string{"add", "web1", "root@10.0.0.5"}
+		if tc.key != "" {
+			args = append(args, "--key", tc.key)
+		}
+		// One buffer for both, as the console has: the warning comes last.
+		var out bytes.Buffer
+		err := Device(context.Background(), store, IO{In: strings.NewReader(""), Out: &out, Err: &out}, args)
+		if want := "added device web1 (root@10.0.0.5)\n" + tc.warn; err != nil || out.String() != want {
+			t.Errorf("--key %q: %v, output %q; want %q", tc.key, err, out.String(), want)
+		}
+		r, err := store.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, err := r.Lookup("web1"); err != nil || d.SSHKey != tc.key {
+			t.Errorf("--key %q: stored %+v, %v", tc.key, d, err)
+		}
+	}
+}
+
 func tempStore(t *testing.T) *devices.Store {
 	t.Helper()
 	return devices.NewStore(filepath.Join(t.TempDir(), "rex", "devices.json"))
@@ -57,6 +105,7 @@ func TestDeviceNewUser(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
 	t.Setenv("XDG_CONFIG_HOME", "")
+	writeKeyFile(t, filepath.Join(home, ".ssh", "id")) // no warning about a missing key
 	store, err := devices.OpenDefault()
 	if err != nil {
 		t.Fatal(err)
@@ -112,10 +161,13 @@ func TestDeviceNewUser(t *testing.T) {
 }
 
 func TestDeviceAddForms(t *testing.T) {
-	cwd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Keys that exist, so that no add warns: one absolute, one relative to
+	// the working directory.
+	cwd := t.TempDir()
+	t.Chdir(cwd)
+	abs := filepath.Join(cwd, "k")
+	writeKeyFile(t, abs)
+	writeKeyFile(t, filepath.Join(cwd, "keys", "id"))
 	tests := []struct {
 		args     []string
 		wantMsg  string
@@ -123,7 +175,7 @@ func TestDeviceAddForms(t *testing.T) {
 		wantKey  string
 		wantDesc string
 	}{
-		{[]string{"add", "a", "root@10.0.0.5", "--port", "2222", "--key", "/k", "--desc", "x"}, "added device a (root@10.0.0.5:2222)\n", 2222, "/k", "x"},
+		{[]string{"add", "a", "root@10.0.0.5", "--port", "2222", "--key", abs, "--desc", "x"}, "added device a (root@10.0.0.5:2222)\n", 2222, abs, "x"},
 		{[]string{"add", "--port=2222", "a", "root@10.0.0.5"}, "added device a (root@10.0.0.5:2222)\n", 2222, "", ""},
 		{[]string{"add", "a", "--port", "22", "h.lan"}, "added device a (h.lan:22)\n", 22, "", ""},
 		{[]string{"add", "a", "h.lan:2200"}, "added device a (h.lan:2200)\n", 2200, "", ""},
@@ -163,8 +215,10 @@ func TestDeviceAddForce(t *testing.T) {
 		t.Errorf("add --force printed %q", got)
 	}
 	// What a replace drops is said, as a removal says what it removes.
-	mustRun(t, store, "add", "web1", "b.lan", "--force", "--key", "/keys/web", "--desc", "front end")
-	if got := mustRun(t, store, "add", "web1", "c.lan:2222", "--force"); got != "replaced device web1 (c.lan:2222); it was b.lan, key /keys/web, description \"front end\"\n" {
+	key := filepath.Join(t.TempDir(), "web")
+	writeKeyFile(t, key)
+	mustRun(t, store, "add", "web1", "b.lan", "--force", "--key", key, "--desc", "front end")
+	if got := mustRun(t, store, "add", "web1", "c.lan:2222", "--force"); got != "replaced device web1 (c.lan:2222); it was b.lan, key "+key+", description \"front end\"\n" {
 		t.Errorf("add --force over a key and a description printed %q", got)
 	}
 	if got := mustRun(t, store, "add", "web1", "c.lan:2222", "--force"); got != "replaced device web1 (c.lan:2222)\n" {
@@ -629,18 +683,72 @@ func TestTargetsCompareSSHConfigPort(t *testing.T) {
 		{"web1,root@b.lan,!root@a.p2222:2222", []string{"root@b.lan"}, nil},
 		{"web1,root@b.lan,!root@a.p2222:22", []string{"web1", "root@b.lan"}, nil},
 	} {
-		var notes []string
-		ts, err := Resolver(store, func(msg string) { notes = append(notes, msg) })(tt.spec)
-		if err != nil {
-			t.Errorf("Resolve(%q): %v", tt.spec, err)
-			continue
-		}
-		var got []string
-		for _, tg := range ts {
-			got = append(got, tg.Name)
-		}
-		if !slices.Equal(got, tt.want) || !slices.Equal(notes, tt.notes) {
-			t.Errorf("Resolve(%q) = %v, notices %q; want %v, %q", tt.spec, got, notes, tt.want, tt.notes)
-		}
+		wantResolved(t, store, tt.spec, tt.want, tt.notes)
+	}
+}
+
+// wantResolved checks the names the Resolver gives spec and the fold
+// notices it says.
+func wantResolved(t *testing.T, store *devices.Store, spec string, want, wantNotes []string) {
+	t.Helper()
+	var notes []string
+	ts, err := Resolver(store, func(msg string) { notes = append(notes, msg) })(spec)
+	if err != nil {
+		t.Errorf("Resolve(%q): %v", spec, err)
+		return
+	}
+	var got []string
+	for _, tg := range ts {
+		got = append(got, tg.Name)
+	}
+	if !slices.Equal(got, want) || !slices.Equal(notes, wantNotes) {
+		t.Errorf("Resolve(%q) = %v, notices %q; want %v, %q", spec, got, notes, want, wantNotes)
+	}
+}
+
+// TestTargetsCompareSSHConfigAddress: the Resolver compares targets where
+// ssh_config makes sshx dial them: an alias's HostName and User, ssh_config's
+// User for a target that names none, and a Port set in a Match block. So
+// an alias folds into the device at its machine and login (saying so), an
+// address leaves out the aliases that reach it, and another login stays.
+func TestTargetsCompareSSHConfigAddress(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	if err := os.MkdirAll(filepath.Join(home, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := `Host www
+  HostName 10.0.0.2
+  User root
+Host deploy
+  HostName 10.0.0.2
+  User deploy
+Match host m2222
+  Port 2222
+Host *
+  User ops
+`
+	if err := os.WriteFile(filepath.Join(home, ".ssh", "config"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	store := tempStore(t)
+	mustRun(t, store, "add", "web2", "root@10.0.0.2")
+	mustRun(t, store, "add", "m", "root@m2222")
+	for _, tt := range []struct {
+		spec  string
+		want  []string
+		notes []string
+	}{
+		{"web2,www", []string{"web2"}, []string{"www reaches the same machine as web2 (root@10.0.0.2); it runs there once, as web2"}},
+		{"web2,deploy", []string{"web2", "deploy"}, nil},
+		{"www,root@b.lan,!10.0.0.2", []string{"root@b.lan"}, nil},
+		{"www,root@b.lan,!root@10.0.0.2", []string{"root@b.lan"}, nil},
+		{"www,root@b.lan,!ops@10.0.0.2", []string{"www", "root@b.lan"}, nil},
+		{"10.0.0.3,ops@10.0.0.3", []string{"10.0.0.3"}, []string{"ops@10.0.0.3 reaches the same machine as 10.0.0.3; it runs there once, as 10.0.0.3"}},
+		{"m,root@m2222:2222", []string{"m"}, []string{"root@m2222:2222 reaches the same machine as m (root@m2222); it runs there once, as m"}},
+		{"m,root@m2222:22", []string{"m", "root@m2222:22"}, nil},
+		{"m,root@b.lan,!m2222:2222", []string{"root@b.lan"}, nil},
+	} {
+		wantResolved(t, store, tt.spec, tt.want, tt.notes)
 	}
 }

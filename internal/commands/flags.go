@@ -51,6 +51,16 @@ func (f *TargetFlags) Words(args []string) []string {
 	return append(args, f.Target)
 }
 
+// pathWords is a push's or a pull's words with its TARGETS last: -w's
+// when given (every word written is then a path), else current (a front
+// end's current target) when only the two paths were written.
+func (f *TargetFlags) pathWords(args []string, current string) []string {
+	if f.Target == "" && len(args) == 2 && current != "" {
+		return append(args, current)
+	}
+	return f.Words(args)
+}
+
 // Spec is TARGETS with the exclusions folded in as !NAME terms.
 func (f *TargetFlags) Spec(targets string) string {
 	if targets == "" {

@@ -114,9 +114,29 @@ func (r SSHDeviceRemote) each(ctx context.Context, o IO, targets []devices.Targe
 	}
 	tw.Flush()
 	if failed > 0 {
-		return &ExitError{Code: 1, Err: fmt.Errorf("%d of %d target(s) failed", failed, len(targets))}
+		return &ExitError{Code: reachStatus(errs), Err: fmt.Errorf("%d of %d target(s) failed", failed, len(targets))}
 	}
 	return nil
+}
+
+// reachStatus is the exit status of a device verb whose targets failed
+// with errs (nil for those that did not), by rex run's rule: 255 when any
+// target could not be reached (address, connect, host key, login), else 1:
+// every target failed after logging in (its shell, rexd's platform, cache
+// directory or sudo), which is the verb's own work failing.
+func reachStatus(errs []error) int {
+	code := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+		case errors.Is(err, sshx.ErrBootstrap), errors.Is(err, sshx.ErrUnsupported),
+			errors.Is(err, sshx.ErrNoCacheDir), errors.Is(err, sshx.ErrBecome):
+			code = 1
+		default:
+			return 255
+		}
+	}
+	return code
 }
 
 // Check implements DeviceRemote.

@@ -76,6 +76,8 @@ type PushSpec struct {
 	Sudo           bool
 	JSON           bool
 	ConnectTimeout time.Duration
+	// Where is -w and -x, which Args folds into Targets.
+	Where TargetFlags
 	PushOptions
 }
 
@@ -91,14 +93,20 @@ func (s *PushSpec) Bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&s.Force, "force", false, "push even when a pull left unresolved conflicts in the source")
 	BindJSON(fs, &s.JSON)
 	BindConnectTimeout(fs, &s.ConnectTimeout)
+	s.Where.Bind(fs)
 }
 
 // Args reads the positionals of `rex push` and checks the flags together.
-func (s *PushSpec) Args(args []string) error {
+func (s *PushSpec) Args(args []string) error { return s.ArgsDefault(args, "") }
+
+// ArgsDefault is Args for a front end with a current target (the
+// console): SRC DEST alone go to current.
+func (s *PushSpec) ArgsDefault(args []string, current string) error {
+	args = s.Where.pathWords(args, current)
 	if len(args) < 3 {
 		return Usagef("usage: %s", PushUsage)
 	}
-	s.Sources, s.Dest, s.Targets = args[:len(args)-2], args[len(args)-2], args[len(args)-1]
+	s.Sources, s.Dest, s.Targets = args[:len(args)-2], args[len(args)-2], s.Where.Spec(args[len(args)-1])
 	if s.Atomic && s.Delete {
 		return Usagef("push: --atomic replaces the directory, which deletes what the source lacks already; drop --delete")
 	}
@@ -131,6 +139,8 @@ type PullSpec struct {
 	Sudo                         bool
 	JSON                         bool
 	ConnectTimeout               time.Duration
+	// Where is -w and -x, which Args folds into Targets.
+	Where TargetFlags
 	PullOptions
 }
 
@@ -141,14 +151,20 @@ func (s *PullSpec) Bind(fs *pflag.FlagSet) {
 	fs.Var(sizeValue{&s.MaxBytes}, "max-bytes", "refuse to write more than N bytes here (500M, 2G; default: the free space less 5%)")
 	BindJSON(fs, &s.JSON)
 	BindConnectTimeout(fs, &s.ConnectTimeout)
+	s.Where.Bind(fs)
 }
 
 // Args reads the positionals of `rex pull`.
-func (s *PullSpec) Args(args []string) error {
+func (s *PullSpec) Args(args []string) error { return s.ArgsDefault(args, "") }
+
+// ArgsDefault is Args for a front end with a current target (the
+// console): REMOTE LOCAL alone come from current.
+func (s *PullSpec) ArgsDefault(args []string, current string) error {
+	args = s.Where.pathWords(args, current)
 	if len(args) != 3 {
 		return Usagef("usage: %s", PullUsage)
 	}
-	s.RemoteDir, s.LocalDir, s.Targets = args[0], args[1], args[2]
+	s.RemoteDir, s.LocalDir, s.Targets = args[0], args[1], s.Where.Spec(args[2])
 	return nil
 }
 
@@ -209,10 +225,7 @@ func ParsePushDefault(args []string, targets string) (PushSpec, error) {
 	if err != nil {
 		return s, err
 	}
-	if len(pos) == 2 && targets != "" {
-		pos = append(pos, targets)
-	}
-	return s, s.Args(pos)
+	return s, s.ArgsDefault(pos, targets)
 }
 
 func validOwner(v string) error {
@@ -239,10 +252,7 @@ func ParsePullDefault(args []string, targets string) (PullSpec, error) {
 	if err != nil {
 		return s, err
 	}
-	if len(pos) == 2 && targets != "" {
-		pos = append(pos, targets)
-	}
-	return s, s.Args(pos)
+	return s, s.ArgsDefault(pos, targets)
 }
 
 // SyncPhase is where a push or a pull stands on one target.

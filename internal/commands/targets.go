@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 
 	"github.com/rexconsole/rex/devices"
 	"github.com/rexconsole/rex/internal/fanout"
+	"github.com/rexconsole/rex/internal/sshx"
 )
 
 // LocalName is the reserved target for the operator's own machine.
@@ -148,9 +148,10 @@ func SSHAliases() []string {
 }
 
 // SSHResolveOptions are what TARGETS reads of ~/.ssh/config: its Host
-// aliases, and the Port it gives a host, which is where sshx dials a
-// target without a port (so that folding and exclusions compare that
-// port, not 22). The file is read once, when first needed.
+// aliases, and for a host the login user, host name and port that sshx
+// will dial (User, HostName, Port, the local user and 22 as defaults), so
+// that folding and exclusions compare machines as they are reached, not
+// as they are spelled. Each is read once, when first needed.
 func SSHResolveOptions() devices.ResolveOptions {
 	var (
 		once sync.Once
@@ -160,6 +161,7 @@ func SSHResolveOptions() devices.ResolveOptions {
 		once.Do(func() { cfg = userSSHConfig() })
 		return cfg
 	}
+	addr := dialedAddresses()
 	return devices.ResolveOptions{
 		Aliases: func() []string {
 			if c := load(); c != nil {
@@ -167,18 +169,43 @@ func SSHResolveOptions() devices.ResolveOptions {
 			}
 			return nil
 		},
-		Port: func(host string) int {
-			c := load()
-			if c == nil {
-				return 0
-			}
-			// A bad Port is 0 here: dialing reports it.
-			p, err := strconv.Atoi(c.Get(host, "Port"))
-			if err != nil || p < 1 || p > 65535 {
-				return 0
-			}
-			return p
-		},
+		Port:     func(host string) int { return addr(host).port },
+		HostName: func(host string) string { return addr(host).host },
+		User:     func(host string) string { return addr(host).user },
+	}
+}
+
+// dialedAddress is where sshx dials a host named without user or port.
+type dialedAddress struct {
+	user, host string
+	port       int
+}
+
+// dialedAddresses looks hosts up as sshx dials them (one Dialer, so
+// ~/.ssh/config is read once), each host once. A host ssh_config cannot
+// give an address for (a bad Port, say) gets none here: dialing reports
+// why.
+func dialedAddresses() func(host string) dialedAddress {
+	var (
+		mu    sync.Mutex
+		d     *sshx.Dialer
+		known = map[string]dialedAddress{}
+	)
+	return func(host string) dialedAddress {
+		mu.Lock()
+		defer mu.Unlock()
+		if a, ok := known[host]; ok {
+			return a
+		}
+		if d == nil {
+			d = sshx.NewDialer(sshx.Options{})
+		}
+		var a dialedAddress
+		if user, h, port, err := d.Address(sshx.Target{Host: host}); err == nil {
+			a = dialedAddress{user: user, host: h, port: port}
+		}
+		known[host] = a
+		return a
 	}
 }
 

@@ -63,7 +63,10 @@ func Each(ctx context.Context, pool *Pool, targets []Target, opts Options,
 				}
 			}
 			r.Err = fn(ctx, t, sess)
-			if errors.Is(r.Err, rexclient.ErrClosed) {
+			// Only the connection's own loss drops it: a lost bulk lane is
+			// replaced by the next Bulk, and dropping the connection for
+			// it would end what other leases run there (terminals).
+			if errors.Is(r.Err, rexclient.ErrClosed) && sess.Client() == lease.Session().Client() {
 				lease.Drop()
 			}
 			r.Duration = time.Since(start)

@@ -3,6 +3,8 @@ package fanout_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,5 +84,40 @@ func TestFirstOfACallerWhoLeftIsStopped(t *testing.T) {
 	}
 	if exit.Signal == nil {
 		t.Fatalf("the command of the caller who left ended %+v, want by a signal", exit)
+	}
+}
+
+// TestFirstIsNotSentTwice: a one-shot run's command goes out with the
+// connection's opening (Target.First); when that connection is lost
+// before the caller gets it, Acquire does not dial again with the same
+// command, which would start it a second time: the target ends
+// Unreachable, saying it may have started. It was started twice and
+// reported as one clean run.
+func TestFirstIsNotSentTwice(t *testing.T) {
+	f := newFleet(t)
+	var starts atomic.Int64
+	c := fanout.ConnectorFunc(func(ctx context.Context, tg fanout.Target) (*fanout.Conn, error) {
+		conn, err := f.Connect(ctx, tg)
+		if err != nil {
+			return nil, err
+		}
+		if first := tg.First; first != nil {
+			starts.Add(1)
+			first.Proc, first.Err = conn.Session.Exec(ctx, first.Params, first.Opts)
+			first.Sent = true
+		}
+		if f.dials.Load() == 1 {
+			conn.Closer.Close() // lost as soon as it was made
+		}
+		return conn, nil
+	})
+	pool := fanout.NewPool(c, fanout.PoolOptions{})
+	defer pool.Close()
+	s := fanout.Run(context.Background(), pool, targets("h1"), fanout.Task{Argv: []string{"true"}}, fanout.Options{Release: true})
+	if n := starts.Load(); n != 1 {
+		t.Errorf("the command was started %d times", n)
+	}
+	if r := s.Results[0]; !r.Unreachable || !strings.Contains(r.Err.Error(), "may have started") {
+		t.Errorf("result %+v: want unreachable, saying the command may have started", r)
 	}
 }

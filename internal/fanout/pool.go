@@ -138,6 +138,14 @@ type Pool struct {
 	// waitHook, when set (by tests), is called each time a caller starts
 	// waiting for a dial, with the number of callers now waiting.
 	waitHook func(waiters int)
+	// resumeWaitHook, when set (by tests), is called each time a caller
+	// of Acquire starts waiting for a dropped connection to be resumed.
+	resumeWaitHook func()
+	// droppedHook, when set (by tests), is called by watch when it sees a
+	// connection's transport drop, before it starts the reconnection.
+	droppedHook func(target string)
+	// watchEndHook, when set (by tests), is called as watch returns.
+	watchEndHook func(target string)
 }
 
 // entry is one connection of the pool, from its dial to its close. Leases
@@ -154,6 +162,9 @@ type entry struct {
 	waiters  int    // callers waiting for the dial
 	cancel   func() // ends the dial
 	removed  bool   // no longer in entries: close conn once the dial ends
+	// stopResume, while the connection is being resumed, ends the
+	// reconnection and its attempt in flight (retireLocked).
+	stopResume func()
 
 	// first is the dialling caller's Target.First; firstLeft is set when
 	// that caller gave up before the dial ended: a command the dial
@@ -161,29 +172,38 @@ type entry struct {
 	first     *rexclient.FirstExec
 	firstLeft bool
 
-	// named are further sessions on conn, one per client name (AcquireAs);
-	// namedMu serialises opening them. They end with the connection.
+	// named are further sessions on conn, one per client name (AcquireAs),
+	// and opening the ones being opened, each closed once its open ended;
+	// namedMu guards both and is never held across an open, so that one
+	// name's hanging open holds back no other. They end with the
+	// connection.
 	namedMu sync.Mutex
 	named   map[string]*rexclient.Session
+	opening map[string]chan struct{}
 
-	// lane is the bulk lane (Lease.Bulk), opened on first use; laneMu
-	// guards it and closed, set once the connection is being closed.
-	laneMu sync.Mutex
-	lane   *Conn
-	closed bool
-
-	// back, while the connection is being resumed, is closed once it is
-	// back or given up (guarded by Pool.mu).
-	back chan struct{}
+	// lane is the bulk lane (Lease.Bulk), opened on first use. laneMu
+	// guards it, laneDial and laneStop (the dial in flight, closed when
+	// it ends, and what ends it) and closed, set once the connection is
+	// being closed. The lock is never held across a dial: closing the
+	// connection (the pool's Close, a Drop) must not wait for one.
+	laneMu   sync.Mutex
+	lane     *Conn
+	laneDial chan struct{}
+	laneStop context.CancelFunc
+	closed   bool
 }
 
-// closeConn closes the entry's bulk lane, then its connection.
+// closeConn closes the entry's bulk lane, then its connection; a lane
+// dial in flight is ended, and closes the lane if it still lands.
 func (e *entry) closeConn() {
 	e.laneMu.Lock()
 	e.closed = true
-	lane := e.lane
+	lane, stop := e.lane, e.laneStop
 	e.lane = nil
 	e.laneMu.Unlock()
+	if stop != nil {
+		stop()
+	}
 	if lane != nil {
 		lane.Closer.Close()
 	}
@@ -224,29 +244,61 @@ func (l *Lease) Bulk(ctx context.Context) (*rexclient.Session, error) {
 	if l.s != nil || e.conn.OpenLane == nil || l.p.opts.NoLanes {
 		return l.Session(), nil
 	}
-	e.laneMu.Lock()
-	defer e.laneMu.Unlock()
-	if e.lane != nil {
-		select {
-		case <-e.lane.Session.Client().Done():
-			e.lane.Closer.Close()
-			e.lane = nil
-		default:
-			return e.lane.Session, nil
+	for {
+		e.laneMu.Lock()
+		if lane := e.lane; lane != nil {
+			if !isClosed(lane.Session.Client().Done()) {
+				e.laneMu.Unlock()
+				return lane.Session, nil
+			}
+			e.lane = nil // it ended: open another
+			e.laneMu.Unlock()
+			lane.Closer.Close()
+			continue
 		}
+		if e.closed {
+			e.laneMu.Unlock()
+			return l.Session(), nil
+		}
+		if dial := e.laneDial; dial != nil {
+			// Another lease is opening it: take its lane, or open one
+			// ourselves if it got none.
+			e.laneMu.Unlock()
+			select {
+			case <-dial:
+				continue
+			case <-ctx.Done():
+				return l.Session(), nil // the work fails with ctx's error
+			}
+		}
+		dctx, stop := context.WithCancel(ctx)
+		dial := make(chan struct{})
+		e.laneDial, e.laneStop = dial, stop
+		e.laneMu.Unlock()
+
+		lane, err := e.conn.OpenLane(dctx)
+		e.laneMu.Lock()
+		e.laneDial, e.laneStop = nil, nil
+		closed := e.closed
+		if err == nil && lane != nil && !closed {
+			e.lane = lane
+		}
+		e.laneMu.Unlock()
+		stop()
+		close(dial)
+		switch {
+		case errors.Is(err, ErrLaneUnsafe):
+			return nil, err
+		case err != nil || lane == nil:
+			return l.Session(), nil // the connection's own stream still serves
+		case closed:
+			// The connection was closed while the lane was dialled:
+			// nothing would ever close the lane.
+			lane.Closer.Close()
+			return l.Session(), nil
+		}
+		return lane.Session, nil
 	}
-	if e.closed {
-		return l.Session(), nil
-	}
-	lane, err := e.conn.OpenLane(ctx)
-	if errors.Is(err, ErrLaneUnsafe) {
-		return nil, err
-	}
-	if err != nil || lane == nil {
-		return l.Session(), nil // the connection's own stream still serves
-	}
-	e.lane = lane
-	return lane.Session, nil
 }
 
 // ErrLaneUnsafe marks an OpenLane error that must reach the operator
@@ -285,7 +337,7 @@ func (l *Lease) Close() {
 		l.p.mu.Unlock()
 		return
 	}
-	l.p.removeLocked(e)
+	l.p.retireLocked(e)
 	l.p.mu.Unlock()
 	e.closeConn()
 	l.p.state(l.t, StateIdle, nil)
@@ -301,7 +353,7 @@ func (l *Lease) Drop() {
 		l.p.mu.Unlock()
 		return
 	}
-	l.p.removeLocked(e)
+	l.p.retireLocked(e)
 	l.p.mu.Unlock()
 	e.closeConn()
 	l.p.state(l.t, StateIdle, nil)
@@ -340,6 +392,17 @@ func (p *Pool) removeLocked(e *entry) {
 		delete(p.entries, e.key)
 	}
 	e.removed = true
+}
+
+// retireLocked is removeLocked for a connection closed on purpose (Drop,
+// Lease.Close, ReapIdle, the pool's Close): a reconnection under way ends
+// at once, and quietly. One found ended (Acquire) is not: its
+// reconnection is reporting why.
+func (p *Pool) retireLocked(e *entry) {
+	p.removeLocked(e)
+	if e.stopResume != nil {
+		e.stopResume()
+	}
 }
 
 // Acquire returns a lease on a live session for t, dialling if needed.
@@ -400,17 +463,27 @@ func (p *Pool) Acquire(ctx context.Context, t Target) (*Lease, error) {
 		}
 		if e.removed || e.dead() {
 			p.mu.Unlock()
+			if f := t.First; f != nil && f == e.first && f.Sent {
+				// The command went out with this connection's opening:
+				// dialling again with it would start it a second time.
+				return nil, fmt.Errorf("connect %s: the connection was lost as soon as it was made, after the command had gone out with it: it may have started there; check before running it again", t.Name)
+			}
 			continue
 		}
-		if back := e.back; back != nil {
-			// Dropped and being resumed: wait for it, as for a dial.
+		if c := e.conn.Session.Client(); isClosed(c.Dropped()) {
+			// The transport dropped and the connection waits to be
+			// resumed: a lease now would fail its calls with ErrDropped
+			// on a host that is coming back. Wait for it, as for a dial.
+			// The client knows as soon as its reader does; watch, which
+			// starts the reconnection, may not have seen it yet.
 			p.mu.Unlock()
-			select {
-			case <-back:
-			case <-ctx.Done():
+			if p.resumeWaitHook != nil {
+				p.resumeWaitHook()
+			}
+			if c.WaitResumed(ctx) != nil && ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			attempt--
+			attempt-- // resumed, or ended and dialled again below
 			continue
 		}
 		e.users++
@@ -433,11 +506,34 @@ func (p *Pool) AcquireAs(ctx context.Context, t Target, client string) (*Lease, 
 	}
 	e, base := l.e, l.e.conn.Session
 	e.namedMu.Lock()
-	defer e.namedMu.Unlock()
-	if s := e.named[client]; s != nil {
-		l.s = s
-		return l, nil
+	for {
+		if s := e.named[client]; s != nil {
+			e.namedMu.Unlock()
+			l.s = s
+			return l, nil
+		}
+		opening := e.opening[client]
+		if opening == nil {
+			break
+		}
+		// Another caller opens it: wait for it (and open it ourselves
+		// if that one fails).
+		e.namedMu.Unlock()
+		select {
+		case <-opening:
+		case <-ctx.Done():
+			l.Release()
+			return nil, fmt.Errorf("%s: open a session for %s: %w", t.Name, client, ctx.Err())
+		}
+		e.namedMu.Lock()
 	}
+	if e.opening == nil {
+		e.opening = map[string]chan struct{}{}
+	}
+	opening := make(chan struct{})
+	e.opening[client] = opening
+	e.namedMu.Unlock()
+	defer close(opening)
 	s, err := base.Client().OpenSession(ctx, protocol.SessionOpenParams{
 		ClientName:     client,
 		ClientVersion:  version.Version,
@@ -447,14 +543,19 @@ func (p *Pool) AcquireAs(ctx context.Context, t Target, client string) (*Lease, 
 		// keeps JSON lines whatever is asked).
 		RequestedCapabilities: []string{protocol.CapOutputRaw},
 	})
+	e.namedMu.Lock()
+	delete(e.opening, client)
+	if err == nil {
+		if e.named == nil {
+			e.named = map[string]*rexclient.Session{}
+		}
+		e.named[client] = s
+	}
+	e.namedMu.Unlock()
 	if err != nil {
 		l.Release()
 		return nil, fmt.Errorf("%s: open a session for %s: %w", t.Name, client, err)
 	}
-	if e.named == nil {
-		e.named = map[string]*rexclient.Session{}
-	}
-	e.named[client] = s
 	l.s = s
 	return l, nil
 }
@@ -526,6 +627,15 @@ func (e *entry) done() bool {
 	}
 }
 
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
 func (e *entry) dead() bool {
 	if e.conn == nil {
 		return false
@@ -542,6 +652,9 @@ func (e *entry) dead() bool {
 // sessions are resumable.
 func (p *Pool) watch(t Target, e *entry) {
 	defer p.wg.Done()
+	if p.watchEndHook != nil {
+		defer p.watchEndHook(t.Name)
+	}
 	c := e.conn.Session.Client()
 	for {
 		select {
@@ -559,11 +672,16 @@ func (p *Pool) watch(t Target, e *entry) {
 				continue // it ended; the case above reports it
 			default:
 			}
+			if p.droppedHook != nil {
+				p.droppedHook(t.Name)
+			}
 			if e.conn.Resume == nil {
 				c.Abandon(errors.New("this connection cannot be resumed"))
 				continue
 			}
-			p.reconnect(t, e)
+			if !p.reconnect(t, e) {
+				return // its end is reported (or closed on purpose)
+			}
 		case <-p.stop:
 			return
 		}
@@ -582,54 +700,69 @@ const (
 
 // reconnect gets a dropped connection back: Conn.Resume with backoff
 // until it works, rexd refuses (the grace ran out), or the grace and
-// resumeOverstay have passed.
-func (p *Pool) reconnect(t Target, e *entry) {
+// resumeOverstay have passed. It reports whether it is back: otherwise the
+// connection has ended, and reconnect has said why (or it was closed on
+// purpose), so watch says nothing more.
+func (p *Pool) reconnect(t Target, e *entry) (resumed bool) {
 	c := e.conn.Session.Client()
-	back := make(chan struct{})
+	// Retiring the entry (Drop, ReapIdle, the pool's Close) ends the
+	// reconnection at once, its attempt in flight too.
+	closed := errors.New("the connection was closed while it was being resumed")
+	rctx, stop := context.WithCancel(context.Background())
+	defer stop()
 	p.mu.Lock()
-	e.back = back
+	gone := p.closed || e.removed
+	if !gone {
+		e.stopResume = stop
+		defer func() {
+			p.mu.Lock()
+			e.stopResume = nil
+			p.mu.Unlock()
+		}()
+	}
 	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		e.back = nil
-		p.mu.Unlock()
-		close(back)
-	}()
+	if gone {
+		c.Abandon(closed)
+		return false
+	}
 	grace := c.ResumeGrace()
 	p.state(t, StateReconnecting, nil)
 	deadline := time.Now().Add(grace + resumeOverstay)
 	wait := reconnectFirst
 	for attempt := 1; ; attempt++ {
-		p.mu.Lock()
-		gone := p.closed || e.removed
-		p.mu.Unlock()
-		if gone {
-			c.Abandon(errors.New("the connection pool closed"))
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), max(p.opts.ConnectTimeout/4, 30*time.Second))
+		ctx, cancel := context.WithTimeout(rctx, max(p.opts.ConnectTimeout/4, 30*time.Second))
 		err := e.conn.Resume(ctx)
 		cancel()
+		if rctx.Err() != nil {
+			// Closed on purpose while it was being resumed: nothing to
+			// report (it was reported idle or closed). A resume that
+			// landed all the same is closed again, now that it is up.
+			if err == nil {
+				e.conn.Closer.Close()
+			}
+			c.Abandon(closed)
+			return false
+		}
 		if err == nil {
 			p.state(t, StateReady, nil)
-			return
+			return true
 		}
 		select {
 		case <-c.Done(): // rexd refused: the client has ended with why
 			p.state(t, StateError, c.Err())
-			return
+			return false
 		default:
 		}
 		if time.Now().After(deadline) {
 			err = fmt.Errorf("the connection to %s dropped and could not be made again within its resume grace of %s (%d attempts, the last: %v); rexd there stops what ran for it", t.Name, grace, attempt, err)
 			c.Abandon(err)
 			p.state(t, StateError, err)
-			return
+			return false
 		}
 		t := time.NewTimer(jitter(wait))
 		select {
 		case <-t.C:
-		case <-p.stop:
+		case <-rctx.Done():
 			t.Stop()
 		}
 		wait = min(wait*2, reconnectMax)
@@ -661,6 +794,12 @@ func (p *Pool) reapIdle() {
 // as of now, and reports how many it closed. The pool calls it on a timer;
 // it is exported so that a test (or a front end) can run it at a given
 // time.
+//
+// A connection being resumed is closed too, and its reconnection ends:
+// with no lease on it, no command, transfer or terminal of the operator's
+// runs there (each holds its lease while it lasts), so its sessions keep
+// nothing anyone will come back to, and rexd stops what is left in them
+// when their grace runs out, as for any connection given up while down.
 func (p *Pool) ReapIdle(now time.Time) int {
 	if p.opts.IdleTimeout <= 0 {
 		return 0
@@ -669,20 +808,37 @@ func (p *Pool) ReapIdle(now time.Time) int {
 	p.mu.Lock()
 	for _, e := range p.entries {
 		if e.done() && e.users == 0 && e.waiters == 0 && now.Sub(e.lastUsed) >= p.opts.IdleTimeout {
-			p.removeLocked(e)
+			p.retireLocked(e)
 			if e.conn != nil {
 				idle = append(idle, e)
 			}
 		}
 	}
 	p.mu.Unlock()
-	for _, e := range idle {
-		e.closeConn()
+	closeConns(idle, func(e *entry) {
 		if p.opts.OnState != nil {
 			p.opts.OnState(e.name, StateIdle, nil)
 		}
-	}
+	})
 	return len(idle)
+}
+
+// closeConns closes the entries' connections together, each followed by
+// then (when set): closing one whose host no longer answers can take
+// seconds, and they add up one after another.
+func closeConns(es []*entry, then func(e *entry)) {
+	var wg sync.WaitGroup
+	for _, e := range es {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.closeConn()
+			if then != nil {
+				then(e)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // Close closes every connection and ends dials in progress.
@@ -698,7 +854,7 @@ func (p *Pool) Close() error {
 	p.entries = map[string]*entry{}
 	var open []*entry
 	for _, e := range entries {
-		e.removed = true
+		p.retireLocked(e)
 		if e.done() {
 			if e.conn != nil {
 				open = append(open, e)
@@ -708,12 +864,7 @@ func (p *Pool) Close() error {
 		}
 	}
 	p.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, e := range open {
-		wg.Add(1)
-		go func(e *entry) { defer wg.Done(); e.closeConn() }(e)
-	}
-	wg.Wait()
+	closeConns(open, nil)
 	p.wg.Wait()
 	return nil
 }

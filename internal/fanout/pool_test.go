@@ -3,6 +3,7 @@ package fanout_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -437,5 +438,191 @@ func TestReleaseClosesEachTarget(t *testing.T) {
 			}
 			pool.Close()
 		}
+	}
+}
+
+// countedCloser decrements open once when closed.
+func countedCloser(c interface{ Close() error }, open *atomic.Int64) closerFunc {
+	var once sync.Once
+	return func() error {
+		once.Do(func() { open.Add(-1) })
+		return c.Close()
+	}
+}
+
+// TestClosingDoesNotWaitForALaneDial: closing the pool, or dropping the
+// connection, while a lease dials its bulk lane returns at once; the dial
+// is cancelled, and a lane that lands anyway (a dial that does not heed
+// its context) is closed, not leaked. Bulk held the lane's lock across
+// the dial, which closing needs: Close waited for a whole SSH dial.
+func TestClosingDoesNotWaitForALaneDial(t *testing.T) {
+	closers := map[string]func(pool *fanout.Pool, other *fanout.Lease){
+		"pool closed": func(pool *fanout.Pool, _ *fanout.Lease) { pool.Close() },
+		"dropped":     func(_ *fanout.Pool, other *fanout.Lease) { other.Drop() },
+	}
+	for name, closeIt := range closers {
+		for _, late := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, lane lands late %v", name, late), func(t *testing.T) {
+				ctx := context.Background()
+				f := newFleet(t)
+				var open atomic.Int64 // lanes made and not closed
+				started := make(chan struct{}, 1)
+				gate := make(chan struct{})
+				c := fanout.ConnectorFunc(func(ctx context.Context, tg fanout.Target) (*fanout.Conn, error) {
+					conn, err := f.Connect(ctx, tg)
+					if err != nil {
+						return nil, err
+					}
+					conn.OpenLane = func(ctx context.Context) (*fanout.Conn, error) {
+						started <- struct{}{}
+						if late {
+							<-gate
+						} else {
+							select {
+							case <-gate:
+							case <-ctx.Done():
+							}
+							if ctx.Err() != nil {
+								return nil, ctx.Err()
+							}
+						}
+						lane, err := f.connect(context.Background(), tg)
+						if err != nil {
+							return nil, err
+						}
+						open.Add(1)
+						lane.Closer = countedCloser(lane.Closer, &open)
+						return lane, nil
+					}
+					return conn, nil
+				})
+				pool := fanout.NewPool(c, fanout.PoolOptions{})
+				defer pool.Close()
+				h1 := fanout.Target{Name: "h1"}
+				bulkLease, err := pool.Acquire(ctx, h1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer bulkLease.Release()
+				other, err := pool.Acquire(ctx, h1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				bulk := make(chan *rexclient.Session, 1)
+				go func() {
+					s, _ := bulkLease.Bulk(ctx)
+					bulk <- s
+				}()
+				<-started
+				closed := make(chan struct{})
+				go func() {
+					closeIt(pool, other)
+					close(closed)
+				}()
+				select {
+				case <-closed:
+				case <-time.After(10 * time.Second):
+					close(gate) // let it unwind
+					<-closed
+					t.Fatal("closing waited for the lane's dial")
+				}
+				close(gate)
+				if s := <-bulk; s != bulkLease.Session() {
+					t.Error("Bulk on a connection closed meanwhile gave a lane")
+				}
+				if n := open.Load(); n != 0 {
+					t.Errorf("%d lane(s) left open", n)
+				}
+			})
+		}
+	}
+}
+
+// TestLaneLostKeepsTheConnection: bulk work that fails because its lane
+// ended (ErrClosed from the lane's own connection) leaves the target's
+// connection, and everything other leases run on it, alone; the next bulk
+// work gets a new lane. Each dropped the connection for any ErrClosed,
+// and a lane lost in a push ended the operator's terminals on that host.
+func TestLaneLostKeepsTheConnection(t *testing.T) {
+	ctx := context.Background()
+	l := &laned{fleet: newFleet(t)}
+	pool := fanout.NewPool(l, fanout.PoolOptions{})
+	defer pool.Close()
+	held, err := pool.Acquire(ctx, fanout.Target{Name: "h1"}) // a terminal, say
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+	rs := fanout.Each(ctx, pool, targets("h1"), fanout.Options{Bulk: true}, func(ctx context.Context, _ fanout.Target, s *rexclient.Session) error {
+		if s.Client() == held.Session().Client() {
+			return errors.New("Each with Bulk did not get the lane")
+		}
+		s.Client().Close() // the lane's connection ends
+		_, err := s.SessionInfo(ctx)
+		return err
+	})
+	if !errors.Is(rs[0].Err, rexclient.ErrClosed) {
+		t.Fatalf("the work on a lost lane ended with %v, want ErrClosed", rs[0].Err)
+	}
+	if _, err := held.Session().SessionInfo(ctx); err != nil {
+		t.Fatalf("a lost lane ended the connection another lease holds: %v", err)
+	}
+	rs = fanout.Each(ctx, pool, targets("h1"), fanout.Options{Bulk: true}, func(ctx context.Context, _ fanout.Target, s *rexclient.Session) error {
+		if s.Client() == held.Session().Client() {
+			return errors.New("no new lane after the lost one")
+		}
+		_, err := s.SessionInfo(ctx)
+		return err
+	})
+	if rs[0].Err != nil {
+		t.Fatal(rs[0].Err)
+	}
+	if d, n := l.dials.Load(), l.lanes.Load(); d != 1 || n != 2 {
+		t.Errorf("%d dials and %d lanes, want 1 and 2", d, n)
+	}
+}
+
+// TestReapClosesAtOnce: the reaper closes the idle connections together,
+// as the pool's Close does, not one after another: closing one whose
+// host no longer answers waits seconds (rexd is asked to close its
+// resumable sessions first), and the pool's Close waits for the reaper.
+func TestReapClosesAtOnce(t *testing.T) {
+	f := newFleet(t)
+	entered, release := make(chan string, 2), make(chan struct{})
+	c := fanout.ConnectorFunc(func(ctx context.Context, tg fanout.Target) (*fanout.Conn, error) {
+		conn, err := f.Connect(ctx, tg)
+		if err != nil {
+			return nil, err
+		}
+		closer := conn.Closer
+		conn.Closer = closerFunc(func() error {
+			entered <- tg.Name
+			<-release // a host that does not answer
+			return closer.Close()
+		})
+		return conn, nil
+	})
+	pool := fanout.NewPool(c, fanout.PoolOptions{IdleTimeout: time.Minute})
+	defer pool.Close()
+	for _, name := range []string{"h1", "h2"} {
+		l, err := pool.Acquire(context.Background(), fanout.Target{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Release()
+	}
+	reaped := make(chan int, 1)
+	go func() { reaped <- pool.ReapIdle(time.Now().Add(2 * time.Minute)) }()
+	for range 2 {
+		select {
+		case <-entered:
+		case <-time.After(10 * time.Second):
+			close(release)
+			t.Fatal("the reaper closes one connection after another")
+		}
+	}
+	close(release)
+	if n := <-reaped; n != 2 {
+		t.Fatalf("reaped %d, want 2", n)
 	}
 }

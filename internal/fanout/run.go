@@ -431,6 +431,14 @@ func runOne(ctx context.Context, pool *Pool, t Target, task Task, opts Options, 
 			lease.Drop()
 			r.Unreachable = true
 			r.Err = fmt.Errorf("%s: connection lost before the command started: %w", t.Name, err)
+		case errors.Is(err, rexclient.ErrDropped):
+			// The connection is being resumed. The start is not sent
+			// again: had it reached rexd, the command could run twice.
+			// One that did is stopped there as an orphan once the
+			// connection is back (rexclient.Client.Resume), or by rexd
+			// when the grace runs out.
+			r.Unreachable = true
+			r.Err = fmt.Errorf("%s: the connection dropped as the command was being started, so it did not run (rexd stops it if it had begun); run it again once the host is back", t.Name)
 		default:
 			r.Err = fmt.Errorf("%s: start command: %w", t.Name, err)
 		}

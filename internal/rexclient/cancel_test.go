@@ -18,41 +18,75 @@ import (
 	"github.com/rexconsole/rex/internal/rexclient"
 )
 
-// valve passes rexd's output to the client, holding it back while shut:
-// it makes a reply arrive after the caller gave up, on a real rexd.
-type valve struct {
+// latch holds whoever passes it while shut.
+type latch struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
 	shut    bool
-	holding bool // bytes read from rexd wait for the valve to open
-	pr      *io.PipeReader
-	pw      *io.PipeWriter
+	allow   int  // how many more may pass while shut
+	holding bool // someone waits for the latch to open
 }
 
-// isHolding reports whether rexd has written something the valve holds
-// back: an answer sent, not yet received.
-func (v *valve) isHolding() bool {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.holding
+func newLatch() *latch {
+	g := &latch{}
+	g.cond = sync.NewCond(&g.mu)
+	return g
+}
+
+// pass returns once the latch is open.
+func (g *latch) pass() {
+	g.mu.Lock()
+	for g.shut && g.allow == 0 {
+		g.holding = true
+		g.cond.Wait()
+	}
+	if g.shut {
+		g.allow--
+	}
+	g.holding = false
+	g.mu.Unlock()
+}
+
+func (g *latch) set(shut bool) {
+	g.mu.Lock()
+	g.shut, g.allow = shut, 0
+	g.cond.Broadcast()
+	g.mu.Unlock()
+}
+
+// let lets one more pass while shut.
+func (g *latch) let() {
+	g.mu.Lock()
+	g.allow++
+	g.cond.Broadcast()
+	g.mu.Unlock()
+}
+
+// isHolding reports whether someone waits at the latch: for a valve,
+// an answer rexd sent and the client has not received.
+func (g *latch) isHolding() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.holding
+}
+
+// valve passes rexd's output to the client, holding it back while shut:
+// it makes a reply arrive after the caller gave up, on a real rexd.
+type valve struct {
+	*latch
+	pr *io.PipeReader
+	pw *io.PipeWriter
 }
 
 func newValve(r io.Reader) *valve {
-	v := &valve{}
-	v.cond = sync.NewCond(&v.mu)
+	v := &valve{latch: newLatch()}
 	v.pr, v.pw = io.Pipe()
 	go func() {
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := r.Read(buf)
 			if n > 0 {
-				v.mu.Lock()
-				for v.shut {
-					v.holding = true
-					v.cond.Wait()
-				}
-				v.holding = false
-				v.mu.Unlock()
+				v.pass()
 				v.pw.Write(buf[:n])
 			}
 			if err != nil {
@@ -62,13 +96,6 @@ func newValve(r io.Reader) *valve {
 		}
 	}()
 	return v
-}
-
-func (v *valve) set(shut bool) {
-	v.mu.Lock()
-	v.shut = shut
-	v.cond.Broadcast()
-	v.mu.Unlock()
 }
 
 // valved starts a real rexd whose output goes through a valve and opens

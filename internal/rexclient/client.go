@@ -12,6 +12,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rexconsole/rex/internal/protocol"
 )
@@ -42,6 +43,9 @@ type Client struct {
 	// Set by tests: dropHook runs at the end of drop, resumeHook in
 	// Resume once rexd has answered, before the connection is settled.
 	dropHook, resumeHook func()
+	// Set by tests: writeHook runs on writeWithin's goroutine before
+	// the write begins.
+	writeHook func()
 
 	// Counters of bytes on the wire, for tests and benchmarks.
 	bytesIn counter
@@ -173,14 +177,14 @@ func (c *Client) readLoop(dec *protocol.Decoder, enc *protocol.Encoder, transpor
 			if ferr != nil {
 				continue // skipped whole, as an unreadable line is; rexd never sends one
 			}
-			if ev.SessionSeq != 0 && !c.seen(ev.SessionID, ev.SessionSeq, len(line)+n, enc) {
+			if ev.SessionSeq != 0 && !c.seen(ev.SessionID, ev.SessionSeq, len(line)+n) {
 				continue
 			}
 			r.deliverOutput(method, ev, data, buf)
 			continue
 		}
 		if method, ev, data, ok := protocol.ParseOutputEvent(line); ok {
-			if ev.SessionSeq != 0 && !c.seen(ev.SessionID, ev.SessionSeq, len(line), enc) {
+			if ev.SessionSeq != 0 && !c.seen(ev.SessionID, ev.SessionSeq, len(line)) {
 				continue
 			}
 			c.routeOf(ev.ProcessID).deliverOutput(method, ev, data, nil)
@@ -211,7 +215,7 @@ func (c *Client) readLoop(dec *protocol.Decoder, enc *protocol.Encoder, transpor
 			}
 			cl.resp <- msg
 		case msg.IsNotification():
-			if sid, seq := eventSeq(msg); seq != 0 && !c.seen(sid, seq, len(line), enc) {
+			if sid, seq := eventSeq(msg); seq != 0 && !c.seen(sid, seq, len(line)) {
 				continue
 			}
 			c.route(msg)
@@ -261,7 +265,10 @@ func (c *Client) end(err error) {
 //
 // When ctx ends first, Call returns ctx.Err() and tells rexd, with
 // $/cancelRequest, to stop working on the request (rexd still answers it;
-// the answer is dropped). A reply that was already on its way wins.
+// the answer is dropped). A reply that was already on its way wins. ctx
+// bounds the write too: a transport that takes no more bytes (a peer that
+// stopped reading, a dead link whose SSH window is full) does not hold
+// the caller past it, and a request whose write had not begun is not sent.
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
 	return c.call(ctx, method, params, result, nil, nil)
 }
@@ -285,7 +292,7 @@ func (c *Client) call(ctx context.Context, method string, params, result any, on
 // callOn is call on the transport of enc (Resume's requests, before the
 // connection is back), or on the current one when enc is nil.
 func (c *Client) callOn(ctx context.Context, enc *protocol.Encoder, method string, params, result any, onResult, onAbandon func(json.RawMessage)) error {
-	sent, err := c.send(enc, method, params, onResult, onAbandon)
+	sent, err := c.send(ctx, enc, method, params, onResult, onAbandon)
 	if err != nil {
 		return err
 	}
@@ -301,8 +308,13 @@ type sent struct {
 }
 
 // send writes a request without waiting for its answer (await does), so
-// several can go out in one flight.
-func (c *Client) send(enc *protocol.Encoder, method string, params any, onResult, onAbandon func(json.RawMessage)) (*sent, error) {
+// several can go out in one flight. ctx bounds the write (see Call); a
+// frame's bytes (frameRequest) must not change until the write is over,
+// which may be after send has given up on it.
+func (c *Client) send(ctx context.Context, enc *protocol.Encoder, method string, params any, onResult, onAbandon func(json.RawMessage)) (*sent, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("send %s: %w", method, err)
+	}
 	cl := &call{resp: make(chan *protocol.Message, 1), onResult: onResult, onAbandon: onAbandon}
 	c.mu.Lock()
 	if c.err != nil {
@@ -324,37 +336,126 @@ func (c *Client) send(enc *protocol.Encoder, method string, params any, onResult
 	c.pending[key] = cl
 	c.mu.Unlock()
 
-	var reqID json.RawMessage
-	var err error
-	written := true // false: the params could not be encoded
+	reqID := json.RawMessage(key)
+	var write func() error
 	if fr, ok := params.(frameRequest); ok {
 		// A raw frame (rawCASPut): its line, then the bytes, not copied.
-		reqID = json.RawMessage(key)
 		line, data := fr.AppendFrame(nil, id)
-		err = enc.WriteFrame(line, data)
+		write = func() error { return enc.WriteFrame(line, data) }
 	} else if lr, ok := params.(lineRequest); ok {
 		// Bulk data (cas.put) writes its own line: no reflection, no copy.
-		reqID = json.RawMessage(key)
-		err = enc.WriteLine(lr.AppendRequest(nil, id, method))
+		line := lr.AppendRequest(nil, id, method)
+		write = func() error { return enc.WriteLine(line) }
 	} else {
-		var msg *protocol.Message
-		if msg, err = protocol.NewRequest(id, method, params); err == nil {
-			reqID = msg.ID
-			err = enc.Encode(msg)
-		} else {
-			written = false
+		msg, err := protocol.NewRequest(id, method, params)
+		if err != nil {
+			c.forget(key)
+			return nil, fmt.Errorf("send %s: %w", method, err)
 		}
+		reqID = msg.ID
+		write = func() error { return enc.Encode(msg) }
 	}
-	if err != nil {
-		c.mu.Lock()
-		delete(c.pending, key)
-		c.mu.Unlock()
-		if written {
-			err = c.writeFailed(enc, err)
+	err := c.writeWithin(ctx, write, func(err error) {
+		// The caller gave up while the request was being written. Its
+		// pending entry, if any is left, goes with the transport's end.
+		if err != nil {
+			c.writeFailed(enc, err)
+			return
 		}
-		return nil, fmt.Errorf("send %s: %w", method, err)
+		c.Notify(protocol.MethodCancelRequest, protocol.CancelParams{ID: reqID})
+	})
+	switch {
+	case err == nil:
+	case errors.Is(err, errNotWritten):
+		c.forget(key)
+		return nil, fmt.Errorf("send %s: %w", method, ctx.Err())
+	case errors.Is(err, errWriteLate):
+		if c.giveUp(key, cl) {
+			return nil, fmt.Errorf("send %s: %w", method, ctx.Err())
+		}
+		// The answer came while the write was being finished: it wins,
+		// as in await.
+	default:
+		c.forget(key)
+		return nil, fmt.Errorf("send %s: %w", method, c.writeFailed(enc, err))
 	}
 	return &sent{cl: cl, key: key, id: reqID, method: method}, nil
+}
+
+// forget drops the pending entry of a request that will get no answer,
+// for send's caller alone: nobody awaits it.
+func (c *Client) forget(key string) {
+	c.mu.Lock()
+	delete(c.pending, key)
+	c.mu.Unlock()
+}
+
+// giveUp is the caller leaving a request it sent: it reports false when
+// the answer has been read already (it wins, so nothing started on the
+// caller's behalf is left without an owner). Otherwise the answer is
+// dropped when it comes, after its onAbandon undoes what it started.
+func (c *Client) giveUp(key string, cl *call) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, waiting := c.pending[key]; !waiting {
+		return false
+	}
+	if cl.onAbandon != nil {
+		cl.abandoned = true // the reader undoes it when the reply comes
+	} else {
+		delete(c.pending, key)
+	}
+	return true
+}
+
+var (
+	errNotWritten = errors.New("the request was not written")
+	errWriteLate  = errors.New("the request is still being written")
+)
+
+// writeWithin runs write (one whole frame) and waits for it no longer
+// than ctx. When ctx ends first it returns errNotWritten if the write had
+// not begun (it never will), or errWriteLate if it had: the frame is then
+// finished in the background (a frame cut short would break the stream)
+// and late gets the write's result.
+func (c *Client) writeWithin(ctx context.Context, write func() error, late func(error)) error {
+	if ctx.Done() == nil {
+		return write()
+	}
+	const (
+		waiting = iota
+		writing
+		written
+		left // the caller gave up during the write
+	)
+	var state atomic.Int32
+	done := make(chan error, 1)
+	go func() {
+		if c.writeHook != nil {
+			c.writeHook()
+		}
+		if !state.CompareAndSwap(waiting, writing) {
+			return
+		}
+		err := write()
+		if !state.CompareAndSwap(writing, written) {
+			late(err)
+			return
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	if state.CompareAndSwap(waiting, left) {
+		return errNotWritten
+	}
+	if state.CompareAndSwap(writing, left) {
+		return errWriteLate
+	}
+	return <-done // written just now
 }
 
 // writeFailed takes a failed write on enc's transport for its end: the
@@ -396,23 +497,15 @@ func (c *Client) writeFailed(enc *protocol.Encoder, err error) error {
 // When ctx ends first, rexd is told to stop working on it (and a call
 // with onAbandon undoes what its late answer started).
 func (c *Client) await(ctx context.Context, s *sent, result any) error {
-	cl, key, reqID, method, onAbandon := s.cl, s.key, s.id, s.method, s.cl.onAbandon
+	cl, key, reqID, method := s.cl, s.key, s.id, s.method
 	var resp *protocol.Message
 	select {
 	case resp = <-cl.resp:
 	case <-ctx.Done():
-		c.mu.Lock()
-		_, waiting := c.pending[key]
-		if waiting {
-			if onAbandon != nil {
-				cl.abandoned = true // the reader undoes it when the reply comes
-			} else {
-				delete(c.pending, key)
-			}
-		}
-		c.mu.Unlock()
-		if waiting {
-			c.Notify(protocol.MethodCancelRequest, protocol.CancelParams{ID: reqID})
+		if c.giveUp(key, cl) {
+			// On its own goroutine: a transport that takes no more bytes
+			// must not hold the caller past ctx.
+			go c.Notify(protocol.MethodCancelRequest, protocol.CancelParams{ID: reqID})
 			return ctx.Err()
 		}
 		// The reader has the reply already: it wins, so nothing started

@@ -22,3 +22,11 @@ func Queued(p *Process) int {
 
 // RouteQueue bounds the events waiting for one process's consumer.
 const RouteQueue = routeQueue
+
+// SetWriteHook has hook run before each write bounded by a context
+// begins (nil: none). Set it before the calls it is for.
+func SetWriteHook(c *Client, hook func()) {
+	c.mu.Lock()
+	c.writeHook = hook
+	c.mu.Unlock()
+}

@@ -57,6 +57,7 @@ type resumeState struct {
 	last    uint64 // the highest session_seq received
 	unacked int
 	timer   *time.Timer
+	acking  bool // ackLoop runs
 }
 
 type pendingKill struct {
@@ -119,9 +120,9 @@ func (c *Client) Dropped() <-chan struct{} {
 }
 
 // seen records event seq of session sid (n bytes on the wire) and says
-// whether to deliver it: false for one delivered before. It sends an
-// acknowledgement on enc when enough arrived.
-func (c *Client) seen(sid string, seq uint64, n int, enc *protocol.Encoder) bool {
+// whether to deliver it: false for one delivered before. It has an
+// acknowledgement sent when enough arrived.
+func (c *Client) seen(sid string, seq uint64, n int) bool {
 	c.mu.Lock()
 	s := c.resumable[sid]
 	if s == nil {
@@ -135,21 +136,45 @@ func (c *Client) seen(sid string, seq uint64, n int, enc *protocol.Encoder) bool
 	}
 	r.last = seq
 	r.unacked += n
-	now := r.unacked >= ackBytes
+	now := r.unacked >= ackBytes && !r.acking
 	if now {
 		r.unacked = 0
+		r.acking = true
 		if r.timer != nil {
 			r.timer.Stop()
 			r.timer = nil
 		}
-	} else if r.timer == nil {
+	} else if r.timer == nil && !r.acking {
 		r.timer = time.AfterFunc(ackDelay, func() { c.ackLater(s) })
 	}
 	c.mu.Unlock()
 	if now {
-		sendAck(enc, sid, seq)
+		// Off the reader: a transport whose writing half waits (a push's
+		// frame, a dead link) must not stop the output of every process
+		// on the connection, nor the answers rexd needs to read on.
+		go c.ackLoop(s)
 	}
 	return true
+}
+
+// ackLoop acknowledges s's latest event until nothing newer has come
+// while it wrote: one writer per session, however long a write waits.
+func (c *Client) ackLoop(s *Session) {
+	var sent uint64
+	for {
+		c.mu.Lock()
+		r := s.resume
+		seq, enc, down := r.last, c.enc, c.dropped != nil || c.err != nil
+		if down || seq <= sent {
+			r.acking = false
+			c.mu.Unlock()
+			return
+		}
+		r.unacked = 0
+		c.mu.Unlock()
+		sendAck(enc, s.ID, seq)
+		sent = seq
+	}
 }
 
 func (c *Client) ackLater(s *Session) {
@@ -319,6 +344,15 @@ func (c *Client) Resume(ctx context.Context, r io.Reader, w io.Writer, closer io
 		hook()
 	}
 	c.mu.Lock()
+	if c.err != nil {
+		// Closed or abandoned while rexd answered: the new transport is
+		// nobody's (over SSH, a connection and its relay left open).
+		err := c.err
+		c.mu.Unlock()
+		closer.Close()
+		<-transport
+		return err
+	}
 	old := c.closer
 	c.enc, c.closer, c.transport = enc, closer, transport
 	var kills []pendingKill

@@ -2,6 +2,7 @@ package rexclient_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -78,5 +79,64 @@ func TestResumeWhoseTransportDropsStaysDropped(t *testing.T) {
 	}
 	if err := c.Call(ctx, protocol.MethodSessionInfo, protocol.SessionRef{SessionID: "s_1"}, nil); err != nil {
 		t.Fatalf("a call on the resumed connection: %v", err)
+	}
+}
+
+// TestResumeOfAClosedClientClosesItsTransport: a client closed (or
+// abandoned) while rexd answered session.resume does not take the new
+// transport: Resume says the connection ended and closes it. Before, it
+// installed the transport on the ended client and returned nil, and over
+// SSH the new connection and its remote relay were never closed.
+func TestResumeOfAClosedClientClosesItsTransport(t *testing.T) {
+	for _, end := range []string{"close", "abandon"} {
+		t.Run(end, func(t *testing.T) {
+			answer := func(method string) any {
+				switch method {
+				case protocol.MethodSessionOpen:
+					return protocol.SessionOpenResult{SessionID: "s_1", Protocol: protocol.Version, ResumeGraceMS: 60000, ResumeToken: "tok"}
+				case protocol.MethodSessionResume:
+					return protocol.SessionResumeResult{SessionID: "s_1"}
+				}
+				return nil
+			}
+			var mu sync.Mutex
+			var seen []string
+			p1, r, w, closer := newPeer()
+			p1.serve(&mu, &seen, answer, "")
+			c := rexclient.NewConn(r, w, closer)
+			ctx := context.Background()
+			if _, err := c.OpenSession(ctx, protocol.SessionOpenParams{ClientName: "t", ResumeGraceMS: 60000}); err != nil {
+				t.Fatal(err)
+			}
+			p1.out.Close() // the transport drops
+			<-c.Dropped()
+
+			rexclient.SetHooks(c, nil, func() {
+				if end == "close" {
+					c.Close()
+				} else {
+					c.Abandon(errors.New("given up"))
+				}
+			})
+			p2, r2, w2, closer2 := newPeer()
+			p2.serve(&mu, &seen, answer, "")
+			closed := make(chan struct{})
+			err := c.Resume(ctx, r2, w2, closerFunc(func() error {
+				select {
+				case <-closed:
+				default:
+					close(closed)
+				}
+				return closer2.Close()
+			}))
+			if err == nil {
+				t.Fatal("Resume of a client ended meanwhile returned nil")
+			}
+			select {
+			case <-closed:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the new transport was not closed")
+			}
+		})
 	}
 }

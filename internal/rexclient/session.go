@@ -152,7 +152,7 @@ func (c *Client) SendSessionExec(op protocol.SessionOpenParams, p protocol.ExecS
 	// Given up on, the open closes its session (closeAbandoned): s.ID is
 	// then never set, so the exec.start's own undo cannot name it, and the
 	// close stops the process (rexd handled the start before reading it).
-	open, err := c.send(nil, protocol.MethodSessionOpen, op, func(raw json.RawMessage) {
+	open, err := c.send(context.Background(), nil, protocol.MethodSessionOpen, op, func(raw json.RawMessage) {
 		// On the reader, before exec.start's answer is read: the
 		// process's route names its session.
 		var r protocol.SessionOpenResult
@@ -165,7 +165,7 @@ func (c *Client) SendSessionExec(op protocol.SessionOpenParams, p protocol.ExecS
 	}
 	p.SessionID, p.SessionOpenID = "", open.id
 	po := &PendingOpen{c: c, s: s, p: p, opts: opts, open: open}
-	po.proc, po.start, po.serr = s.sendExec(p, opts)
+	po.proc, po.start, po.serr = s.sendExec(context.Background(), p, opts)
 	return po, nil
 }
 
@@ -259,7 +259,7 @@ type Process struct {
 // Exec calls exec.start and streams the process's events to opts.
 func (s *Session) Exec(ctx context.Context, p protocol.ExecStartParams, opts ExecOptions) (*Process, error) {
 	p.SessionID = s.ID
-	proc, st, err := s.sendExec(p, opts)
+	proc, st, err := s.sendExec(ctx, p, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -278,10 +278,10 @@ func (p *Process) started(ctx context.Context, st *sent) error {
 
 // sendExec sends exec.start without waiting for its answer. The process
 // is routed from the answer on (on the reader, before the next message),
-// so no event is missed; s.ID is read only then.
-func (s *Session) sendExec(p protocol.ExecStartParams, opts ExecOptions) (*Process, *sent, error) {
+// so no event is missed; s.ID is read only then. ctx bounds the write.
+func (s *Session) sendExec(ctx context.Context, p protocol.ExecStartParams, opts ExecOptions) (*Process, *sent, error) {
 	proc := &Process{s: s, done: make(chan struct{})}
-	st, err := s.c.send(nil, protocol.MethodExecStart, p, func(raw json.RawMessage) {
+	st, err := s.c.send(ctx, nil, protocol.MethodExecStart, p, func(raw json.RawMessage) {
 		var r protocol.ExecStartResult
 		if json.Unmarshal(raw, &r) == nil {
 			proc.startRoute(r.ProcessID, opts)

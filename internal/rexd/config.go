@@ -28,6 +28,10 @@ type Config struct {
 	CASDir string
 	// KillGrace is how long a process group has between TERM and KILL.
 	KillGrace time.Duration
+	// GuardExe is the rexd executable, run as a guard (GuardFlag) that
+	// stops this rexd's process groups should it be killed outright;
+	// empty runs none.
+	GuardExe string
 	// MaxLine bounds one request line.
 	MaxLine int
 	// ResumeGrace is the longest resume grace a session may ask for

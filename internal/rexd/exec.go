@@ -298,6 +298,9 @@ func (p *process) start(path, dir string, env []string) error {
 	}
 	p.cmd = cmd
 	p.pid = cmd.Process.Pid
+	if !p.detached {
+		p.sess.srv.guard.watch(p.pid) // its group: Setpgid
+	}
 	p.input = newInputQueue(stdinW)
 	p.readers = []io.ReadCloser{outR, errR}
 	return nil

@@ -342,6 +342,7 @@ const (
 // read ends to close if something keeps them open after the group is gone.
 func (p *process) waitAndReport(pumps <-chan struct{}, closers []io.Closer) {
 	werr := p.cmd.Wait()
+	p.sess.srv.guard.forget(p.pid)
 	finished := time.Now()
 	close(p.reaped)
 	drained := false

@@ -168,6 +168,7 @@ func (c *conn) ptyOpen(ctx context.Context, req *request) (any, *protocol.Error)
 			}
 			proc.cmd = cmd
 			proc.pid = cmd.Process.Pid
+			s.srv.guard.watch(proc.pid) // its session's first group: Setsid
 		}
 	}
 	if err != nil {

@@ -47,6 +47,9 @@ type Server struct {
 	resume  resumeRegistry
 	life    context.Context
 	endLife context.CancelFunc
+
+	// guard stops the process groups should this rexd be killed.
+	guard *guard
 }
 
 // New opens the configured roots and the audit log.
@@ -71,7 +74,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, roots: roots}
+	s := &Server{cfg: cfg, roots: roots, guard: &guard{exe: cfg.GuardExe, grace: cfg.KillGrace}}
 	s.usage.roots = cfg.UsageDirs
 	s.usage.warn = cfg.Warn
 	s.life, s.endLife = context.WithCancel(context.Background())
@@ -111,6 +114,7 @@ func (s *Server) auditLogRefused(op, path string) *protocol.Error {
 // Close releases the roots and the audit log.
 func (s *Server) Close() error {
 	s.endLife()
+	s.guard.release()
 	s.usage.mu.Lock()
 	s.usage.close()
 	s.usage.mu.Unlock()

@@ -158,31 +158,47 @@ func (d *Dialer) localUser() string {
 	return os.Getenv("USER")
 }
 
-// resolve fills a Target from ssh_config and defaults, as OpenSSH does:
-// the first value found for a key wins, Target fields win over all.
-func (d *Dialer) resolve(t Target) (*endpoint, error) {
+// badValue is the error for a key of ssh_config whose value for e's host
+// is not what it must be.
+func (c *sshConfig) badValue(e *endpoint, key, val, want string) error {
+	return newError(e.name, ErrConfig, nil, fmt.Sprintf("%s in %s for host %s is %q, which is not %s; fix that line", key, c.path, e.alias, val, want))
+}
+
+// Address is where Connect dials t, as ssh_config makes it: the login
+// user (t's, else ssh_config's User, else the local user), the host name
+// (ssh_config's HostName for t.Host, else t.Host) and the port (t's, else
+// ssh_config's Port, else 22). It reads no key and no known_hosts file, so
+// that target lists can compare machines as they will be dialed.
+func (d *Dialer) Address(t Target) (user, host string, port int, err error) {
+	e, _, _, err := d.address(t)
+	if err != nil {
+		return "", "", 0, err
+	}
+	return e.user, e.host, e.port, nil
+}
+
+// address begins resolve: the endpoint's user, port and host name, which
+// tokens in later keys may use; with the config and home it read them by.
+func (d *Dialer) address(t Target) (*endpoint, *sshConfig, string, error) {
 	cfg, err := d.config()
 	if err != nil {
-		return nil, err
+		return nil, nil, "", err
 	}
 	home, err := d.home()
 	if err != nil {
-		return nil, err
+		return nil, nil, "", err
 	}
 	name := t.Name
 	if name == "" {
 		name = t.Host
 	}
 	if t.Host == "" {
-		return nil, newError(name, ErrConfig, nil, fmt.Sprintf("target %q has no host; give it one (user@host)", name))
+		return nil, nil, "", newError(name, ErrConfig, nil, fmt.Sprintf("target %q has no host; give it one (user@host)", name))
 	}
 	alias := t.Host
 	e := &endpoint{name: name, alias: alias}
-	cfgErr := func(key, val, want string) error {
-		return newError(name, ErrConfig, nil, fmt.Sprintf("%s in %s for host %s is %q, which is not %s; fix that line", key, cfg.path, alias, val, want))
-	}
+	cfgErr := func(key, val, want string) error { return cfg.badValue(e, key, val, want) }
 
-	// User and port first: tokens in later keys may use them.
 	e.user = t.User
 	if e.user == "" {
 		e.user = cfg.get(alias, "User")
@@ -195,7 +211,7 @@ func (d *Dialer) resolve(t Target) (*endpoint, error) {
 		if v := cfg.get(alias, "Port"); v != "" {
 			p, err := strconv.Atoi(v)
 			if err != nil || p < 1 || p > 65535 {
-				return nil, cfgErr("Port", v, "a port number")
+				return nil, nil, "", cfgErr("Port", v, "a port number")
 			}
 			e.port = p
 		}
@@ -203,22 +219,34 @@ func (d *Dialer) resolve(t Target) (*endpoint, error) {
 	if e.port == 0 {
 		e.port = 22
 	}
-	tok := tokens{home: home, alias: alias, host: alias, port: e.port, ruser: e.user, luser: d.localUser()}
 	e.host = alias
 	if v := cfg.get(alias, "HostName"); v != "" {
+		tok := tokens{home: home, alias: alias, host: alias, port: e.port, ruser: e.user, luser: d.localUser()}
 		h, err := tok.expand(v)
 		if err != nil {
-			return nil, cfgErr("HostName", v, "a valid host name")
+			return nil, nil, "", cfgErr("HostName", v, "a valid host name")
 		}
 		e.host = h
 	}
-	tok.host = e.host
 	if !validHost(e.host) {
-		return nil, newError(name, ErrConfig, nil, fmt.Sprintf("host name %q of %s is not valid; use letters, digits, '.', '-', '_' or an IP address", e.host, name))
+		return nil, nil, "", newError(name, ErrConfig, nil, fmt.Sprintf("host name %q of %s is not valid; use letters, digits, '.', '-', '_' or an IP address", e.host, name))
 	}
 	if !validUser(e.user) {
-		return nil, newError(name, ErrConfig, nil, fmt.Sprintf("user name %q for %s is not valid; use letters, digits and . _ - + @ $", e.user, name))
+		return nil, nil, "", newError(name, ErrConfig, nil, fmt.Sprintf("user name %q for %s is not valid; use letters, digits and . _ - + @ $", e.user, name))
 	}
+	return e, cfg, home, nil
+}
+
+// resolve fills a Target from ssh_config and defaults, as OpenSSH does:
+// the first value found for a key wins, Target fields win over all.
+func (d *Dialer) resolve(t Target) (*endpoint, error) {
+	e, cfg, home, err := d.address(t)
+	if err != nil {
+		return nil, err
+	}
+	alias := e.alias
+	cfgErr := func(key, val, want string) error { return cfg.badValue(e, key, val, want) }
+	tok := tokens{home: home, alias: alias, host: e.host, port: e.port, ruser: e.user, luser: d.localUser()}
 
 	// Identities: the Target's key alone, else ssh_config's, else defaults.
 	switch {
@@ -295,7 +323,7 @@ func (d *Dialer) resolve(t Target) (*endpoint, error) {
 		if v := cfg.get(alias, "ProxyJump"); v != "" && !strings.EqualFold(v, "none") {
 			e.jump = v
 		} else if pc := cfg.get(alias, "ProxyCommand"); pc != "" && !strings.EqualFold(pc, "none") {
-			return nil, newError(name, ErrConfig, nil, fmt.Sprintf("%s sets ProxyCommand for host %s, which rex does not run; use ProxyJump instead", cfg.path, alias))
+			return nil, newError(e.name, ErrConfig, nil, fmt.Sprintf("%s sets ProxyCommand for host %s, which rex does not run; use ProxyJump instead", cfg.path, alias))
 		}
 	}
 
@@ -345,7 +373,7 @@ func (d *Dialer) resolve(t Target) (*endpoint, error) {
 			e.strict = "no"
 		default:
 			if !fromConfig {
-				return nil, newError(name, ErrConfig, nil, fmt.Sprintf("strict host key checking %q is not yes, ask, accept-new or no; use one of those", strict))
+				return nil, newError(e.name, ErrConfig, nil, fmt.Sprintf("strict host key checking %q is not yes, ask, accept-new or no; use one of those", strict))
 			}
 			return nil, cfgErr("StrictHostKeyChecking", strict, "yes, ask, accept-new or no")
 		}

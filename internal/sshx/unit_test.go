@@ -267,6 +267,41 @@ func TestSplitConfigList(t *testing.T) {
 	}
 }
 
+// TestAddress: Address is where Connect dials, as resolve reads it (User,
+// HostName with its tokens, Port, a Match block's settings, the local user
+// and 22 as defaults), and it is given even when a key that only dialing
+// reads (here web's IdentityFile) is bad.
+func TestAddress(t *testing.T) {
+	home := t.TempDir()
+	cfg := filepath.Join(home, "config")
+	writeFile(t, cfg, `Host web
+    HostName %h.example.org
+    User deploy
+    IdentityFile ~/%z
+Match host m
+    Port 2222
+`)
+	d := NewDialer(Options{ConfigFile: cfg, HomeDir: home, LocalUser: "me"})
+	for _, tt := range []struct {
+		t          Target
+		user, host string
+		port       int
+	}{
+		{Target{Host: "web"}, "deploy", "web.example.org", 22},
+		{Target{Host: "web", User: "root", Port: 2200}, "root", "web.example.org", 2200},
+		{Target{Host: "m"}, "me", "m", 2222},
+		{Target{Host: "10.0.0.2"}, "me", "10.0.0.2", 22},
+	} {
+		user, host, port, err := d.Address(tt.t)
+		if err != nil || user != tt.user || host != tt.host || port != tt.port {
+			t.Errorf("Address(%+v) = %q %q %d, %v; want %q %q %d", tt.t, user, host, port, err, tt.user, tt.host, tt.port)
+		}
+	}
+	if _, err := d.resolve(Target{Host: "web"}); err == nil {
+		t.Error("resolve(web) took the bad IdentityFile")
+	}
+}
+
 // TestResolve checks precedence without a server: Target over ssh_config
 // over defaults, tokens and ~ expanded, first value wins.
 func TestResolve(t *testing.T) {
