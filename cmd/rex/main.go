@@ -104,11 +104,13 @@ func (e *env) watchSignals(cancel context.CancelCauseFunc) (stop func()) {
 			restore = func() { term.Restore(int(tty.Fd()), st) }
 		}
 	}
+	var signalled atomic.Bool
 	go func() {
 		var first signalError
 		select {
 		case s := <-sigs:
 			first = signalError{s}
+			signalled.Store(true)
 			cancel(first)
 		case <-done:
 			return
@@ -127,6 +129,11 @@ func (e *env) watchSignals(cancel context.CancelCauseFunc) (stop func()) {
 	return func() {
 		signal.Stop(sigs)
 		close(done)
+		// A command that ends by itself after the signal may leave a
+		// prompt reading with echo off too (its read is not cancelled).
+		if signalled.Load() && !e.holdsTerminal.Load() {
+			restore()
+		}
 		if tty != nil {
 			tty.Close()
 		}
