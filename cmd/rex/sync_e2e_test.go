@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -541,9 +543,15 @@ func TestPushAfterKilledRexd(t *testing.T) {
 			}
 			time.Sleep(time.Millisecond) // polling for the moment to kill, bounded
 		}
-		cmd.Wait()
+		werr := cmd.Wait()
 		if !killed {
 			t.Fatalf("atomic=%v: the push ended before rexd could be killed in it", atomicPush)
+		}
+		// A connection lost under the push is unreachable, as under rex
+		// run: 255, not a failure of the push (1).
+		var ee *exec.ExitError
+		if !errors.As(werr, &ee) || ee.ExitCode() != 255 {
+			t.Errorf("atomic=%v: the killed push ended with %v, want exit 255", atomicPush, werr)
 		}
 		if len(rexLeftovers(home)) == 0 {
 			t.Fatalf("atomic=%v: the killed push left nothing to sweep; the test shows nothing", atomicPush)

@@ -828,6 +828,7 @@ func PushTargets(ctx context.Context, app *App, req PushRequest, targets []fanou
 			po.Stats, po.Result, po.Err = pushSource(ctx, st, s, t.Name, src, req.Dest, req.Options, opts.report(t.Name))
 			po.Err = syncCancelled(parent, po.Err)
 			po.Cancelled = isCancelled(po.Err)
+			po.Unreachable = !po.Cancelled && connectionLost(po.Err)
 			po.Duration = time.Since(start)
 			outcomes[index[t.Name]] = po
 			if opts.Pushed != nil {
@@ -1211,6 +1212,13 @@ func syncCancelled(ctx context.Context, err error) error {
 // cancelledError is a sync that ctrl+c stopped.
 type cancelledError struct{ err error }
 
+// connectionLost reports whether err is the target's connection ending
+// under a sync: it counts as unreachable (exit 255), as a command's lost
+// connection does in rex run.
+func connectionLost(err error) bool {
+	return errors.Is(err, rexclient.ErrClosed) || errors.Is(err, rexclient.ErrDropped)
+}
+
 func isCancelled(err error) bool {
 	var ce cancelledError
 	return errors.As(err, &ce)
@@ -1569,6 +1577,7 @@ func PullFrom(ctx context.Context, app *App, targets []fanout.Target, req PullRe
 		if !r.Unreachable {
 			r.Err = syncCancelled(ctx, r.Err)
 			r.Cancelled = r.Cancelled || isCancelled(r.Err)
+			r.Unreachable = !r.Cancelled && connectionLost(r.Err)
 		}
 		out[i].Each = r
 		if out[i].Result.Target == "" {
