@@ -101,3 +101,15 @@ func TestResumeRefusedKeepsRexdsReason(t *testing.T) {
 		t.Fatalf("the connection ended with %q, want rexd's reason (a ResumeError)", c.Err())
 	}
 }
+
+// resumableAnswer is a scripted rexd's answer to method for one
+// resumable session, s_1, with nothing running in it.
+func resumableAnswer(method string) any {
+	switch method {
+	case protocol.MethodSessionOpen:
+		return protocol.SessionOpenResult{SessionID: "s_1", Protocol: protocol.Version, ResumeGraceMS: 60000, ResumeToken: "tok"}
+	case protocol.MethodSessionResume:
+		return protocol.SessionResumeResult{SessionID: "s_1"}
+	}
+	return nil
+}

@@ -20,19 +20,10 @@ import (
 // ("the connection has not dropped"). The hooks make that order: the
 // reader's drop, then the Resume settling, then the reader going on.
 func TestResumeWhoseTransportDropsStaysDropped(t *testing.T) {
-	answer := func(method string) any {
-		switch method {
-		case protocol.MethodSessionOpen:
-			return protocol.SessionOpenResult{SessionID: "s_1", Protocol: protocol.Version, ResumeGraceMS: 60000, ResumeToken: "tok"}
-		case protocol.MethodSessionResume:
-			return protocol.SessionResumeResult{SessionID: "s_1"}
-		}
-		return nil
-	}
 	var mu sync.Mutex
 	var seen []string
 	p1, r, w, closer := newPeer()
-	p1.serve(&mu, &seen, answer, "")
+	p1.serve(&mu, &seen, resumableAnswer, "")
 	c := rexclient.NewConn(r, w, closer)
 	defer func() {
 		// Bounded: on a connection wrongly marked up, Close waits for a
@@ -63,7 +54,7 @@ func TestResumeWhoseTransportDropsStaysDropped(t *testing.T) {
 		<-resumed
 	}, func() { <-dropped })
 	p2, r2, w2, closer2 := newPeer()
-	p2.serve(&mu, &seen, answer, protocol.MethodSessionResume) // answers, then drops
+	p2.serve(&mu, &seen, resumableAnswer, protocol.MethodSessionResume) // answers, then drops
 	err := c.Resume(ctx, r2, w2, closer2)
 	close(resumed)
 	if err != nil {
@@ -73,7 +64,7 @@ func TestResumeWhoseTransportDropsStaysDropped(t *testing.T) {
 
 	rexclient.SetHooks(c, nil, nil)
 	p3, r3, w3, closer3 := newPeer()
-	p3.serve(&mu, &seen, answer, "")
+	p3.serve(&mu, &seen, resumableAnswer, "")
 	if err := c.Resume(ctx, r3, w3, closer3); err != nil {
 		t.Fatalf("the resume after the second drop: %v", err)
 	}
@@ -90,19 +81,10 @@ func TestResumeWhoseTransportDropsStaysDropped(t *testing.T) {
 func TestResumeOfAClosedClientClosesItsTransport(t *testing.T) {
 	for _, end := range []string{"close", "abandon"} {
 		t.Run(end, func(t *testing.T) {
-			answer := func(method string) any {
-				switch method {
-				case protocol.MethodSessionOpen:
-					return protocol.SessionOpenResult{SessionID: "s_1", Protocol: protocol.Version, ResumeGraceMS: 60000, ResumeToken: "tok"}
-				case protocol.MethodSessionResume:
-					return protocol.SessionResumeResult{SessionID: "s_1"}
-				}
-				return nil
-			}
 			var mu sync.Mutex
 			var seen []string
 			p1, r, w, closer := newPeer()
-			p1.serve(&mu, &seen, answer, "")
+			p1.serve(&mu, &seen, resumableAnswer, "")
 			c := rexclient.NewConn(r, w, closer)
 			ctx := context.Background()
 			if _, err := c.OpenSession(ctx, protocol.SessionOpenParams{ClientName: "t", ResumeGraceMS: 60000}); err != nil {
@@ -119,7 +101,7 @@ func TestResumeOfAClosedClientClosesItsTransport(t *testing.T) {
 				}
 			})
 			p2, r2, w2, closer2 := newPeer()
-			p2.serve(&mu, &seen, answer, "")
+			p2.serve(&mu, &seen, resumableAnswer, "")
 			closed := make(chan struct{})
 			err := c.Resume(ctx, r2, w2, closerFunc(func() error {
 				select {

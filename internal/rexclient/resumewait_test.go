@@ -15,15 +15,6 @@ import (
 // up, and on one whose transport dropped waits until it is resumed, ends
 // (with why), or the caller's context ends.
 func TestWaitResumed(t *testing.T) {
-	answer := func(method string) any {
-		switch method {
-		case protocol.MethodSessionOpen:
-			return protocol.SessionOpenResult{SessionID: "s_1", Protocol: protocol.Version, ResumeGraceMS: 60000, ResumeToken: "tok"}
-		case protocol.MethodSessionResume:
-			return protocol.SessionResumeResult{SessionID: "s_1"}
-		}
-		return nil
-	}
 	gone := errors.New("given up")
 	cases := []struct {
 		name string
@@ -34,7 +25,7 @@ func TestWaitResumed(t *testing.T) {
 			var mu sync.Mutex
 			var seen []string
 			p, r, w, closer := newPeer()
-			p.serve(&mu, &seen, answer, "")
+			p.serve(&mu, &seen, resumableAnswer, "")
 			if err := c.Resume(context.Background(), r, w, closer); err != nil {
 				t.Errorf("resume: %v", err)
 			}
@@ -49,7 +40,7 @@ func TestWaitResumed(t *testing.T) {
 			var mu sync.Mutex
 			var seen []string
 			p, r, w, closer := newPeer()
-			p.serve(&mu, &seen, answer, "")
+			p.serve(&mu, &seen, resumableAnswer, "")
 			c := rexclient.NewConn(r, w, closer)
 			defer c.Close()
 			ctx, cancel := context.WithCancel(context.Background())
